@@ -1,0 +1,154 @@
+// Binding of the weighted-averaging kernel: rows of one array, or lists of per-client segments.
+#include <pybind11/stl.h>
+
+#include <vector>
+
+#include "array.h"
+#include "fastfair/weighted_average.h"
+#include "registry.h"
+
+namespace fastfair::binding {
+namespace {
+
+DType accumulator_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
+
+AverageMode parse_mode(const std::string& mode) {
+  if (mode == "write") return AverageMode::write;
+  if (mode == "accumulate") return AverageMode::accumulate;
+  if (mode == "server_step") return AverageMode::server_step;
+  throw py::value_error("mode must be 'write', 'accumulate' or 'server_step'; got '" + mode + "'");
+}
+
+// Checks an output segment against its input segment `ref` and the mode.
+void check_output(const ArrayView& out, const std::string& name, const ArrayView& ref,
+                  const std::string& ref_name, int64_t numel, AverageMode mode) {
+  require_same_device(out, name, ref, ref_name);
+  require_writable(out, name);
+  require_contiguous(out, name);
+  const DType want = mode == AverageMode::accumulate ? accumulator_dtype(ref.dtype) : ref.dtype;
+  require_dtype(out, name, want);
+  if (out.numel() != numel)
+    throw py::value_error(name + " has " + std::to_string(out.numel()) + " elements but " +
+                          ref_name + " has " + std::to_string(numel));
+}
+
+ArrayView check_weights(py::handle w, const ArrayView& ref, const std::string& ref_name,
+                        int64_t n, int64_t stream) {
+  ArrayView wv = view(w, "w", stream);
+  require_same_device(wv, "w", ref, ref_name);
+  require_dtype(wv, "w", DType::f64);
+  if (wv.ndim() != 1 || wv.shape[0] != n)
+    throw py::value_error("w must have shape [" + std::to_string(n) + "] (one weight per client)");
+  require_contiguous(wv, "w");
+  return wv;
+}
+
+void launch(AverageArgs& args, const ArrayView& ref, [[maybe_unused]] int64_t stream) {
+  py::gil_scoped_release release;
+  if (ref.device == Device::cpu) {
+    throw_if_failed(cpu::weighted_average(args));
+  } else {
+#ifdef FASTFAIR_WITH_CUDA
+    throw_if_failed(cuda::weighted_average(args, reinterpret_cast<void*>(stream)));
+#endif
+  }
+}
+
+// X is [N, *shape]: the trailing axes of each row must be contiguous, the row stride is free.
+void weighted_average_rows(py::handle X, py::handle w, py::handle out, const std::string& mode_name,
+                           double lr, int64_t stream) {
+  const AverageMode mode = parse_mode(mode_name);
+  ArrayView xv = view(X, "X", stream);
+  require_float(xv, "X");
+  require_cuda_built(xv, "X");
+  if (xv.ndim() < 1) throw py::value_error("X must have at least one axis (clients first)");
+  const int64_t n = xv.shape[0];
+  if (n == 0) throw py::value_error("X has no rows: at least one client update is needed");
+  if (!xv.inner_contiguous(xv.ndim() - 1))
+    throw py::value_error("X must be contiguous within each row (only the client axis may be "
+                          "strided); pass numpy.ascontiguousarray(X) or X.contiguous()");
+  ArrayView wv = check_weights(w, xv, "X", n, stream);
+  const int64_t d = xv.numel() / n;
+  ArrayView ov = view(out, "out", stream);
+  check_output(ov, "out", xv, "each row of X", d, mode);
+
+  const int64_t row_bytes = xv.strides[0] * dtype_size(xv.dtype);
+  std::vector<const void*> inputs(n);
+  for (int64_t i = 0; i < n; ++i) inputs[i] = static_cast<const char*>(xv.data) + i * row_bytes;
+  void* outputs[1] = {ov.data};
+  AverageArgs args{xv.dtype, n, 1, &d, inputs.data(), static_cast<const double*>(wv.data),
+                   outputs, mode, lr};
+  if (d > 0) launch(args, xv, stream);
+}
+
+// updates[i][l] is client i's segment l; out[l] receives segment l.
+void weighted_average_lists(const py::sequence& updates, py::handle w, const py::sequence& out,
+                            const std::string& mode_name, double lr, int64_t stream) {
+  const AverageMode mode = parse_mode(mode_name);
+  const int64_t n = static_cast<int64_t>(py::len(updates));
+  if (n == 0) throw py::value_error("updates is empty: at least one client update is needed");
+  const int64_t num_segments = static_cast<int64_t>(py::len(out));
+  if (num_segments == 0) throw py::value_error("updates[0] is empty: a client update needs arrays");
+
+  std::vector<ArrayView> first;  // client 0's segments, the reference for shapes and dtype
+  std::vector<py::object> keep;  // every export stays alive until the kernel has run
+  std::vector<const void*> inputs(n * num_segments);
+  std::vector<int64_t> segment_len(num_segments);
+  for (int64_t i = 0; i < n; ++i) {
+    py::sequence client = py::reinterpret_borrow<py::sequence>(updates[i]);
+    if (static_cast<int64_t>(py::len(client)) != num_segments)
+      throw py::value_error("updates[" + std::to_string(i) + "] has " +
+                            std::to_string(py::len(client)) + " arrays but updates[0] has " +
+                            std::to_string(num_segments));
+    for (int64_t l = 0; l < num_segments; ++l) {
+      const std::string name = "updates[" + std::to_string(i) + "][" + std::to_string(l) + "]";
+      ArrayView v = view(client[l], name, stream);
+      if (i == 0) {
+        require_float(v, name);
+        require_cuda_built(v, name);
+        if (l > 0) {
+          require_same_device(v, name, first[0], "updates[0][0]");
+          require_same_dtype(v, name, first[0], "updates[0][0]");
+        }
+      } else {
+        const ArrayView& ref = first[l];
+        const std::string ref_name = "updates[0][" + std::to_string(l) + "]";
+        require_same_device(v, name, ref, ref_name);
+        require_same_dtype(v, name, ref, ref_name);
+        if (v.shape != ref.shape)
+          throw py::value_error(name + " has a different shape from " + ref_name);
+      }
+      require_contiguous(v, name);
+      inputs[i * num_segments + l] = v.data;
+      segment_len[l] = v.numel();
+      keep.push_back(v.capsule);
+      if (i == 0) first.push_back(std::move(v));
+    }
+  }
+  ArrayView wv = check_weights(w, first[0], "updates[0][0]", n, stream);
+  std::vector<ArrayView> outs;
+  std::vector<void*> outputs(num_segments);
+  for (int64_t l = 0; l < num_segments; ++l) {
+    const std::string name = "out[" + std::to_string(l) + "]";
+    outs.push_back(view(out[l], name, stream));
+    check_output(outs.back(), name, first[l], "updates[0][" + std::to_string(l) + "]",
+                 segment_len[l], mode);
+    outputs[l] = outs.back().data;
+  }
+  AverageArgs args{first[0].dtype, n, num_segments, segment_len.data(), inputs.data(),
+                   static_cast<const double*>(wv.data), outputs.data(), mode, lr};
+  launch(args, first[0], stream);
+}
+
+void register_weighted_average(py::module_& m) {
+  m.def("weighted_average_rows", &weighted_average_rows, py::arg("X"), py::arg("w"),
+        py::arg("out"), py::arg("mode"), py::arg("lr"), py::arg("stream"),
+        "Sum over rows of X [N, ...] weighted by w [N] (float64) into out; see fastfair.ops.");
+  m.def("weighted_average_lists", &weighted_average_lists, py::arg("updates"), py::arg("w"),
+        py::arg("out"), py::arg("mode"), py::arg("lr"), py::arg("stream"),
+        "Multi-tensor weighted sum of N lists of L arrays into L outputs; see fastfair.ops.");
+}
+FASTFAIR_REGISTER(register_weighted_average);
+
+}  // namespace
+}  // namespace fastfair::binding

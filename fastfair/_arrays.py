@@ -1,0 +1,152 @@
+"""Framework plumbing shared by the ops: which library an array comes from, allocating outputs
+in that library on the same device, the caller's CUDA stream, and conversion of small inputs.
+
+The compiled core reads every array through ``__dlpack__``; this module only decides what to
+hand it, so that results come back in the caller's own framework.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+_KDL_CUDA = 2
+_KDL_CUDA_MANAGED = 13
+
+FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
+
+
+def framework(x: Any) -> str:
+    """Name of the array library of ``x``: 'numpy', 'torch', 'cupy' or 'dlpack' (any other)."""
+    mod = type(x).__module__.split(".")[0]
+    if isinstance(x, np.ndarray):
+        return "numpy"
+    if mod == "torch" and "torch" in sys.modules and isinstance(x, sys.modules["torch"].Tensor):
+        return "torch"
+    if mod == "cupy":
+        return "cupy"
+    if hasattr(x, "__dlpack__"):
+        return "dlpack"
+    raise TypeError(f"expected an array (NumPy, PyTorch, CuPy or any __dlpack__ producer); "
+                    f"got {type(x).__name__}")
+
+
+def is_cuda(x: Any) -> bool:
+    """True when ``x`` lives in CUDA device memory."""
+    return int(x.__dlpack_device__()[0]) in (_KDL_CUDA, _KDL_CUDA_MANAGED)
+
+
+def dtype_name(x: Any) -> str:
+    """The dtype of ``x`` as a plain name ('float32', 'bfloat16', 'int64', ...)."""
+    return str(x.dtype).rsplit(".", 1)[-1]
+
+
+def detach(x: Any) -> Any:
+    """Drops autograd history from torch tensors (DLPack cannot export them); others unchanged."""
+    if framework(x) == "torch" and x.requires_grad:
+        return x.detach()
+    return x
+
+
+def empty(like: Any, shape: Sequence[int], dtype: str) -> Any:
+    """An uninitialised array of ``shape``/``dtype`` in ``like``'s framework and device."""
+    kind = framework(like)
+    if kind == "torch":
+        import torch
+
+        return torch.empty(tuple(shape), dtype=getattr(torch, dtype), device=like.device)
+    if kind == "cupy":
+        import cupy
+
+        with like.device:
+            return cupy.empty(tuple(shape), dtype=dtype)
+    if is_cuda(like):
+        raise TypeError(f"cannot allocate a CUDA output like a {type(like).__name__}; pass out=")
+    return np.empty(tuple(shape), dtype=_numpy_dtype(dtype))
+
+
+def zeros(like: Any, shape: Sequence[int], dtype: str) -> Any:
+    """Like :func:`empty`, filled with zeros."""
+    out = empty(like, shape, dtype)
+    out[...] = 0
+    return out
+
+
+def _numpy_dtype(dtype: str) -> Any:
+    if dtype == "bfloat16":
+        try:
+            import ml_dtypes
+
+            return ml_dtypes.bfloat16
+        except ImportError as exc:  # NumPy itself has no bfloat16
+            raise TypeError("bfloat16 NumPy arrays need the ml_dtypes package; "
+                            "or pass torch tensors") from exc
+    return np.dtype(dtype)
+
+
+def float64_like(values: Any, like: Any, name: str) -> Any:
+    """``values`` (any sequence or array) as a contiguous float64 1-D array on ``like``'s device.
+
+    CPU results are NumPy arrays; CUDA results stay in ``like``'s framework (no host round trip).
+    """
+    if is_cuda(like):
+        kind = framework(like)
+        if kind == "torch":
+            import torch
+
+            v = values if isinstance(values, torch.Tensor) else torch.as_tensor(values)
+            return v.detach().to(device=like.device, dtype=torch.float64).contiguous().reshape(-1)
+        if kind == "cupy":
+            import cupy
+
+            with like.device:
+                return cupy.ascontiguousarray(cupy.asarray(values, dtype=cupy.float64).reshape(-1))
+        raise TypeError(f"{name}: cannot convert for a CUDA array of type {type(like).__name__}")
+    if framework_or_none(values) in ("torch", "cupy", "dlpack"):
+        if is_cuda(values):
+            raise ValueError(f"{name} is on a CUDA device but the arrays are on the CPU; "
+                             "move them to one device")
+        values = np.from_dlpack(detach(values))
+    arr = np.ascontiguousarray(np.asarray(values, dtype=np.float64)).reshape(-1)
+    return arr
+
+
+def framework_or_none(x: Any) -> Optional[str]:
+    """Like :func:`framework`, but None for non-arrays (lists, scalars)."""
+    try:
+        return framework(x)
+    except TypeError:
+        return None
+
+
+def check_finite(values: np.ndarray, name: str) -> None:
+    """Raises ValueError naming the first non-finite entry of a CPU float array."""
+    bad = ~np.isfinite(values)
+    if bad.any():
+        pos = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{name} must be finite; got {values[pos]} at position {pos}")
+
+
+def current_stream(x: Any, stream: Optional[int]) -> int:
+    """The CUDA stream handle a kernel on ``x`` runs on: ``stream`` if given, else the current
+    stream of ``x``'s framework. -1 for CPU arrays (no stream)."""
+    if not is_cuda(x):
+        return -1
+    if stream is not None:
+        return int(stream)
+    kind = framework(x)
+    if kind == "torch":
+        import torch
+
+        handle = torch.cuda.current_stream(x.device).cuda_stream
+    elif kind == "cupy":
+        import cupy
+
+        with x.device:
+            handle = cupy.cuda.get_current_stream().ptr
+    else:
+        handle = 0
+    # DLPack reserves 0; the legacy default stream is spelled 1 there.
+    return handle if handle != 0 else 1

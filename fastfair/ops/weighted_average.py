@@ -1,0 +1,213 @@
+"""Weighted parameter averaging: the aggregation step of every federated rule."""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence, Union
+
+import numpy as np
+
+from fastfair import _C
+from fastfair._arrays import (check_finite, current_stream, detach, dtype_name, empty,
+                              float64_like, framework, is_cuda, zeros)
+
+Array = Any
+Updates = Union[Array, Sequence[Sequence[Array]]]
+
+_ACCUMULATOR_DTYPE = {"float32": "float32", "float16": "float32", "bfloat16": "float32",
+                      "float64": "float64"}
+
+
+def _is_list_form(X: Any) -> bool:
+    return isinstance(X, (list, tuple))
+
+
+def _weights(w: Any, like: Array, n: int) -> Array:
+    weights = float64_like(w, like, "w")
+    if weights.shape[0] != n:
+        raise ValueError(f"w has {weights.shape[0]} entries but there are {n} client updates")
+    if not is_cuda(weights):
+        check_finite(weights, "w")
+    return weights
+
+
+def weighted_average(X: Updates, w: Any, *, out: Optional[Updates] = None,
+                     base: Optional[Updates] = None, lr: float = 1.0,
+                     stream: Optional[int] = None) -> Updates:
+    r"""Weighted sum of client updates, in one memory-bound pass.
+
+    .. math:: \mathrm{out} = \sum_{i=1}^{N} w_i X_i
+       \qquad\text{or, with ``base``:}\qquad
+       \mathrm{base} \leftarrow \mathrm{base} - \mathrm{lr} \sum_{i=1}^{N} w_i X_i
+
+    Parameters
+    ----------
+    X
+        Flat form: one array of shape ``[N, *S]`` (client updates as rows; the client axis may be
+        strided, each row must be contiguous). List form: a sequence of N client updates, each a
+        sequence of L arrays of any shapes (a model's parameters), the same shapes and one float
+        dtype for every client; all L outputs come from one multi-tensor pass.
+    w
+        Weights ``[N]``, any real sequence or array. They are used as given (no normalisation):
+        mixing coefficients that sum to one give an average. Negative weights are allowed (the
+        result is a linear combination); NaN or infinite weights raise ``ValueError`` for CPU
+        inputs. CUDA weights are not inspected, since that would synchronise the stream.
+    out
+        Optional preallocated result: ``[*S]`` (flat) or a list of L arrays, same dtype and device
+        as ``X``, contiguous and writable.
+    base
+        Server-step form: parameters (``[*S]`` or a list of L arrays) updated in place to
+        ``base - lr * sum_i w_i X_i``, where ``X_i`` are pseudo-gradients ``global - local_i``.
+        Returns ``base``. Excludes ``out``.
+    lr
+        Server learning rate of the server-step form.
+    stream
+        CUDA stream handle for CUDA inputs; default the current stream of their framework.
+
+    Returns
+    -------
+    The weighted sum, shape ``[*S]`` (or a list of L arrays), in the framework, device and dtype of
+    ``X``. float32/float16/bfloat16 accumulate in float32, float64 in float64; the summation order
+    depends only on the shapes, so results do not change with the number of threads.
+    """
+    if out is not None and base is not None:
+        raise ValueError("pass either out= (a fresh sum) or base= (a server step), not both")
+    mode = "server_step" if base is not None else "write"
+    target = base if base is not None else out
+    target_name = "base" if base is not None else "out"
+
+    if _is_list_form(X):
+        updates = [[detach(a) for a in client] for client in X]
+        if not updates or not updates[0]:
+            raise ValueError("X is empty: pass at least one client update with at least one array")
+        first = updates[0][0]
+        weights = _weights(w, first, len(updates))
+        if target is None:
+            target = [empty(a, a.shape, dtype_name(a)) for a in updates[0]]
+        elif not _is_list_form(target) or len(target) != len(updates[0]):
+            raise ValueError(f"{target_name} must be a list of {len(updates[0])} arrays, "
+                             "one per array of a client update")
+        _C.weighted_average_lists(updates, weights, [detach(a) for a in target], mode, float(lr),
+                                  current_stream(first, stream))
+        return list(target)
+
+    X = detach(X)
+    framework(X)  # raises TypeError naming the type for non-arrays
+    if len(X.shape) < 1:
+        raise ValueError("X must have a client axis: shape [N, *S]")
+    weights = _weights(w, X, X.shape[0])
+    if target is None:
+        target = empty(X, X.shape[1:], dtype_name(X))
+    _C.weighted_average_rows(X, weights, detach(target), mode, float(lr), current_stream(X, stream))
+    return target
+
+
+class Accumulator:
+    r"""Streaming weighted average with memory O(D), whatever the number of clients.
+
+    ``add(update, weight)`` folds one client update into a running sum held in float32 (float64 for
+    float64 updates); ``result()`` returns
+
+    .. math:: \frac{\sum_i w_i u_i}{\sum_i w_i}
+
+    (or the plain sum with ``normalize=False``) in the updates' dtype and framework. An update is
+    one array of shape ``[*S]`` or a list of L arrays; the first ``add`` fixes the structure.
+    ``add_rows(X, w)`` folds N updates stacked as ``[N, *S]`` at once. Summation order is the order
+    of the calls, so a replay of the same calls reproduces the result bit for bit.
+    """
+
+    def __init__(self) -> None:
+        self._sums: Optional[List[Array]] = None
+        self._flat: Optional[Array] = None
+        self._shapes: List[tuple] = []
+        self._dtype = ""
+        self._list_form = False
+        self._total_weight = 0.0
+        self._count = 0
+
+    @property
+    def total_weight(self) -> float:
+        """Sum of the weights added so far."""
+        return self._total_weight
+
+    @property
+    def count(self) -> int:
+        """Number of client updates added so far."""
+        return self._count
+
+    def _init_buffers(self, arrays: List[Array], list_form: bool) -> None:
+        like = arrays[0]
+        self._dtype = dtype_name(like)
+        if self._dtype not in _ACCUMULATOR_DTYPE:
+            raise ValueError(f"updates must be float32, float64, float16 or bfloat16; "
+                             f"got {self._dtype}")
+        self._shapes = [tuple(a.shape) for a in arrays]
+        sizes = [int(np.prod(s, dtype=np.int64)) for s in self._shapes]
+        # One flat buffer; each segment is a view into it.
+        self._flat = zeros(like, [sum(sizes)], _ACCUMULATOR_DTYPE[self._dtype])
+        offsets = np.cumsum([0] + sizes)
+        self._sums = [self._flat[int(offsets[k]):int(offsets[k + 1])] for k in range(len(sizes))]
+        self._list_form = list_form
+
+    def _segments(self, update: Updates) -> List[Array]:
+        list_form = _is_list_form(update)
+        arrays = [detach(a) for a in update] if list_form else [detach(update)]
+        if not arrays:
+            raise ValueError("update is empty: pass at least one array")
+        if self._sums is None:
+            self._init_buffers(arrays, list_form)
+        elif list_form != self._list_form or [tuple(a.shape) for a in arrays] != self._shapes:
+            raise ValueError(f"update does not match the structure of the first update "
+                             f"(shapes {self._shapes})")
+        return arrays
+
+    def add(self, update: Updates, weight: float = 1.0) -> None:
+        """Adds ``weight * update``; ``update`` is ``[*S]`` or a list of L arrays."""
+        arrays = self._segments(update)
+        weights = _weights([weight], arrays[0], 1)
+        _C.weighted_average_lists([arrays], weights, self._sums, "accumulate", 1.0,
+                                  current_stream(arrays[0], None))
+        self._total_weight += float(weight)
+        self._count += 1
+
+    def add_rows(self, X: Array, w: Any) -> None:
+        """Adds ``sum_i w[i] * X[i]`` for N updates stacked as ``X`` of shape ``[N, *S]``."""
+        X = detach(X)
+        if self._sums is None:
+            self._init_buffers([X[0]], False)
+        elif self._list_form or tuple(X.shape[1:]) != self._shapes[0]:
+            raise ValueError(f"rows of X do not match the first update (shape {self._shapes})")
+        weights = _weights(w, X, X.shape[0])
+        _C.weighted_average_rows(X, weights, self._flat, "accumulate", 1.0,
+                                 current_stream(X, None))
+        self._total_weight += float(np.sum(weights)) if not is_cuda(weights) else float(weights.sum())
+        self._count += int(X.shape[0])
+
+    def result(self, *, normalize: bool = True) -> Updates:
+        """The weighted mean (or, with ``normalize=False``, the weighted sum) of all updates, in
+        the updates' dtype, framework and shapes."""
+        if self._sums is None:
+            raise ValueError("no update has been added yet")
+        scale = 1.0
+        if normalize:
+            if self._total_weight == 0.0:
+                raise ValueError("the total weight is zero; the weighted mean is undefined "
+                                 "(use result(normalize=False) for the sum)")
+            scale = 1.0 / self._total_weight
+        outs = [_cast(s * scale, self._dtype).reshape(shape)
+                for s, shape in zip(self._sums, self._shapes)]
+        return outs if self._list_form else outs[0]
+
+    def reset(self) -> None:
+        """Zeroes the running sum, keeping the buffers for the next round."""
+        if self._flat is not None:
+            self._flat[...] = 0
+        self._total_weight = 0.0
+        self._count = 0
+
+
+def _cast(a: Array, dtype: str) -> Array:
+    if framework(a) == "torch":
+        import torch
+
+        return a.to(getattr(torch, dtype))
+    return a.astype(dtype)
