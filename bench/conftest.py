@@ -1,0 +1,75 @@
+"""Benchmark plumbing: the machine's copy bandwidth, measured in the same run as every figure,
+and a summary table printing each measured time beside its bandwidth floor.
+
+Run: ``python -m pytest bench/ --benchmark-only`` (or one file). Every benchmark calls
+``floor_report.add(case, impl, seconds, bytes_moved)``; the table at the end shows
+``floor = bytes_moved / copy_bandwidth`` and ``ratio = seconds / floor``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import List
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+
+def best_time(fn, repeat: int = 7, warmup: int = 1) -> float:
+    """Minimum wall time of ``fn()`` over ``repeat`` runs (the least-disturbed run on a shared
+    machine)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def measure_copy_bandwidth(nbytes: int = 1 << 28, device: str = "cpu") -> float:
+    """Bytes per second of ``torch.Tensor.copy_`` between two large buffers, counting each byte
+    read and each byte written (2 * nbytes per copy)."""
+    src = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
+    dst = torch.empty_like(src)
+    sync = torch.cuda.synchronize if device != "cpu" else (lambda: None)
+
+    def copy():
+        dst.copy_(src)
+        sync()
+
+    return 2 * nbytes / best_time(copy, repeat=9)
+
+
+@dataclass
+class FloorReport:
+    bandwidth: float
+    rows: List[tuple] = field(default_factory=list)
+
+    def add(self, case: str, impl: str, seconds: float, bytes_moved: int) -> None:
+        floor = bytes_moved / self.bandwidth
+        self.rows.append((case, impl, seconds, floor, seconds / floor))
+
+
+_REPORT: List[FloorReport] = []
+
+
+@pytest.fixture(scope="session")
+def floor_report() -> FloorReport:
+    report = FloorReport(bandwidth=measure_copy_bandwidth())
+    _REPORT.append(report)
+    return report
+
+
+def pytest_terminal_summary(terminalreporter):
+    for report in _REPORT:
+        tr = terminalreporter
+        tr.write_sep("=", f"time vs copy floor (copy bandwidth {report.bandwidth / 1e9:.2f} GB/s, "
+                          "read+write, same run)")
+        tr.write_line(f"{'case':<34} {'implementation':<26} {'time':>11} {'floor':>11} {'ratio':>7}")
+        for case, impl, secs, floor, ratio in report.rows:
+            tr.write_line(f"{case:<34} {impl:<26} {secs * 1e3:>9.3f}ms {floor * 1e3:>9.3f}ms "
+                          f"{ratio:>7.2f}")

@@ -1,0 +1,41 @@
+"""The one table of numerical tolerances used by every test, and the comparison built on it.
+
+Errors of a weighted sum grow with the magnitude of its terms, not of its result, so comparisons
+take a ``scale`` (for a sum, ``sum_i |w_i| |X_i|``) and allow ``rtol * scale`` on top of the
+rounding of the result itself to its storage dtype.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Per storage dtype: (relative tolerance of results, unit roundoff of the storage format).
+TOLERANCES = {
+    "float64": (1e-12, 2.0 ** -53),
+    "float32": (2e-6, 2.0 ** -24),
+    "float16": (2e-6, 2.0 ** -11),   # accumulation is float32; only the final store is float16
+    "bfloat16": (2e-6, 2.0 ** -8),
+}
+
+
+def to_numpy64(x) -> np.ndarray:
+    """Any CPU array (NumPy, torch incl. bfloat16) as float64 NumPy."""
+    if type(x).__module__.split(".")[0] == "torch":
+        return x.detach().cpu().double().numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+def assert_close(actual, expected, dtype: str, scale=None) -> None:
+    """Asserts |actual - expected| <= rtol * scale + 2 * u * |expected| elementwise.
+
+    ``scale`` defaults to |expected|; pass the magnitude of the summed terms for sums.
+    """
+    rtol, unit = TOLERANCES[dtype]
+    a, e = to_numpy64(actual), to_numpy64(expected)
+    assert a.shape == e.shape, f"shape {a.shape} != {e.shape}"
+    s = np.abs(e) if scale is None else to_numpy64(scale)
+    bound = rtol * s + 2 * unit * np.abs(e) + np.finfo(np.float64).tiny
+    err = np.abs(a - e)
+    worst = np.unravel_index(np.argmax(err - bound), err.shape) if err.size else ()
+    assert np.all(err <= bound), (f"{dtype}: error {err[worst]:.3g} > bound {bound[worst]:.3g} "
+                                  f"at {worst}")
