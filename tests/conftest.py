@@ -17,7 +17,7 @@ def has_cuda() -> bool:
     return bool(fastfair.build_info()["cuda"]) and torch.cuda.is_available()
 
 
-requires_cuda = pytest.mark.skipif("not has_cuda()", reason="needs a GPU and a CUDA build")
+requires_cuda = pytest.mark.skipif(not has_cuda(), reason="needs a GPU and a CUDA build")
 
 
 def make_array(values: np.ndarray, dtype: str, framework: str = "numpy", device: str = "cpu"):

@@ -4,6 +4,10 @@
 
 #include "dlpack.h"
 
+#ifdef FASTFAIR_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
 namespace fastfair::binding {
 
 int64_t ArrayView::numel() const {
@@ -144,8 +148,31 @@ void require_cuda_built(const ArrayView& a, const std::string& name) {
     throw std::runtime_error("fastfair was built without CUDA, but " + name + " is on " +
                              a.device_str() + "; rebuild with FASTFAIR_CUDA=ON or pass CPU arrays");
 #else
+  if (a.device != Device::cuda) return;
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    throw std::runtime_error(name + " is on " + a.device_str() +
+                             ", but no CUDA device is usable by fastfair in this process");
+  }
+#endif
+}
+
+DeviceGuard::DeviceGuard(const ArrayView& a) {
+#ifdef FASTFAIR_WITH_CUDA
+  if (a.device != Device::cuda) return;
+  int current = 0;
+  if (cudaGetDevice(&current) == cudaSuccess && current != a.device_id) {
+    if (cudaSetDevice(a.device_id) == cudaSuccess) previous_ = current;
+  }
+#else
   (void)a;
-  (void)name;
+#endif
+}
+
+DeviceGuard::~DeviceGuard() {
+#ifdef FASTFAIR_WITH_CUDA
+  if (previous_ >= 0) cudaSetDevice(previous_);
 #endif
 }
 

@@ -50,6 +50,19 @@ void require_dtype(const ArrayView& a, const std::string& name, DType t);
 void require_contiguous(const ArrayView& a, const std::string& name);
 void require_cuda_built(const ArrayView& a, const std::string& name);
 
+// Makes the array's GPU the current CUDA device for its lifetime (a no-op for CPU arrays and in
+// builds without CUDA), so kernels launch where the data lives.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(const ArrayView& a);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
 // Raises the Python exception for a failed kernel status.
 void throw_if_failed(const Status& s);
 

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #endif
 
+#include "fastfair/cpu_isa.h"
 #include "registry.h"
 
 namespace py = pybind11;
@@ -28,6 +29,7 @@ py::dict build_info() {
   d["version"] = FASTFAIR_VERSION;
   d["compiler"] = compiler();
   d["cxx_standard"] = __cplusplus;
+  d["cpu_isa"] = fastfair::cpu::isa_name(fastfair::cpu::active_isa());
   d["pybind11"] = std::to_string(PYBIND11_VERSION_MAJOR) + "." +
                   std::to_string(PYBIND11_VERSION_MINOR) + "." +
                   std::to_string(PYBIND11_VERSION_PATCH);

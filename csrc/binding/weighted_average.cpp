@@ -45,6 +45,7 @@ ArrayView check_weights(py::handle w, const ArrayView& ref, const std::string& r
 
 void launch(AverageArgs& args, const ArrayView& ref, [[maybe_unused]] int64_t stream) {
   py::gil_scoped_release release;
+  DeviceGuard guard(ref);
   if (ref.device == Device::cpu) {
     throw_if_failed(cpu::weighted_average(args));
   } else {
