@@ -69,7 +69,7 @@ def pytest_terminal_summary(terminalreporter):
         tr = terminalreporter
         tr.write_sep("=", f"time vs copy floor (copy bandwidth {report.bandwidth / 1e9:.2f} GB/s, "
                           "read+write, same run)")
-        tr.write_line(f"{'case':<34} {'implementation':<26} {'time':>11} {'floor':>11} {'ratio':>7}")
+        tr.write_line(f"{'case':<44} {'implementation':<26} {'time':>11} {'floor':>11} {'ratio':>7}")
         for case, impl, secs, floor, ratio in report.rows:
-            tr.write_line(f"{case:<34} {impl:<26} {secs * 1e3:>9.3f}ms {floor * 1e3:>9.3f}ms "
+            tr.write_line(f"{case:<44} {impl:<26} {secs * 1e3:>9.3f}ms {floor * 1e3:>9.3f}ms "
                           f"{ratio:>7.2f}")
