@@ -179,7 +179,9 @@ class Accumulator:
         weights = _weights(w, X, X.shape[0])
         _C.weighted_average_rows(X, weights, self._flat, "accumulate", 1.0,
                                  current_stream(X, None))
-        self._total_weight += float(np.sum(weights)) if not is_cuda(weights) else float(weights.sum())
+        # The running total lives on the host; for weights already on a GPU, reading it back
+        # waits for them (the kernel itself is not waited for).
+        self._total_weight += float(weights.sum())
         self._count += int(X.shape[0])
 
     def result(self, *, normalize: bool = True) -> Updates:
