@@ -1,0 +1,290 @@
+"""Federated data sets with no downloads.
+
+Every data set answers two questions for any set of client ids, in O(number of ids): how many
+training samples each client has, and the clients' samples as one ragged batch. Synthetic data is
+generated on demand from (seed, client id), so a population of 10^7 clients costs no memory until
+a client is sampled.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+TRAIN_FRACTION = 0.8
+
+
+@dataclass
+class ClientBatch:
+    """Samples of several clients, concatenated.
+
+    x: [N, F] float32; y: [N] int64; offsets: [m + 1] int64, client k owns rows
+    ``offsets[k]:offsets[k + 1]``.
+    """
+
+    x: torch.Tensor
+    y: torch.Tensor
+    offsets: np.ndarray
+
+    @property
+    def counts(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+
+class FederatedDataset:
+    """Interface of every data set: ``num_clients``, ``num_features``, ``num_classes``,
+    ``num_samples(ids)`` and ``client_data(ids, split)``."""
+
+    num_clients: int
+    num_features: int
+    num_classes: int
+
+    def num_samples(self, ids: np.ndarray) -> np.ndarray:
+        """Training-sample counts of clients ``ids`` ([m] int64 -> [m] int64)."""
+        raise NotImplementedError
+
+    def client_data(self, ids: np.ndarray, split: str = "train") -> ClientBatch:
+        """The ``split`` ('train' or 'test') samples of clients ``ids``, in the order of ``ids``."""
+        raise NotImplementedError
+
+    def _check_ids(self, ids) -> np.ndarray:
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        if ids.size and (ids.min() < 0 or ids.max() >= self.num_clients):
+            bad = int(ids[(ids < 0) | (ids >= self.num_clients)][0])
+            raise ValueError(f"client id {bad} is out of range [0, {self.num_clients})")
+        return ids
+
+
+def _split_sizes(total: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Per-client 80/20 train/test sizes; at least one training sample each."""
+    train = np.maximum(1, np.floor(TRAIN_FRACTION * total + 0.5).astype(np.int64))
+    train = np.minimum(train, total)
+    return train, total - train
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    """A 64-bit mixing hash, elementwise (uint64 arithmetic wraps, as intended)."""
+    with np.errstate(over="ignore"):
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def client_hash(seed: int, ids: np.ndarray, stream: int) -> np.ndarray:
+    """Independent 64-bit keys for (seed, client id, stream), vectorised over ``ids``."""
+    base = _splitmix64(np.array([seed & 0xFFFFFFFFFFFFFFFF], dtype=np.uint64))
+    mixed = _splitmix64(base ^ np.asarray(ids, dtype=np.uint64))
+    return _splitmix64(mixed ^ np.uint64(stream))
+
+
+def _uniform(keys: np.ndarray) -> np.ndarray:
+    """Uniform (0, 1) from 64-bit keys (53 random bits, never exactly 0)."""
+    return ((keys >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)
+
+
+class SyntheticDataset(FederatedDataset):
+    r"""Synthetic(alpha, beta): the multinomial logistic-regression generator of the FedProx/LEAF
+    line of work, one client at a time.
+
+    Client k draws :math:`u_k \sim N(0, \alpha^2)`, :math:`B_k \sim N(0, \beta^2)`, a model
+    :math:`W_k \sim N(u_k, 1)^{F \times C}`, :math:`b_k \sim N(u_k, 1)^C`, a feature mean
+    :math:`v_k \sim N(B_k, 1)^F` and samples :math:`x \sim N(v_k, \Sigma)` with
+    :math:`\Sigma_{jj} = j^{-1.2}`, labelled :math:`y = \arg\max(W_k^\top x + b_k)`.
+    Sizes follow the power law :math:`n_k = \lfloor e^{4 + 2 z_k} \rfloor + 50`, capped at
+    ``max_samples`` (the generator's tail is unbounded; the cap keeps batches dense). With
+    ``iid=True`` every client shares one model and ``v_k = 0``, as in Synthetic-IID.
+
+    Everything about client k comes from (seed, k) alone: any subset of clients, in any order and
+    any round, sees the same data.
+    """
+
+    def __init__(self, num_clients: int, alpha: float = 1.0, beta: float = 1.0, *, seed: int = 0,
+                 num_features: int = 60, num_classes: int = 10, max_samples: int = 500,
+                 iid: bool = False) -> None:
+        if num_clients < 1:
+            raise ValueError(f"num_clients must be >= 1; got {num_clients}")
+        if alpha < 0 or beta < 0:
+            raise ValueError(f"alpha and beta must be >= 0; got alpha={alpha}, beta={beta}")
+        if max_samples < 51:
+            raise ValueError(f"max_samples must be >= 51 (every client has >= 51); got {max_samples}")
+        self.num_clients = int(num_clients)
+        self.alpha, self.beta, self.seed, self.iid = float(alpha), float(beta), int(seed), iid
+        self.num_features, self.num_classes = int(num_features), int(num_classes)
+        self.max_samples = int(max_samples)
+        self._feature_std = torch.arange(1, num_features + 1, dtype=torch.float64).pow(-0.6).float()
+        if iid:
+            g = torch.Generator().manual_seed(int(client_hash(self.seed, np.array([0]), 7)[0] >> 1))
+            self._shared_model = (torch.randn(num_features, num_classes, generator=g),
+                                  torch.randn(num_classes, generator=g))
+
+    def total_samples(self, ids) -> np.ndarray:
+        """Train + test samples of each client ([m] int64)."""
+        ids = self._check_ids(ids)
+        u1 = _uniform(client_hash(self.seed, ids, 1))
+        u2 = _uniform(client_hash(self.seed, ids, 2))
+        z = np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * math.pi * u2)  # Box-Muller
+        n = np.floor(np.exp(np.minimum(4.0 + 2.0 * z, 30.0))).astype(np.int64) + 50
+        return np.minimum(n, self.max_samples)
+
+    def num_samples(self, ids) -> np.ndarray:
+        return _split_sizes(self.total_samples(ids))[0]
+
+    def _generate(self, client: int, total: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        key = int(client_hash(self.seed, np.array([client]), 3)[0] >> 1)
+        g = torch.Generator().manual_seed(key)
+        u = float(torch.randn((), generator=g)) * self.alpha
+        shift = float(torch.randn((), generator=g)) * self.beta
+        F, C = self.num_features, self.num_classes
+        if self.iid:
+            W, b = self._shared_model
+            mean = torch.zeros(F)
+        else:
+            W = torch.randn(F, C, generator=g) + u
+            b = torch.randn(C, generator=g) + u
+            mean = torch.randn(F, generator=g) + shift
+        x = torch.randn(total, F, generator=g) * self._feature_std + mean
+        y = torch.argmax(x @ W + b, dim=1)
+        return x, y
+
+    def client_data(self, ids, split: str = "train") -> ClientBatch:
+        ids = self._check_ids(ids)
+        if split not in ("train", "test"):
+            raise ValueError(f"split must be 'train' or 'test'; got {split!r}")
+        totals = self.total_samples(ids)
+        train, _ = _split_sizes(totals)
+        xs, ys, counts = [], [], []
+        for client, total, ntrain in zip(ids.tolist(), totals.tolist(), train.tolist()):
+            x, y = self._generate(client, total)
+            part = slice(0, ntrain) if split == "train" else slice(ntrain, total)
+            xs.append(x[part])
+            ys.append(y[part])
+            counts.append(xs[-1].shape[0])
+        return _concat(xs, ys, counts, self.num_features)
+
+
+def _concat(xs: List[torch.Tensor], ys: List[torch.Tensor], counts: List[int], F: int) -> ClientBatch:
+    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    if not xs:
+        return ClientBatch(torch.empty(0, F), torch.empty(0, dtype=torch.int64), offsets)
+    return ClientBatch(torch.cat(xs).float(), torch.cat(ys).long(), offsets)
+
+
+class ArrayDataset(FederatedDataset):
+    """A user's own per-client arrays.
+
+    ``train[k] = (x_k [n_k, F], y_k [n_k])`` and optionally ``test[k]`` likewise (NumPy or torch;
+    labels are integer classes in ``[0, num_classes)``). Without ``test``, each client's arrays
+    are split 80/20 in their given order.
+    """
+
+    def __init__(self, train: Sequence[Tuple[object, object]],
+                 test: Optional[Sequence[Tuple[object, object]]] = None,
+                 num_classes: Optional[int] = None) -> None:
+        if len(train) == 0:
+            raise ValueError("train must hold at least one client's (x, y)")
+        if test is not None and len(test) != len(train):
+            raise ValueError(f"test has {len(test)} clients but train has {len(train)}")
+        pairs = [self._pair(x, y, f"train[{k}]") for k, (x, y) in enumerate(train)]
+        if test is None:
+            split = [_split_sizes(np.array([len(y)]))[0][0] for _, y in pairs]
+            test_pairs = [(x[n:], y[n:]) for (x, y), n in zip(pairs, split)]
+            pairs = [(x[:n], y[:n]) for (x, y), n in zip(pairs, split)]
+        else:
+            test_pairs = [self._pair(x, y, f"test[{k}]") for k, (x, y) in enumerate(test)]
+        features = {p[0].shape[1] for p in pairs + test_pairs}
+        if len(features) != 1:
+            raise ValueError(f"every client needs the same number of features; got {sorted(features)}")
+        labels = torch.cat([p[1] for p in pairs + test_pairs])
+        if labels.numel() and labels.min() < 0:
+            raise ValueError("labels must be >= 0")
+        self.num_classes = int(num_classes or (int(labels.max()) + 1 if labels.numel() else 1))
+        if labels.numel() and labels.max() >= self.num_classes:
+            raise ValueError(f"labels must be < num_classes={self.num_classes}")
+        self.num_clients = len(pairs)
+        self.num_features = features.pop()
+        self._data = {"train": pairs, "test": test_pairs}
+        self._train_counts = np.array([len(y) for _, y in pairs], dtype=np.int64)
+
+    @staticmethod
+    def _pair(x, y, name: str) -> Tuple[torch.Tensor, torch.Tensor]:
+        x = torch.as_tensor(np.asarray(x), dtype=torch.float32)
+        y = torch.as_tensor(np.asarray(y)).long()
+        if x.ndim != 2 or y.ndim != 1 or x.shape[0] != y.shape[0]:
+            raise ValueError(f"{name} must be x [n, F] and y [n]; got {tuple(x.shape)} and "
+                             f"{tuple(y.shape)}")
+        return x, y
+
+    def num_samples(self, ids) -> np.ndarray:
+        return self._train_counts[self._check_ids(ids)]
+
+    def client_data(self, ids, split: str = "train") -> ClientBatch:
+        ids = self._check_ids(ids)
+        if split not in self._data:
+            raise ValueError(f"split must be 'train' or 'test'; got {split!r}")
+        pairs = [self._data[split][k] for k in ids.tolist()]
+        return _concat([p[0] for p in pairs], [p[1] for p in pairs], [len(p[1]) for p in pairs],
+                       self.num_features)
+
+
+def partition_labels(labels: np.ndarray, num_clients: int, scheme: str, *, seed: int,
+                     alpha: float = 0.5, classes_per_client: int = 2) -> List[np.ndarray]:
+    """Sample indices of each client under a partition ``scheme``.
+
+    'iid': a random equal split. 'dirichlet': for each class, proportions over clients drawn from
+    Dirichlet(alpha) (small alpha: few classes per client). 'pathological': sorted by label and cut
+    into ``num_clients * classes_per_client`` shards, ``classes_per_client`` shards per client.
+    Every client gets at least two samples.
+    """
+    n = labels.shape[0]
+    if not 1 <= num_clients <= n // 2:
+        raise ValueError(f"num_clients must be in [1, {n // 2}] for {n} samples; got {num_clients}")
+    rng = np.random.default_rng(seed)
+    if scheme == "iid":
+        return [np.sort(part) for part in np.array_split(rng.permutation(n), num_clients)]
+    if scheme == "pathological":
+        if classes_per_client < 1:
+            raise ValueError(f"classes_per_client must be >= 1; got {classes_per_client}")
+        order = np.argsort(labels, kind="stable")
+        shards = np.array_split(order, num_clients * classes_per_client)
+        pick = rng.permutation(len(shards)).reshape(num_clients, classes_per_client)
+        return [np.sort(np.concatenate([shards[s] for s in row])) for row in pick]
+    if scheme == "dirichlet":
+        if alpha <= 0:
+            raise ValueError(f"alpha must be > 0; got {alpha}")
+        parts: List[List[int]] = [[] for _ in range(num_clients)]
+        for c in np.unique(labels):
+            idx = rng.permutation(np.flatnonzero(labels == c))
+            share = rng.dirichlet(np.full(num_clients, alpha))
+            cuts = (np.cumsum(share)[:-1] * len(idx)).astype(np.int64)
+            for k, chunk in enumerate(np.split(idx, cuts)):
+                parts[k].extend(chunk.tolist())
+        # Clients left with fewer than two samples take them from the largest client.
+        for k in range(num_clients):
+            while len(parts[k]) < 2:
+                donor = max(range(num_clients), key=lambda j: len(parts[j]))
+                parts[k].append(parts[donor].pop())
+        return [np.sort(np.array(p, dtype=np.int64)) for p in parts]
+    raise ValueError(f"scheme must be 'iid', 'dirichlet' or 'pathological'; got {scheme!r}")
+
+
+def digits_dataset(num_clients: int = 50, scheme: str = "dirichlet", *, seed: int = 0,
+                   alpha: float = 0.5, classes_per_client: int = 2) -> ArrayDataset:
+    """scikit-learn's bundled handwritten digits (1797 samples, 64 features scaled to [0, 1],
+    10 classes), split across clients by :func:`partition_labels`, each client 80/20
+    train/test in a seeded random order."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    x = (digits.data / 16.0).astype(np.float32)
+    y = digits.target.astype(np.int64)
+    parts = partition_labels(y, num_clients, scheme, seed=seed, alpha=alpha,
+                             classes_per_client=classes_per_client)
+    rng = np.random.default_rng(seed + 1)
+    shuffled = [rng.permutation(p) for p in parts]
+    return ArrayDataset([(x[p], y[p]) for p in shuffled], num_classes=10)

@@ -1,0 +1,137 @@
+"""Batched local training and evaluation of a whole cohort of clients at once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator, Optional, Tuple
+
+import numpy as np
+import torch
+
+from fastfair.sim.data import ClientBatch
+from fastfair.sim.models import FlatModel
+
+# objective(per_sample_loss [m, B], mask [m, B], params [m, P], global_params [P]) -> [m]
+ClientObjective = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@dataclass
+class LocalTrainingConfig:
+    """Local minibatch SGD: ``epochs`` passes over each client's data (each epoch a fresh
+    shuffle, the last batch possibly smaller) or, when ``steps`` is set, exactly that many
+    minibatch steps per client (epochs restart as needed). ``lr`` is this round's learning rate."""
+
+    epochs: int = 1
+    steps: Optional[int] = None
+    batch_size: int = 32
+    lr: float = 0.05
+
+    def __post_init__(self) -> None:
+        if self.steps is None and self.epochs < 1:
+            raise ValueError(f"epochs must be >= 1; got {self.epochs}")
+        if self.steps is not None and self.steps < 1:
+            raise ValueError(f"steps must be >= 1; got {self.steps}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1; got {self.batch_size}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0; got {self.lr}")
+
+
+def mean_objective(per_sample_loss, mask, params, global_params):
+    """The plain empirical risk: mean loss over each client's minibatch."""
+    return (per_sample_loss * mask).sum(1) / mask.sum(1).clamp(min=1)
+
+
+def _segment_ids(counts: np.ndarray) -> torch.Tensor:
+    return torch.repeat_interleave(torch.arange(len(counts)), torch.as_tensor(counts))
+
+
+def evaluate_clients(model: FlatModel, params: torch.Tensor, batch: ClientBatch,
+                     chunk: int = 1 << 16) -> Tuple[np.ndarray, np.ndarray]:
+    """Loss and accuracy of one model ``params [P]`` on each client's samples.
+
+    Returns ``(loss [m], accuracy [m])`` as float64 NumPy arrays: per-client means of the
+    cross-entropy and of ``argmax == y`` (NaN for a client with no samples).
+    """
+    counts = batch.counts
+    m = len(counts)
+    seg = _segment_ids(counts)
+    loss_sum = torch.zeros(m, dtype=torch.float64)
+    hit_sum = torch.zeros(m, dtype=torch.float64)
+    with torch.no_grad():
+        p = params.reshape(1, -1)
+        for start in range(0, batch.x.shape[0], chunk):
+            xs = batch.x[start:start + chunk].unsqueeze(0)
+            logits = model.forward(p, xs)[0]
+            ys = batch.y[start:start + chunk]
+            loss = torch.nn.functional.cross_entropy(logits, ys, reduction="none")
+            segs = seg[start:start + chunk]
+            loss_sum.index_add_(0, segs, loss.double())
+            hit_sum.index_add_(0, segs, (logits.argmax(1) == ys).double())
+    with np.errstate(invalid="ignore", divide="ignore"):
+        n = counts.astype(np.float64)
+        return loss_sum.numpy() / n, hit_sum.numpy() / n
+
+
+def minibatch_schedule(counts: np.ndarray, config: LocalTrainingConfig,
+                       generator: torch.Generator) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
+    """The minibatches of local training, for all clients at once.
+
+    ``counts [m]`` are the clients' sample counts (rows of client k are
+    ``offsets[k]:offsets[k] + counts[k]`` of the concatenated batch). Yields per step
+    ``(rows [m, B], valid [m, B])``: the rows each client uses, and which of them are real (a
+    client's last batch of an epoch may be short; a client that has finished its own number of
+    steps has none). Each epoch of a client is a fresh shuffle of its rows.
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    B = config.batch_size
+    offsets = torch.as_tensor(np.concatenate([[0], np.cumsum(counts)[:-1]]))
+    n = torch.as_tensor(counts)
+    per_epoch = (n + B - 1) // B
+    total_steps = torch.full_like(n, config.steps) if config.steps else per_epoch * config.epochs
+    seg = _segment_ids(counts)
+    rows = torch.arange(seg.numel())
+    perm = rows.clone()
+    lanes = torch.arange(B)
+    for t in range(int(total_steps.max()) if len(counts) else 0):
+        active = t < total_steps
+        within = t % per_epoch
+        restart = active & (within == 0)
+        if restart.any():
+            chosen = restart[seg]
+            r = rows[chosen]
+            keys = seg[chosen].double() + torch.rand(r.numel(), generator=generator,
+                                                     dtype=torch.float64)
+            perm[r] = r[torch.argsort(keys)]
+        pos = within.unsqueeze(1) * B + lanes  # position inside the client's epoch order
+        valid = (pos < n.unsqueeze(1)) & active.unsqueeze(1)
+        take = perm[(offsets.unsqueeze(1) + pos).clamp(max=seg.numel() - 1)]
+        yield torch.where(valid, take, offsets.unsqueeze(1).expand_as(take)), valid
+
+
+def train_clients(model: FlatModel, global_params: torch.Tensor, batch: ClientBatch,
+                  config: LocalTrainingConfig, generator: torch.Generator,
+                  objective: ClientObjective = mean_objective) -> torch.Tensor:
+    r"""Trains one copy of ``global_params [P]`` per client of ``batch`` and returns the updates
+    :math:`\Delta_k = \theta - \theta_k` as ``[m, P]`` float32 (the pseudo-gradients the server
+    step subtracts).
+
+    All m clients step together on the minibatches of :func:`minibatch_schedule`: one backward
+    pass over :math:`\sum_k \mathrm{objective}_k` gives every client its own gradient, and
+    ``theta_k <- theta_k - lr * grad_k`` for the clients still training.
+    """
+    counts = batch.counts.astype(np.int64)
+    m = len(counts)
+    if (counts < 1).any():
+        raise ValueError("every trained client needs at least one training sample")
+    params = global_params.detach().reshape(1, -1).repeat(m, 1).requires_grad_(True)
+    for take, valid in minibatch_schedule(counts, config, generator):
+        logits = model.forward(params, batch.x[take])
+        per_sample = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), batch.y[take].reshape(-1),
+            reduction="none").reshape(take.shape)
+        loss = objective(per_sample, valid.to(per_sample.dtype), params, global_params).sum()
+        (grad,) = torch.autograd.grad(loss, params)
+        with torch.no_grad():
+            params -= config.lr * valid.any(1, keepdim=True).to(grad.dtype) * grad
+    return (global_params.reshape(1, -1) - params.detach()).float()
