@@ -43,8 +43,9 @@ def test_batched_training_matches_per_client_loop(model_name, config):
     d, batch = _cohort()
     model = make_model(model_name, d.num_features, d.num_classes, hidden=8)
     theta = model.init(torch.Generator().manual_seed(1)) + 0.01
-    got = train_clients(model, theta, batch, config, torch.Generator().manual_seed(9))
-    schedule = minibatch_schedule(batch.counts, config, torch.Generator().manual_seed(9))
+    ids = np.array([3, 77, 500, 999, 12])
+    got = train_clients(model, theta, batch, config, ids, seed=9)
+    schedule = minibatch_schedule(batch.counts, config, ids, seed=9)
     expected = _loop_reference(model, theta, batch, config, schedule)
     torch.testing.assert_close(got.double(), expected, rtol=1e-4, atol=2e-6)
     assert got.abs().sum() > 0
@@ -55,7 +56,7 @@ def test_schedule_visits_every_sample_once_per_epoch():
     config = LocalTrainingConfig(epochs=3, batch_size=4, lr=0.1)
     offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])
     seen = {k: [] for k in range(4)}
-    for take, valid in minibatch_schedule(counts, config, torch.Generator().manual_seed(0)):
+    for take, valid in minibatch_schedule(counts, config, np.arange(4), seed=0):
         for k in range(4):
             seen[k].extend(take[k][valid[k]].tolist())
     for k, n in enumerate(counts):
@@ -69,9 +70,20 @@ def test_schedule_visits_every_sample_once_per_epoch():
 def test_schedule_steps_mode_counts():
     counts = np.array([3, 50])
     config = LocalTrainingConfig(steps=5, batch_size=8, lr=0.1)
-    steps = list(minibatch_schedule(counts, config, torch.Generator().manual_seed(0)))
+    steps = list(minibatch_schedule(counts, config, np.array([7, 8]), seed=0))
     assert len(steps) == 5
     assert all(v[0].sum() == 3 and v[1].sum() == 8 for _, v in steps)
+
+
+def test_a_client_trains_identically_in_any_cohort():
+    d, batch = _cohort()
+    ids = np.array([3, 77, 500, 999, 12])
+    model = make_model("logreg", d.num_features, d.num_classes)
+    theta = model.init(torch.Generator().manual_seed(1))
+    config = LocalTrainingConfig(epochs=2, batch_size=16, lr=0.1)
+    full = train_clients(model, theta, batch, config, ids, seed=4)
+    alone = train_clients(model, theta, d.client_data(ids[2:3]), config, ids[2:3], seed=4)
+    torch.testing.assert_close(alone[0], full[2], rtol=1e-6, atol=1e-7)
 
 
 def test_evaluate_clients_by_hand():

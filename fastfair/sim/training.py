@@ -8,7 +8,7 @@ from typing import Callable, Iterator, Optional, Tuple
 import numpy as np
 import torch
 
-from fastfair.sim.data import ClientBatch
+from fastfair.sim.data import ClientBatch, _splitmix64, _uniform, client_hash
 from fastfair.sim.models import FlatModel
 
 # objective(per_sample_loss [m, B], mask [m, B], params [m, P], global_params [P]) -> [m]
@@ -42,6 +42,14 @@ def mean_objective(per_sample_loss, mask, params, global_params):
     return (per_sample_loss * mask).sum(1) / mask.sum(1).clamp(min=1)
 
 
+def shuffle_keys(seed: int, client_ids: np.ndarray, epochs: np.ndarray,
+                 positions: np.ndarray) -> np.ndarray:
+    """Uniform (0, 1) sort keys for the rows of a client's epoch, from (seed, id, epoch, row)."""
+    h = client_hash(seed, client_ids, 0x5EED)
+    h = _splitmix64(h ^ epochs.astype(np.uint64))
+    return _uniform(_splitmix64(h ^ positions.astype(np.uint64)))
+
+
 def _segment_ids(counts: np.ndarray) -> torch.Tensor:
     return torch.repeat_interleave(torch.arange(len(counts)), torch.as_tensor(counts))
 
@@ -73,17 +81,21 @@ def evaluate_clients(model: FlatModel, params: torch.Tensor, batch: ClientBatch,
         return loss_sum.numpy() / n, hit_sum.numpy() / n
 
 
-def minibatch_schedule(counts: np.ndarray, config: LocalTrainingConfig,
-                       generator: torch.Generator) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
+def minibatch_schedule(counts: np.ndarray, config: LocalTrainingConfig, client_ids: np.ndarray,
+                       seed: int) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
     """The minibatches of local training, for all clients at once.
 
     ``counts [m]`` are the clients' sample counts (rows of client k are
     ``offsets[k]:offsets[k] + counts[k]`` of the concatenated batch). Yields per step
     ``(rows [m, B], valid [m, B])``: the rows each client uses, and which of them are real (a
     client's last batch of an epoch may be short; a client that has finished its own number of
-    steps has none). Each epoch of a client is a fresh shuffle of its rows.
+    steps has none). Each epoch of a client is a fresh shuffle of its rows, keyed by
+    (seed, client id, epoch) alone, so a client trains identically in any cohort or process.
     """
     counts = np.asarray(counts, dtype=np.int64)
+    ids = np.asarray(client_ids, dtype=np.int64)
+    if ids.shape != counts.shape:
+        raise ValueError(f"client_ids has {ids.size} entries but counts has {counts.size}")
     B = config.batch_size
     offsets = torch.as_tensor(np.concatenate([[0], np.cumsum(counts)[:-1]]))
     n = torch.as_tensor(counts)
@@ -100,9 +112,10 @@ def minibatch_schedule(counts: np.ndarray, config: LocalTrainingConfig,
         if restart.any():
             chosen = restart[seg]
             r = rows[chosen]
-            keys = seg[chosen].double() + torch.rand(r.numel(), generator=generator,
-                                                     dtype=torch.float64)
-            perm[r] = r[torch.argsort(keys)]
+            owner = seg[chosen]
+            epoch = (t // per_epoch)[owner]
+            u = shuffle_keys(seed, ids[owner.numpy()], epoch.numpy(), (r - offsets[owner]).numpy())
+            perm[r] = r[torch.argsort(owner.double() + torch.from_numpy(u))]
         pos = within.unsqueeze(1) * B + lanes  # position inside the client's epoch order
         valid = (pos < n.unsqueeze(1)) & active.unsqueeze(1)
         take = perm[(offsets.unsqueeze(1) + pos).clamp(max=seg.numel() - 1)]
@@ -110,13 +123,14 @@ def minibatch_schedule(counts: np.ndarray, config: LocalTrainingConfig,
 
 
 def train_clients(model: FlatModel, global_params: torch.Tensor, batch: ClientBatch,
-                  config: LocalTrainingConfig, generator: torch.Generator,
+                  config: LocalTrainingConfig, client_ids: np.ndarray, seed: int,
                   objective: ClientObjective = mean_objective) -> torch.Tensor:
     r"""Trains one copy of ``global_params [P]`` per client of ``batch`` and returns the updates
     :math:`\Delta_k = \theta - \theta_k` as ``[m, P]`` float32 (the pseudo-gradients the server
     step subtracts).
 
-    All m clients step together on the minibatches of :func:`minibatch_schedule`: one backward
+    ``client_ids [m]`` and ``seed`` key the shuffles (see :func:`minibatch_schedule`).
+    All m clients step together on those minibatches: one backward
     pass over :math:`\sum_k \mathrm{objective}_k` gives every client its own gradient, and
     ``theta_k <- theta_k - lr * grad_k`` for the clients still training.
     """
@@ -125,7 +139,7 @@ def train_clients(model: FlatModel, global_params: torch.Tensor, batch: ClientBa
     if (counts < 1).any():
         raise ValueError("every trained client needs at least one training sample")
     params = global_params.detach().reshape(1, -1).repeat(m, 1).requires_grad_(True)
-    for take, valid in minibatch_schedule(counts, config, generator):
+    for take, valid in minibatch_schedule(counts, config, client_ids, seed):
         logits = model.forward(params, batch.x[take])
         per_sample = torch.nn.functional.cross_entropy(
             logits.reshape(-1, logits.shape[-1]), batch.y[take].reshape(-1),
