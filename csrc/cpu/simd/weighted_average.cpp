@@ -37,10 +37,8 @@ void accumulate_rows(const AverageArgs& a, const Tile& t, int64_t row_begin, int
   for (; i + 8 <= row_end; i += 8) {
     const T *x0 = row(i), *x1 = row(i + 1), *x2 = row(i + 2), *x3 = row(i + 3);
     const T *x4 = row(i + 4), *x5 = row(i + 5), *x6 = row(i + 6), *x7 = row(i + 7);
-    const Acc* w = nullptr;
-    Acc wv[8];
-    for (int k = 0; k < 8; ++k) wv[k] = Acc(a.weights[i + k]);
-    w = wv;
+    Acc w[8];
+    for (int k = 0; k < 8; ++k) w[k] = Acc(a.weights[i + k]);
     for (int64_t j = 0; j < len; ++j)
       acc[j] += ((w[0] * Storage<T>::load(x0[j]) + w[1] * Storage<T>::load(x1[j])) +
                  (w[2] * Storage<T>::load(x2[j]) + w[3] * Storage<T>::load(x3[j]))) +
