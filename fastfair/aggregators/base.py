@@ -300,8 +300,8 @@ class Aggregator:
                 "state": {k: (np.array(v, copy=True) if isinstance(v, np.ndarray) else v)
                           for k, v in state.items()}}
 
-    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
-        """Restores a :meth:`state_dict` exactly; on any mismatch raises and changes nothing."""
+    def _check_header(self, state_dict: Dict[str, Any]) -> None:
+        """Raises unless ``state_dict`` has this format version, rule, population and config."""
         if not isinstance(state_dict, dict):
             raise TypeError("state_dict must be a dict returned by state_dict()")
         version = state_dict.get("format_version")
@@ -321,6 +321,10 @@ class Aggregator:
                 raise ValueError(f"state_dict config[{key!r}] = {config.get(key)!r} differs from "
                                  f"this aggregator's {mine.get(key)!r}; construct it with the "
                                  "same hyperparameters")
+
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        """Restores a :meth:`state_dict` exactly; on any mismatch raises and changes nothing."""
+        self._check_header(state_dict)
         current = self.state_dict()["state"]
         given = state_dict.get("state", {})
         if set(given) != set(current):
