@@ -76,9 +76,10 @@ class PropFair(Aggregator):
         r"""The transformed training loss of a batch: :math:`-\log(1 - \ell/M)`, or
         :math:`\ell/M` when :math:`M - \ell < \epsilon`. ``loss`` is a float, a NumPy scalar or
         a torch scalar tensor (autograd flows through it)."""
-        value = float(loss)
+        is_torch = type(loss).__module__.split(".")[0] == "torch"
+        value = float(loss.detach()) if is_torch else float(loss)
         if self.M - value < self.epsilon:
             return loss / self.M
-        if type(loss).__module__.split(".")[0] == "torch":
+        if is_torch:
             return -(1.0 - loss / self.M).log()
         return -np.log1p(-loss / self.M)
