@@ -112,9 +112,10 @@ def check_ids(client_ids: Any, num_clients: int, *, allow_duplicates: bool = Fal
         raise ValueError(f"client_ids must lie in [0, {num_clients}); got {int(ids[bad])} at "
                          f"position {bad}")
     if not allow_duplicates and ids.size > 1:
-        order = np.argsort(ids, kind="stable")
-        same = ids[order[1:]] == ids[order[:-1]]
-        if same.any():
+        s = np.sort(ids)  # an unstable sort is enough to detect; positions are found on failure
+        if (s[1:] == s[:-1]).any():
+            order = np.argsort(ids, kind="stable")
+            same = ids[order[1:]] == ids[order[:-1]]
             k = int(np.flatnonzero(same)[0])
             raise ValueError(f"client_ids must be distinct; client {int(ids[order[k]])} appears "
                              f"at positions {int(order[k])} and {int(order[k + 1])}")
