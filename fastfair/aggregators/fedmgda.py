@@ -61,7 +61,9 @@ def _project_capped_simplex(y: np.ndarray, lower: float, upper: float) -> np.nda
     """Euclidean projection onto {sum x = 1, lower <= x <= upper}: clip(y - s) with the shift s
     found by bisection on the monotone sum (to the last bit)."""
     lo, hi = float(y.min()) - upper, float(y.max()) - lower
-    for _ in range(200):
+    if abs(float(np.clip(y, lower, upper).sum()) - 1.0) <= 1e-13:
+        lo = hi = 0.0  # already feasible up to rounding (the usual warm start): no shift
+    for _ in range(200 if lo < hi else 0):
         mid = 0.5 * (lo + hi)
         if mid in (lo, hi):
             break
