@@ -28,7 +28,8 @@ RULES = {
     "FedMABA": (lambda: A.FedMABA(K, rho=0.1), lambda m: {}),
     "FedMABA-total": (lambda: A.FedMABA(K, rho=3.0, kl_reference="total", sync="overwrite"),
                       lambda m: {}),
-    "FedCVaRAvg": (lambda: A.FedCVaRAvg(K, 0.3, 0.1), lambda m: {"thresholds": np.linspace(0, 1, m)}),
+    "FedCVaRAvg": (lambda: A.FedCVaRAvg(K, 0.3, 0.1),
+                   lambda m: {"thresholds": np.linspace(0, 1, m)}),
     "FedCVaRAvg-fedsgd": (lambda: A.FedCVaRAvg(K, 0.3, 0.1, form="fedsgd", lr_threshold=0.1),
                           lambda m: {}),
     "QFedAvg": (lambda: A.QFedAvg(K, q=1.0, lipschitz=2.0), lambda m: {"updates": _updates(m)}),
@@ -80,9 +81,12 @@ def _assert_same_state(a, b):
 
 
 BAD_CALLS = [
-    ("nan loss", lambda ex: (([0, 1, 2], [0.1, float("nan"), 0.3]), ex(3)), "losses must be finite"),
-    ("inf loss", lambda ex: (([0, 1, 2], [0.1, 0.2, float("inf")]), ex(3)), "losses must be finite"),
-    ("duplicate ids", lambda ex: (([0, 1, 1], [0.1, 0.2, 0.3]), ex(3)), "client_ids must be distinct"),
+    ("nan loss", lambda ex: (([0, 1, 2], [0.1, float("nan"), 0.3]), ex(3)),
+     "losses must be finite"),
+    ("inf loss", lambda ex: (([0, 1, 2], [0.1, 0.2, float("inf")]), ex(3)),
+     "losses must be finite"),
+    ("duplicate ids", lambda ex: (([0, 1, 1], [0.1, 0.2, 0.3]), ex(3)),
+     "client_ids must be distinct"),
     ("id too large", lambda ex: (([0, K, 2], [0.1, 0.2, 0.3]), ex(3)), r"client_ids must lie in"),
     ("negative id", lambda ex: (([0, -1, 2], [0.1, 0.2, 0.3]), ex(3)), r"client_ids must lie in"),
     ("float ids", lambda ex: ((np.array([0.0, 1.0, 2.0]), [0.1, 0.2, 0.3]), ex(3)),

@@ -97,7 +97,8 @@ def like_input(values: np.ndarray, like: Any) -> Any:
 
 
 def check_ids(client_ids: Any, num_clients: int, *, allow_duplicates: bool = False) -> np.ndarray:
-    """``client_ids`` as int64 ``[m]``, checked: non-empty, 1-D, integer, in ``[0, K)``, distinct."""
+    """``client_ids`` as int64 ``[m]``, checked: non-empty, 1-D, integer, in ``[0, K)`` and
+    distinct (unless ``allow_duplicates``)."""
     ids = host_array(client_ids, "client_ids")
     if ids.size == 0:
         raise ValueError("client_ids is empty: a round needs at least one participating client")

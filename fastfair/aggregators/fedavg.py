@@ -115,7 +115,8 @@ class FedProx(FedAvg):
         r"""``grad_l + mu * (params_l - global_l)`` for each array: the gradient of the proximal
         objective given the gradient of the plain loss. Returns new arrays."""
         if isinstance(grads, (list, tuple)):
-            return [g + self.mu * (p - w) for g, (p, w) in zip(grads, _pairs(params, global_params))]
+            pairs = _pairs(params, global_params)
+            return [g + self.mu * (p - w) for g, (p, w) in zip(grads, pairs)]
         return grads + self.mu * (params - global_params)
 
 

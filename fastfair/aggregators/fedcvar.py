@@ -3,7 +3,8 @@ r"""Fed-CVaR-Avg: federated training of :math:`(1-\gamma)\,\mathrm{CVaR}_\alpha[
 Rockafellar–Uryasev form: every client minimises, jointly in :math:`(\theta, t)`,
 
 .. math::
-   G(\theta, t) = (1-\gamma)\,t + \frac{1-\gamma}{\alpha}\,[\ell(\theta) - t]_+ + \gamma\,\ell(\theta)
+   G(\theta, t) = (1-\gamma)\,t + \frac{1-\gamma}{\alpha}\,[\ell(\theta) - t]_+
+                 + \gamma\,\ell(\theta)
 
 with ℓ the mean loss of a batch. One local step (simultaneous, strict ``ℓ > t``):
 

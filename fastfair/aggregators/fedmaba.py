@@ -7,7 +7,8 @@ One round over the sampled set S (m clients), with state :math:`\ell = \log p \i
    a_i = \ell_i + \eta_b F_i, \qquad
    \pi(\tau) = \mathrm{softmax}(\tau a), \qquad
    g(\tau) = \mathrm{KL}(\pi(\tau)\,\Vert\,U_{N_\mathrm{ref}}) - \rho
-           = \tau\,\mathbb{E}_\pi[a] - \log\textstyle\sum_i e^{\tau a_i} + \log N_\mathrm{ref} - \rho
+           = \tau\,\mathbb{E}_\pi[a] - \log\textstyle\sum_i e^{\tau a_i}
+             + \log N_\mathrm{ref} - \rho
 
 :math:`\tau^* = 1` when :math:`g(1) \le 0` (constraint inactive), else the root of g in (0, 1)
 (g is non-decreasing: :math:`g'(\tau) = \tau \mathrm{Var}_\pi(a)`), or :math:`\tau^* = 0`

@@ -23,7 +23,6 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from fastfair import ops
 from fastfair._arrays import framework_or_none
 from fastfair.aggregators.base import FORMAT_VERSION, Aggregator, check_scalar
 from fastfair.aggregators.fedavg import FedAvg

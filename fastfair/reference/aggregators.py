@@ -119,12 +119,13 @@ def cvar(values: Sequence[float], probs: Sequence[float], alpha: float) -> float
     return float(min(t + np.dot(rho, np.maximum(f - t, 0.0)) / alpha for t in f))
 
 
-# --------------------------------------------------------------------------- q-FedAvg, TERM, PropFair
+# ------------------------------------------------------------------ q-FedAvg, TERM, PropFair
 
 def qfedavg_step(global_params: np.ndarray, local_params: np.ndarray, losses: Sequence[float],
                  q: float, lipschitz: float) -> np.ndarray:
     r"""q-FedAvg server step: Δw_k = L(w - w_k), Δ_k = F_k^q Δw_k,
-    h_k = q F_k^{q-1}‖Δw_k‖² + L F_k^q, w' = w - Σ Δ_k / Σ h_k.  ``local_params`` is [m, d]."""
+    h_k = q F_k^{q-1}‖Δw_k‖² + L F_k^q, w' = w - Σ Δ_k / Σ h_k.
+    ``local_params`` is [m, d]."""
     w = np.asarray(global_params, float)
     deltas, hs = [], []
     for wk, fk in zip(np.asarray(local_params, float), losses):
