@@ -177,3 +177,19 @@ def test_random_rounds_match_reference(rng, options):
         c_ref, log_p = ref.fedmaba_round(log_p, ids, losses, **options)
         assert_rule_close(c, c_ref)
         assert_rule_close(agg.log_p, log_p)
+
+
+@pytest.mark.parametrize("scale", [1e-3, 1.0, 30.0, 1e3])
+@pytest.mark.parametrize("rho", [1e-6, 0.01, 0.5])
+def test_root_on_the_kl_sphere(rng, scale, rho):
+    for m in [2, 7, 300]:
+        a = rng.standard_normal(m) * scale
+        sol = fedmaba_project(a, rho, m)
+        pi = np.exp(sol.log_pi)
+        if sol.status == "active":
+            assert abs(ref.kl_to_uniform(pi, m) - rho) <= 1e-10
+            assert sol.iterations <= 60
+        else:
+            assert sol.status == "inactive" and ref.kl_to_uniform(pi, m) <= rho
+        pi_ref, tau_ref = ref.fedmaba_weights(np.zeros(m), a, 1.0, rho, m)
+        assert_rule_close(pi, pi_ref)

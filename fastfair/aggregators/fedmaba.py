@@ -70,35 +70,36 @@ def fedmaba_project(a: np.ndarray, rho: float, n_ref: float, tau_min: float = 0.
     a2 = shifted * shifted
     log_ref = math.log(n_ref)
 
-    def g(tau: float) -> Tuple[float, float, float]:
+    def g(tau: float) -> Tuple[float, float]:
+        """g(tau) and g'(tau) = tau Var_pi(a) from one fused pass of moments."""
         s0, s1, s2 = _moments(shifted, a2, tau)
         mean = s1 / s0
         var = max(s2 / s0 - mean * mean, 0.0)
-        return tau * mean - math.log(s0) + log_ref - rho, tau * var, s0
+        return tau * mean - math.log(s0) + log_ref - rho, tau * var
 
     def solution(tau: float, status: str, iters: int) -> FedMABASolution:
         z = tau * shifted
-        s0 = float(np.exp(z).sum())
-        return FedMABASolution(z - math.log(s0), tau, status, iters)
+        return FedMABASolution(z - math.log(float(np.exp(z).sum())), tau, status, iters)
 
-    g1, d1, _ = g(1.0)
-    if g1 <= 0.0:
+    eps = np.finfo(np.float64).eps
+    gt, dt = g(1.0)
+    if gt <= 0.0:
         return solution(1.0, "inactive", 1)
-    g_lo, _, _ = g(tau_min)
+    g_lo, _ = g(tau_min)
     if g_lo >= 0.0:
         return solution(tau_min, "infeasible" if g_lo > 0.0 else "active", 2)
-    lo, hi = tau_min, 1.0
-    tau, gt, dt = 1.0, g1, d1
-    iters = 2
+    # g(lo) < 0 < g(hi): Newton from tau = 1, bisection whenever a step leaves the bracket.
+    lo, hi, tau, iters = tau_min, 1.0, 1.0, 2
     for _ in range(max_iter):
-        step = gt / dt if dt > 0.0 else math.inf
-        cand = tau - step
-        if not (lo < cand < hi):
+        cand = tau - gt / dt if dt > 0.0 else math.inf
+        newton = lo < cand < hi
+        if not newton:
             cand = 0.5 * (lo + hi)
-        if cand == tau or cand <= lo or cand >= hi:
-            break
+            if not lo < cand < hi:
+                break  # the bracket is two adjacent floats
+        moved = abs(cand - tau)
         tau = cand
-        gt, dt, _ = g(tau)
+        gt, dt = g(tau)
         iters += 1
         if gt > 0.0:
             hi = tau
@@ -106,13 +107,8 @@ def fedmaba_project(a: np.ndarray, rho: float, n_ref: float, tau_min: float = 0.
             lo = tau
         else:
             break
-        if hi - lo <= 4.0 * np.finfo(np.float64).eps * hi:
+        if (newton and moved <= 4.0 * eps * tau) or hi - lo <= 4.0 * eps * hi:
             break
-        if abs(step) <= 2.0 * np.finfo(np.float64).eps * tau and cand == tau - step:
-            break
-    # The last iterate on the feasible side keeps KL <= rho up to rounding.
-    if gt > 0.0 and lo > tau_min:
-        tau = lo
     return solution(tau, "active", iters)
 
 
