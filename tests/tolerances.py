@@ -39,3 +39,16 @@ def assert_close(actual, expected, dtype: str, scale=None) -> None:
     worst = np.unravel_index(np.argmax(err - bound), err.shape) if err.size else ()
     assert np.all(err <= bound), (f"{dtype}: error {err[worst]:.3g} > bound {bound[worst]:.3g} "
                                   f"at {worst}")
+
+# Aggregation rules (float64 state and coefficients): absolute tolerance on coefficients and
+# states against the specs' golden vectors, against the float64 references over many rounds, and
+# for an iterative QP solution against its enumerated KKT point.
+RULE_TOLERANCES = {"golden": 1e-12, "reference": 1e-10, "qp": 1e-10}
+
+
+def assert_rule_close(actual, expected, kind: str = "reference") -> None:
+    """Asserts max |actual - expected| <= RULE_TOLERANCES[kind] (float64 rules)."""
+    a, e = to_numpy64(actual), to_numpy64(expected)
+    assert a.shape == e.shape, f"shape {a.shape} != {e.shape}"
+    err = float(np.max(np.abs(a - e))) if a.size else 0.0
+    assert err <= RULE_TOLERANCES[kind], f"{kind}: max error {err:.3g} > {RULE_TOLERANCES[kind]}"

@@ -1,0 +1,123 @@
+"""Per-round cost of each rule's ``weights`` (m = 1000 sampled clients) as the population K grows,
+next to its float64 reference, with the state's bytes per client.
+
+Run: ``python -m pytest bench/bench_aggregators.py -q -s`` (``-k FedMABA`` for one rule).
+``FASTFAIR_BENCH_MAX_K`` caps K (default 1e8); ``FASTFAIR_BENCH_MAX_REF_K`` caps K for the
+references whose cost is O(K) per round (default 1e7: FedMABA's dense reference needs ~4 GB and
+seconds per round at 1e8). The time of one round is the minimum over distinct rounds (fresh
+client ids each time, so the state's random reads are not cached); the "floor" column is the
+bytes a round must touch (ids, losses, state read and written, result) over the copy bandwidth.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import os
+import time
+
+import numpy as np
+import pytest
+
+from fastfair import aggregators as A
+from fastfair.reference import aggregators as ref
+
+M = 1000
+ROUNDS = 30
+MAX_K = int(float(os.environ.get("FASTFAIR_BENCH_MAX_K", "1e8")))
+MAX_REF_K = int(float(os.environ.get("FASTFAIR_BENCH_MAX_REF_K", "1e7")))
+KS = [k for k in (10**3, 10**4, 10**5, 10**6, 10**7, 10**8) if k <= MAX_K]
+
+
+def _rounds(K: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return [(rng.choice(K, M, replace=False), rng.gamma(2.0, 0.5, M)) for _ in range(ROUNDS)]
+
+
+def _best(fn, rounds) -> float:
+    best = math.inf
+    for ids, losses in rounds:
+        t0 = time.perf_counter()
+        fn(ids, losses)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _state_bytes(agg) -> int:
+    state = agg.state_dict()["state"]
+    return sum(v.nbytes for v in state.values() if isinstance(v, np.ndarray))
+
+
+# rule -> (factory(K), reference(K) -> per-round callable or None, state bytes touched per client)
+def _fedmaba_reference(K):
+    log_p = np.full(K, -math.log(K))
+
+    def run(ids, losses):
+        nonlocal log_p
+        _, log_p = ref.fedmaba_round(log_p, ids, losses, rho=0.1)
+
+    return run
+
+
+def _fedavg_reference(K):
+    n = np.ones(K)
+    return lambda ids, losses: ref.fedavg_weights(n[ids])
+
+
+RULES = {
+    "FairAvg": (lambda K: A.FairAvg(K), lambda K: (lambda ids, losses:
+                                                   ref.fairavg_weights(ids.size)), 0, False),
+    "FedAvg": (lambda K: A.FedAvg(K, num_samples=np.ones(K)), _fedavg_reference, 8, False),
+    "FedMABA": (lambda K: A.FedMABA(K, rho=0.1), _fedmaba_reference, 16, True),
+    "TERM": (lambda K: A.TERM(K, 0.5), lambda K: (lambda ids, losses:
+                                                  ref.term_weights(losses, 0.5)), 0, False),
+    "PropFair-eg": (lambda K: A.PropFair(K, M=50.0, weighting="eg"),
+                    lambda K: (lambda ids, losses: ref.propfair_weights(losses, 50.0)), 0, False),
+    "FedCVaRAvg-fedsgd": (lambda K: A.FedCVaRAvg(K, 0.3, 0.1, form="fedsgd", lr_threshold=0.01),
+                          lambda K: (lambda ids, losses: ref.cvar_fedsgd_round(
+                              np.zeros(1), 0.0, losses, np.zeros((M, 1)), 0.3, 0.1, 0.1, 0.01)),
+                          0, False),
+}
+
+
+@pytest.mark.parametrize("K", KS, ids=[f"K=1e{int(math.log10(k))}" for k in KS])
+@pytest.mark.parametrize("rule", list(RULES))
+def test_weights_per_round(floor_report, rule, K):
+    factory, reference, state_touch, dense_reference = RULES[rule]
+    rounds = _rounds(K)
+    agg = factory(K)
+    seconds = _best(lambda ids, losses: agg.weights(ids, losses), rounds)
+    per_client = _state_bytes(agg) / K
+    case = f"{rule} K=1e{int(math.log10(K))} m={M} ({per_client:g} B/client)"
+    moved = M * (8 + 8 + state_touch + 8)
+    floor_report.add(case, "fastfair", seconds, moved)
+    del agg
+    gc.collect()
+    if dense_reference and K > MAX_REF_K:
+        return
+    run = reference(K)
+    ref_seconds = _best(run, rounds[:5] if dense_reference else rounds)
+    floor_report.add(case, "reference (float64 NumPy)", ref_seconds, moved)
+    del run
+    gc.collect()
+
+
+@pytest.mark.parametrize("eps_name, eps_times_m", [("0.1/m", 0.1), ("1/m", 1.0), ("1", None)])
+@pytest.mark.parametrize("m", [10, 100, 1000])
+def test_fedmgda_per_round(floor_report, m, eps_name, eps_times_m):
+    """FedMGDA's exact QP from a precomputed Gram matrix (the Gram itself costs O(m^2 d) more)."""
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((m, 4 * m)) + 0.2
+    G = X @ X.T
+    eps = 1.0 if eps_times_m is None else eps_times_m / m
+    agg = A.FedMGDA(10**6, epsilon=eps)
+    ids = rng.choice(10**6, m, replace=False)
+    agg.weights(ids, gram=G)  # first call pays LAPACK's start-up
+    seconds = min(_timed(lambda: agg.weights(ids, gram=G)) for _ in range(3))
+    floor_report.add(f"FedMGDA QP m={m} eps={eps_name}", "fastfair", seconds, 8 * m * m)
+
+
+def _timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0

@@ -1,0 +1,358 @@
+r"""The contract every fastfair aggregator follows (one place; ``docs/aggregators.md`` repeats it).
+
+Construction
+    ``Rule(num_clients, ..., num_samples=None)``. ``num_clients`` (K) is the client population;
+    clients are the integers ``0 .. K-1``. Rules that weight by data size take static per-client
+    sample counts ``num_samples`` of shape ``[K]`` (kept as float64, 8 bytes per client), which a
+    round may override with its own ``num_samples=``. Hyperparameters are checked here and errors
+    name the argument.
+
+One round
+    ``coef = agg.weights(client_ids, losses, num_samples=None, **round_inputs)`` returns the mixing
+    coefficients ``[m]`` aligned with ``client_ids`` (the m participating clients) and advances the
+    rule's state. They sum to 1 unless the rule defines otherwise (q-FedAvg's step scaling,
+    Fed-CVaR-Avg's one-step form, FedMGDA's coefficients on unnormalised updates). The result is a
+    NumPy array, or a tensor of the framework and device of ``losses`` (else of ``client_ids``).
+
+    ``agg.aggregate(updates, coef, base=params, lr=1.0)`` applies them:
+    ``params <- params - lr * sum_i coef_i X_i`` with pseudo-gradients ``X_i = global - local_i``
+    (``[m, *S]`` or m lists of arrays), through :func:`fastfair.ops.weighted_average`; without
+    ``base`` it returns ``sum_i coef_i X_i``. A streaming :class:`fastfair.ops.Accumulator` that
+    already holds ``sum_i coef_i X_i`` may be passed as ``updates`` (with ``coef=None``).
+
+Validation before mutation
+    Every round input is checked before any state changes: ``client_ids`` must be a non-empty 1-D
+    integer array of distinct ids in ``[0, K)``; ``losses`` and other per-client inputs must have
+    length m and be finite; ``num_samples`` must be finite and non-negative. A failing call raises
+    ``ValueError``/``TypeError`` naming the argument, and the state is exactly as before it.
+
+State
+    Per-client state lives in flat float64 NumPy arrays on the host (never Python objects per
+    client), and a round touches O(m) of it where the rule's math allows.
+    ``state_dict()`` returns ``{"format_version", "rule", "num_clients", "config", "state"}`` with
+    copies of every array; ``load_state_dict(sd)`` restores it exactly (a run continued from a
+    loaded state is bit-identical to one never interrupted) and rejects another rule, population,
+    configuration or format version, leaving the state untouched.
+
+Client side
+    Rules that change what clients optimise (PropFair's loss transform, Fed-CVaR-Avg's (θ, t) step,
+    FedProx's proximal term) expose it as methods of the same class, usable in any training loop.
+
+Writing a rule
+    Subclass :class:`Aggregator`; implement ``_round(ids, losses, num_samples, **inputs)``, which
+    must not mutate anything and returns ``(coefficients, commit)`` where ``commit()`` applies the
+    new state and cannot fail; list constructor hyperparameters in ``_config()`` and state arrays
+    and scalars in ``_state()`` / ``_set_state()``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Dict, Optional, Tuple
+
+import numpy as np
+
+from fastfair import ops
+from fastfair._arrays import framework_or_none, is_cuda
+
+FORMAT_VERSION = 1
+
+Commit = Callable[[], None]
+
+
+# --------------------------------------------------------------------------- input conversion
+
+def host_array(x: Any, name: str) -> np.ndarray:
+    """``x`` (list, NumPy, torch, CuPy or any ``__dlpack__`` producer) as a host NumPy array."""
+    kind = framework_or_none(x)
+    if kind == "torch":
+        t = x.detach()
+        if str(t.dtype) in ("torch.bfloat16", "torch.float16"):
+            t = t.double()
+        return t.cpu().numpy()
+    if kind == "cupy":
+        return x.get()
+    if kind == "dlpack":
+        if is_cuda(x):
+            raise TypeError(f"{name}: cannot read a CUDA array of type {type(x).__name__}; "
+                            "pass a torch tensor, a CuPy array or host memory")
+        return np.from_dlpack(x)
+    return np.asarray(x)
+
+
+def like_input(values: np.ndarray, like: Any) -> Any:
+    """``values`` in the framework and on the device of ``like`` (NumPy when ``like`` is not a
+    torch tensor or CuPy array)."""
+    kind = framework_or_none(like)
+    if kind == "torch":
+        import torch
+
+        return torch.from_numpy(values).to(like.device)
+    if kind == "cupy":
+        import cupy
+
+        with like.device:
+            return cupy.asarray(values)
+    return values
+
+
+def check_ids(client_ids: Any, num_clients: int, *, allow_duplicates: bool = False) -> np.ndarray:
+    """``client_ids`` as int64 ``[m]``, checked: non-empty, 1-D, integer, in ``[0, K)`` and
+    distinct (unless ``allow_duplicates``)."""
+    ids = host_array(client_ids, "client_ids")
+    if ids.size == 0:
+        raise ValueError("client_ids is empty: a round needs at least one participating client")
+    if ids.ndim != 1:
+        raise ValueError(f"client_ids must be 1-D [m]; got shape {ids.shape}")
+    if ids.dtype.kind not in "iu":
+        raise TypeError(f"client_ids must be integers; got dtype {ids.dtype}")
+    ids = ids.astype(np.int64, copy=False)
+    lo, hi = int(ids.min()), int(ids.max())
+    if lo < 0 or hi >= num_clients:
+        bad = int(np.flatnonzero((ids < 0) | (ids >= num_clients))[0])
+        raise ValueError(f"client_ids must lie in [0, {num_clients}); got {int(ids[bad])} at "
+                         f"position {bad}")
+    if not allow_duplicates and ids.size > 1:
+        s = np.sort(ids)  # an unstable sort is enough to detect; positions are found on failure
+        if (s[1:] == s[:-1]).any():
+            order = np.argsort(ids, kind="stable")
+            same = ids[order[1:]] == ids[order[:-1]]
+            k = int(np.flatnonzero(same)[0])
+            raise ValueError(f"client_ids must be distinct; client {int(ids[order[k]])} appears "
+                             f"at positions {int(order[k])} and {int(order[k + 1])}")
+    return ids
+
+
+def check_vector(values: Any, m: int, name: str, *, nonnegative: bool = False) -> np.ndarray:
+    """A per-client round input as float64 ``[m]``: length m, finite (and >= 0 if asked)."""
+    v = host_array(values, name)
+    if v.ndim != 1:
+        raise ValueError(f"{name} must be 1-D with one entry per client; got shape {v.shape}")
+    if v.shape[0] != m:
+        raise ValueError(f"{name} has {v.shape[0]} entries but client_ids has {m}")
+    if v.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be real numbers; got dtype {v.dtype}")
+    v = np.ascontiguousarray(v, dtype=np.float64)
+    bad = ~np.isfinite(v)
+    if bad.any():
+        pos = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{name} must be finite; got {v[pos]} at position {pos}")
+    if nonnegative and (v < 0).any():
+        pos = int(np.flatnonzero(v < 0)[0])
+        raise ValueError(f"{name} must be non-negative; got {v[pos]} at position {pos}")
+    return v
+
+
+def check_scalar(value: Any, name: str, *, lo: Optional[float] = None,
+                 hi: Optional[float] = None, lo_open: bool = False,
+                 hi_open: bool = False) -> float:
+    """A hyperparameter as a finite float in the stated interval; the error names it."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a real number; got {value!r}") from None
+    ok = math.isfinite(v)
+    if ok and lo is not None:
+        ok = v > lo if lo_open else v >= lo
+    if ok and hi is not None:
+        ok = v < hi if hi_open else v <= hi
+    if not ok:
+        left = "(" if lo_open else "["
+        right = ")" if hi_open else "]"
+        rng = f"{left}{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}{right}"
+        raise ValueError(f"{name} must be finite and in {rng}; got {value!r}")
+    return v
+
+
+def check_choice(value: Any, name: str, choices: Tuple[str, ...]) -> str:
+    """A string option among ``choices``; the error lists them."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+    return str(value)
+
+
+# --------------------------------------------------------------------------- the base class
+
+class Aggregator:
+    """Base of every rule: validation, the round protocol, aggregation and the state_dict.
+
+    See the module docstring of :mod:`fastfair.aggregators.base` for the contract.
+    """
+
+    #: Whether ``weights`` requires ``losses`` (FedAvg and FairAvg do not).
+    needs_losses = True
+    #: Whether a round may list a client twice (Fed-CVaR-Avg relays with replacement).
+    allow_duplicates = False
+
+    def __init__(self, num_clients: int, num_samples: Any = None) -> None:
+        if isinstance(num_clients, bool) or not isinstance(num_clients, (int, np.integer)):
+            raise TypeError(f"num_clients must be an integer; got {num_clients!r}")
+        if num_clients < 1:
+            raise ValueError(f"num_clients must be at least 1; got {num_clients}")
+        self.num_clients = int(num_clients)
+        self._num_samples: Optional[np.ndarray] = None
+        if num_samples is not None:
+            self._num_samples = check_vector(num_samples, self.num_clients, "num_samples",
+                                             nonnegative=True).copy()
+        self.round = 0
+
+    # ------------------------------------------------------------------ round protocol
+    def weights(self, client_ids: Any, losses: Any = None, num_samples: Any = None,
+                **round_inputs: Any) -> Any:
+        r"""Mixing coefficients ``[m]`` over the participating clients; advances the state.
+
+        Parameters
+        ----------
+        client_ids
+            ``[m]`` distinct integer ids in ``[0, K)``.
+        losses
+            ``[m]`` finite per-client losses (required by every rule except FedAvg/FairAvg).
+        num_samples
+            ``[m]`` non-negative sample counts of this round; default the static counts given
+            to the constructor (rules that need none ignore both).
+        **round_inputs
+            Rule-specific per-round inputs (documented by each rule).
+
+        Returns
+        -------
+        ``[m]`` coefficients aligned with ``client_ids``, NumPy or the framework of ``losses``.
+        """
+        ids = check_ids(client_ids, self.num_clients, allow_duplicates=self.allow_duplicates)
+        m = ids.shape[0]
+        if losses is None:
+            if self.needs_losses:
+                raise ValueError(f"losses is required by {type(self).__name__}: pass one "
+                                 "finite loss per client in client_ids")
+            loss_v = None
+        else:
+            loss_v = check_vector(losses, m, "losses")
+        counts = None
+        if num_samples is not None:
+            counts = check_vector(num_samples, m, "num_samples", nonnegative=True)
+        coef, commit = self._round(ids, loss_v, counts, **round_inputs)
+        commit()
+        self.round += 1
+        return like_input(coef, losses if losses is not None else client_ids)
+
+    def _round(self, ids: np.ndarray, losses: Optional[np.ndarray],
+               num_samples: Optional[np.ndarray], **round_inputs: Any) -> Tuple[np.ndarray, Commit]:
+        raise NotImplementedError
+
+    def _counts(self, ids: np.ndarray, num_samples: Optional[np.ndarray],
+                required: bool) -> Optional[np.ndarray]:
+        """This round's sample counts: the given ones, else the static ones gathered at ``ids``."""
+        if num_samples is not None:
+            return num_samples
+        if self._num_samples is not None:
+            return self._num_samples[ids]
+        if required:
+            raise ValueError(f"num_samples is required by {type(self).__name__}: pass static "
+                             "counts [K] to the constructor or this round's counts [m]")
+        return None
+
+    @staticmethod
+    def _no_round_inputs(round_inputs: Dict[str, Any]) -> None:
+        if round_inputs:
+            raise TypeError(f"unexpected round input(s): {', '.join(sorted(round_inputs))}")
+
+    # ------------------------------------------------------------------ aggregation
+    def aggregate(self, updates: Any, coefficients: Any = None, *, base: Any = None,
+                  lr: float = 1.0, out: Any = None) -> Any:
+        r"""Applies round coefficients to the client updates.
+
+        .. math:: \mathrm{base} \leftarrow \mathrm{base} - \mathrm{lr}\sum_i c_i X_i
+           \quad\text{(or returns } \textstyle\sum_i c_i X_i \text{ without ``base``)}
+
+        ``updates`` are pseudo-gradients ``X_i = global - local_i``: ``[m, *S]``, m lists of L
+        arrays, or a :class:`fastfair.ops.Accumulator` already holding ``sum_i c_i X_i`` (then
+        ``coefficients`` is None). Runs through :func:`fastfair.ops.weighted_average`.
+        """
+        if isinstance(updates, ops.Accumulator):
+            if coefficients is not None:
+                raise ValueError("coefficients must be None when updates is an Accumulator "
+                                 "(it already holds the weighted sum)")
+            total = updates.result(normalize=False)
+            stacked = [total] if isinstance(total, list) else total[None]
+            return ops.weighted_average(stacked, [1.0], base=base, lr=lr, out=out)
+        if coefficients is None:
+            raise ValueError("coefficients is required: pass the output of weights()")
+        return ops.weighted_average(updates, coefficients, base=base, lr=lr, out=out)
+
+    # ------------------------------------------------------------------ state
+    def _config(self) -> Dict[str, Any]:
+        """Constructor hyperparameters (plain Python values)."""
+        return {}
+
+    def _state(self) -> Dict[str, Any]:
+        """Mutable state: arrays (copied by state_dict) and scalars."""
+        return {}
+
+    def _set_state(self, state: Dict[str, Any]) -> None:
+        """Installs a validated state from :meth:`_state`'s keys."""
+
+    def state_dict(self) -> Dict[str, Any]:
+        """Versioned snapshot: ``{"format_version", "rule", "num_clients", "config", "state"}``;
+        every array is a copy."""
+        state = {"round": self.round}
+        if self._num_samples is not None:
+            state["num_samples"] = self._num_samples
+        state.update(self._state())
+        return {"format_version": FORMAT_VERSION, "rule": type(self).__name__,
+                "num_clients": self.num_clients, "config": dict(self._config()),
+                "state": {k: (np.array(v, copy=True) if isinstance(v, np.ndarray) else v)
+                          for k, v in state.items()}}
+
+    def _check_header(self, state_dict: Dict[str, Any]) -> None:
+        """Raises unless ``state_dict`` has this format version, rule, population and config."""
+        if not isinstance(state_dict, dict):
+            raise TypeError("state_dict must be a dict returned by state_dict()")
+        version = state_dict.get("format_version")
+        if version != FORMAT_VERSION:
+            raise ValueError(f"state_dict has format_version {version!r}; this fastfair reads "
+                             f"version {FORMAT_VERSION}")
+        if state_dict.get("rule") != type(self).__name__:
+            raise ValueError(f"state_dict is for rule {state_dict.get('rule')!r}, not "
+                             f"{type(self).__name__!r}")
+        if state_dict.get("num_clients") != self.num_clients:
+            raise ValueError(f"state_dict has num_clients {state_dict.get('num_clients')!r}; "
+                             f"this aggregator has {self.num_clients}")
+        config = state_dict.get("config", {})
+        mine = self._config()
+        for key in sorted(set(config) | set(mine)):
+            if key not in config or key not in mine or not _same(config[key], mine[key]):
+                raise ValueError(f"state_dict config[{key!r}] = {config.get(key)!r} differs from "
+                                 f"this aggregator's {mine.get(key)!r}; construct it with the "
+                                 "same hyperparameters")
+
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        """Restores a :meth:`state_dict` exactly; on any mismatch raises and changes nothing."""
+        self._check_header(state_dict)
+        current = self.state_dict()["state"]
+        given = state_dict.get("state", {})
+        if set(given) != set(current):
+            raise ValueError(f"state_dict state has keys {sorted(given)}; expected "
+                             f"{sorted(current)}")
+        new: Dict[str, Any] = {}
+        for key, ref in current.items():
+            value = given[key]
+            if isinstance(ref, np.ndarray):
+                arr = host_array(value, f"state[{key!r}]")
+                if arr.shape != ref.shape:
+                    raise ValueError(f"state[{key!r}] has shape {arr.shape}; expected {ref.shape}")
+                new[key] = np.array(arr, dtype=ref.dtype, copy=True)
+            else:
+                new[key] = value
+        self.round = int(new.pop("round"))
+        if "num_samples" in new:
+            self._num_samples = new.pop("num_samples")
+        self._set_state(new)
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self._config().items())
+        return f"{type(self).__name__}(num_clients={self.num_clients}{', ' if args else ''}{args})"
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b

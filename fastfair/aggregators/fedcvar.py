@@ -1,0 +1,219 @@
+r"""Fed-CVaR-Avg: federated training of :math:`(1-\gamma)\,\mathrm{CVaR}_\alpha[f_I] +
+\gamma\,\mathbb{E}[f_I]` over users relayed by an unknown random-access model, through the
+Rockafellar–Uryasev form: every client minimises, jointly in :math:`(\theta, t)`,
+
+.. math::
+   G(\theta, t) = (1-\gamma)\,t + \frac{1-\gamma}{\alpha}\,[\ell(\theta) - t]_+
+                 + \gamma\,\ell(\theta)
+
+with ℓ the mean loss of a batch. One local step (simultaneous, strict ``ℓ > t``):
+
+.. math::
+   h = 1[\ell > t],\quad c = \gamma + \frac{(1-\gamma)h}{\alpha},\quad
+   \theta \leftarrow \theta - \eta_\theta c\,\nabla\ell,\quad
+   t \leftarrow t - \eta_t (1-\gamma)(1 - h/\alpha).
+
+The server keeps only (θ, t): no per-client state. With m relayed clients in a round it takes the
+uniform mean of their (θ', t') (duplicates count twice when allowed); with m = 1 that is a copy.
+The one-step ("FedSGD") form weights the reported gradients by :math:`c_i/m` (not normalised) and
+moves t by :math:`-\eta_t(1-\gamma)(1 - \frac{1}{m\alpha}\sum_i 1[\ell_i > t])`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Tuple
+
+import numpy as np
+
+from fastfair.aggregators.base import (Aggregator, Commit, check_choice, check_scalar,
+                                       check_vector, host_array)
+
+
+def cvar_coefficients(losses: Any, t: float, alpha: float, gamma: float) -> Tuple[Any, Any]:
+    r"""Per-batch multipliers of the local step: :math:`c = \gamma + (1-\gamma)h/\alpha` on the
+    θ-gradient and :math:`\partial_t G = (1-\gamma)(1 - h/\alpha)`, with :math:`h = 1[\ell > t]`
+    (strict, so a tie is cold). ``losses`` is a scalar or ``[m]``; returns float64 of its shape.
+    """
+    loss = np.asarray(losses, dtype=np.float64)
+    hot = (loss > t).astype(np.float64)
+    c = gamma + (1.0 - gamma) / alpha * hot
+    dt = (1.0 - gamma) * (1.0 - hot / alpha)
+    return (float(c), float(dt)) if c.ndim == 0 else (c, dt)
+
+
+def cvar_discrete(values: Any, probs: Any, alpha: float) -> Tuple[float, float, float]:
+    r"""CVaR and the VaR interval of :math:`Z = f_I`, :math:`I \sim \rho` (probs normalised).
+
+    .. math:: \mathrm{CVaR}_\alpha = \frac{1}{\alpha}\sum_i f_{(i)}\,
+              \mathrm{clip}\Big(\alpha - \sum_{j<i}\rho_{(j)},\, 0,\, \rho_{(i)}\Big)
+
+    over f sorted in descending order. Returns ``(cvar, var_lo, var_hi)`` where ``[var_lo,
+    var_hi]`` is the argmin set of :math:`t + \frac{1}{\alpha}\mathbb{E}[Z-t]_+`
+    (``var_lo = -inf`` at α = 1). Masses are compared with a 1e-12 tolerance. O(K log K).
+    """
+    f, rho = _values_probs(values, probs)
+    alpha = check_scalar(alpha, "alpha", lo=0.0, hi=1.0, lo_open=True)
+    order = np.argsort(-f, kind="stable")
+    before = np.cumsum(rho[order]) - rho[order]
+    take = np.clip(alpha - before, 0.0, rho[order])
+    cvar = float(take @ f[order] / alpha)
+    tol = 1e-12
+    levels = np.unique(f)
+    above = np.array([rho[f > v].sum() for v in levels])
+    at_or_above = np.array([rho[f >= v].sum() for v in levels])
+    lo = -np.inf if alpha >= 1.0 - tol else float(levels[above <= alpha + tol].min())
+    hi = float(levels[at_or_above >= alpha - tol].max())
+    return cvar, lo, hi
+
+
+def cvar_dual_weights(values: Any, probs: Any, alpha: float,
+                      gamma: float) -> Tuple[np.ndarray, np.ndarray]:
+    r"""Per-client weights the objective puts on each loss: :math:`q^*` maximises
+    :math:`\sum q_i f_i` over :math:`0 \le q_i \le \rho_i/\alpha,\ \sum q_i = 1` (the largest f
+    filled to their caps; tied boundary mass split in proportion to ρ), and
+    :math:`w = (1-\gamma) q^* + \gamma\rho`. Returns ``(q, w)``, each ``[K]``.
+    """
+    f, rho = _values_probs(values, probs)
+    alpha = check_scalar(alpha, "alpha", lo=0.0, hi=1.0, lo_open=True)
+    gamma = check_scalar(gamma, "gamma", lo=0.0, hi=1.0)
+    levels, group = np.unique(-f, return_inverse=True)  # levels ascending in -f: largest f first
+    mass = np.bincount(group, weights=rho, minlength=levels.size)
+    before = np.cumsum(mass) - mass
+    take = np.clip(alpha - before, 0.0, mass)
+    share = np.divide(take, mass, out=np.zeros_like(take), where=mass > 0)
+    q = rho * share[group] / alpha
+    return q, (1.0 - gamma) * q + gamma * rho
+
+
+def relay_clients(probs: Any, u: Any) -> np.ndarray:
+    r"""Clients relayed by an i.i.d. random-access model with probabilities ρ (any non-negative
+    scale) for uniforms ``u`` ``[n]`` in [0, 1):
+    ``searchsorted(cumsum(rho), u * sum(rho), side="right")``, the CDF built once in float64."""
+    rho = host_array(probs, "probs").astype(np.float64).reshape(-1)
+    if rho.size == 0 or not np.all(np.isfinite(rho)) or (rho < 0).any() or rho.sum() <= 0:
+        raise ValueError("probs must be finite, non-negative and not all zero")
+    cdf = np.cumsum(rho)
+    return np.searchsorted(cdf, host_array(u, "u").astype(np.float64) * cdf[-1], side="right")
+
+
+def _values_probs(values: Any, probs: Any) -> Tuple[np.ndarray, np.ndarray]:
+    f = check_vector(values, np.size(host_array(values, "values")), "values")
+    rho = check_vector(probs, f.shape[0], "probs", nonnegative=True)
+    if rho.sum() <= 0:
+        raise ValueError("probs must not be all zero")
+    return f, rho / rho.sum()
+
+
+class FedCVaRAvg(Aggregator):
+    r"""Fed-CVaR-Avg: FedAvg on the augmented variable (θ, t) with the CVaR client step.
+
+    Parameters
+    ----------
+    num_clients
+        K.
+    alpha
+        CVaR level α in (0, 1]; small is risk-averse, 1 is the mean.
+    gamma
+        Weight γ in [0, 1] of the mean term (1 is risk-neutral FedAvg).
+    threshold
+        Initial threshold :math:`t_0` (default 0, as the authors' code).
+    form
+        ``"relay"`` (default, the paper's algorithm): clients train locally with
+        :meth:`client_step` / :meth:`client_objective` and report (θ', t');
+        ``weights(client_ids, thresholds=[m])`` returns ``1/m`` and sets t to the mean of the
+        reported thresholds. ``"fedsgd"``: clients report a loss and a gradient at the current
+        (θ, t); ``weights(client_ids, losses)`` returns :math:`c_i/m` (sum in
+        :math:`[\gamma, \gamma + (1-\gamma)/\alpha]`) to apply with ``aggregate(grads, coef,
+        base=theta, lr=lr)``, and moves t with ``lr_threshold``.
+    lr_threshold
+        :math:`\eta_t` of the one-step form.
+    normalize
+        One-step form only: divide the coefficients by their sum (changes the method; default
+        False).
+    allow_duplicates
+        Accept a client listed twice in a round (relays drawn with replacement count twice).
+
+    State: the threshold ``t`` (float64) and the round counter; nothing per client.
+    """
+
+    def __init__(self, num_clients: int, alpha: float = 0.5, gamma: float = 0.0, *,
+                 threshold: float = 0.0, form: str = "relay", lr_threshold: float = 0.0,
+                 normalize: bool = False, allow_duplicates: bool = False) -> None:
+        super().__init__(num_clients)
+        self.alpha = check_scalar(alpha, "alpha", lo=0.0, hi=1.0, lo_open=True)
+        self.gamma = check_scalar(gamma, "gamma", lo=0.0, hi=1.0)
+        self.form = check_choice(form, "form", ("relay", "fedsgd"))
+        self.lr_threshold = check_scalar(lr_threshold, "lr_threshold", lo=0.0)
+        self.normalize = bool(normalize)
+        self.allow_duplicates = bool(allow_duplicates)
+        self.needs_losses = self.form == "fedsgd"
+        self.initial_threshold = check_scalar(threshold, "threshold")
+        self.t = self.initial_threshold
+
+    def _config(self) -> Dict[str, Any]:
+        return {"alpha": self.alpha, "gamma": self.gamma, "threshold": self.initial_threshold,
+                "form": self.form, "lr_threshold": self.lr_threshold,
+                "normalize": self.normalize, "allow_duplicates": self.allow_duplicates}
+
+    def _state(self) -> Dict[str, Any]:
+        return {"t": self.t}
+
+    def _set_state(self, state: Dict[str, Any]) -> None:
+        self.t = check_scalar(state["t"], "state['t']")
+
+    # ------------------------------------------------------------------ server
+    def _round(self, ids, losses, num_samples, **round_inputs) -> Tuple[np.ndarray, Commit]:
+        m = ids.shape[0]
+        thresholds = round_inputs.pop("thresholds", None)
+        self._no_round_inputs(round_inputs)
+        if self.form == "relay":
+            if thresholds is None:
+                raise ValueError("thresholds is required in the relay form: pass the t' each "
+                                 "relayed client reports, [m]")
+            reported = check_vector(thresholds, m, "thresholds")
+            new_t = float(np.mean(reported))
+            coef = np.full(m, 1.0 / m)
+        else:
+            if thresholds is not None:
+                raise ValueError("thresholds is only used in the relay form; the one-step form "
+                                 "updates t from the losses")
+            c, _ = cvar_coefficients(losses, self.t, self.alpha, self.gamma)
+            hot_share = float(np.count_nonzero(losses > self.t)) / (m * self.alpha)
+            new_t = self.t - self.lr_threshold * (1.0 - self.gamma) * (1.0 - hot_share)
+            coef = c / c.sum() if self.normalize else c / m
+
+        def commit() -> None:
+            self.t = new_t
+
+        return coef, commit
+
+    @property
+    def threshold(self) -> float:
+        """The current global threshold t, broadcast with θ."""
+        return self.t
+
+    # ------------------------------------------------------------------ client
+    def client_objective(self, batch_loss: Any, t: Any) -> Any:
+        r"""The client's training objective on one batch,
+        :math:`G = (1-\gamma)t + \frac{1-\gamma}{\alpha}[\ell - t]_+ + \gamma\ell`, with ℓ the
+        **mean** batch loss (a scalar). Works on floats, NumPy and torch (autograd through ℓ and
+        a tensor t; the subgradient at ℓ = t is the cold one, as relu'(0) = 0)."""
+        gap = batch_loss - t
+        if type(gap).__module__.split(".")[0] == "torch":
+            positive = gap.clamp(min=0)
+        else:
+            positive = np.maximum(gap, 0.0)
+        return ((1.0 - self.gamma) * t + (1.0 - self.gamma) / self.alpha * positive
+                + self.gamma * batch_loss)
+
+    def client_step(self, theta: Any, t: float, grad: Any, loss: float, lr: float,
+                    lr_threshold: float) -> Tuple[Any, float]:
+        r"""One simultaneous local step from the mean batch loss ``loss`` and its gradient:
+        :math:`\theta' = \theta - \eta_\theta c\,\nabla\ell`,
+        :math:`t' = t - \eta_t (1-\gamma)(1 - h/\alpha)`. ``theta``/``grad`` are arrays of any
+        framework (a new array is returned); ``loss`` must be finite."""
+        loss = float(loss)
+        if not np.isfinite(loss):
+            raise ValueError(f"loss must be finite; got {loss}")
+        c, dt = cvar_coefficients(loss, float(t), self.alpha, self.gamma)
+        return theta - (lr * c) * grad, float(t) - lr_threshold * dt

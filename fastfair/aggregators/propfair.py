@@ -1,0 +1,85 @@
+r"""PropFair: proportional fairness, :math:`\min_\theta -\sum_k \frac{n_k}{n}\log(M - F_k(\theta))`.
+
+Clients train on the transformed loss (the default, as in the paper's algorithm) and the server
+averages with FedAvg weights:
+
+.. math::
+   \tilde\ell = -\log\!\left(1 - \frac{\ell}{M}\right) \quad\text{if } M - \ell \ge \epsilon,
+   \qquad \tilde\ell = \frac{\ell}{M} \quad\text{otherwise}
+
+(the fallback keeps the loss finite near the pole ℓ = M; it matches the authors' code). With
+``weighting="eg"`` clients train on their plain loss and the server applies the gradient of the
+objective through the weights instead: :math:`c_k \propto n_k / (M - F_k)` (one EG step with
+response :math:`-\log(M - F_k)`), which needs :math:`F_k < M`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Tuple
+
+import numpy as np
+
+from fastfair.aggregators.base import Aggregator, Commit, check_choice, check_scalar
+from fastfair.aggregators.fedavg import fedavg_weights
+
+
+class PropFair(Aggregator):
+    r"""PropFair with its client loss transform.
+
+    Parameters
+    ----------
+    num_clients
+        K.
+    M
+        The utility bound M > 0 (paper grid {0.2, 5.0}; default 5).
+    epsilon
+        Distance to the pole below which the client loss falls back to ℓ/M (default 0.2).
+    num_samples
+        Static counts ``[K]``; per-round counts may be passed to ``weights``.
+    weighting
+        ``"fedavg"`` (default; clients use :meth:`client_loss`) or ``"eg"``.
+
+    ``weights(client_ids, losses=None, num_samples=None)``: losses are required by ``"eg"``
+    only. Stateless, O(m) per round.
+    """
+
+    def __init__(self, num_clients: int, M: float = 5.0, epsilon: float = 0.2, *,
+                 num_samples: Any = None, weighting: str = "fedavg") -> None:
+        super().__init__(num_clients, num_samples)
+        self.M = check_scalar(M, "M", lo=0.0, lo_open=True)
+        self.epsilon = check_scalar(epsilon, "epsilon", lo=0.0)
+        self.weighting = check_choice(weighting, "weighting", ("fedavg", "eg"))
+        self.needs_losses = self.weighting == "eg"
+
+    def _config(self) -> Dict[str, Any]:
+        return {"M": self.M, "epsilon": self.epsilon, "weighting": self.weighting}
+
+    def _round(self, ids, losses, num_samples, **round_inputs) -> Tuple[np.ndarray, Commit]:
+        self._no_round_inputs(round_inputs)
+        if self.weighting == "fedavg":
+            return fedavg_weights(self._counts(ids, num_samples, required=True)), lambda: None
+        if (losses >= self.M).any():
+            pos = int(np.flatnonzero(losses >= self.M)[0])
+            raise ValueError(f"losses must be below M = {self.M} for weighting='eg'; got "
+                             f"{losses[pos]} at position {pos}")
+        counts = self._counts(ids, num_samples, required=False)
+        score = 1.0 / (self.M - losses)
+        if counts is not None:
+            score = counts * score
+        total = float(score.sum())
+        if total == 0.0:
+            raise ValueError("num_samples are all zero over the round: PropFair weights are "
+                             "undefined")
+        return score / total, lambda: None
+
+    def client_loss(self, loss: Any) -> Any:
+        r"""The transformed training loss of a batch: :math:`-\log(1 - \ell/M)`, or
+        :math:`\ell/M` when :math:`M - \ell < \epsilon`. ``loss`` is a float, a NumPy scalar or
+        a torch scalar tensor (autograd flows through it)."""
+        is_torch = type(loss).__module__.split(".")[0] == "torch"
+        value = float(loss.detach()) if is_torch else float(loss)
+        if self.M - value < self.epsilon:
+            return loss / self.M
+        if is_torch:
+            return -(1.0 - loss / self.M).log()
+        return -np.log1p(-loss / self.M)

@@ -1,0 +1,111 @@
+r"""q-FedAvg (q-FFL): per-client losses raised to the power q re-weight the updates, and the step
+is scaled by a per-round curvature estimate.
+
+With pseudo-gradients :math:`X_k = w^t - w_k` and Lipschitz estimate L (1 / client lr):
+
+.. math::
+   \Delta w_k = L X_k,\quad h_k = q F_k^{q-1}\lVert \Delta w_k\rVert^2 + L F_k^q,\quad
+   w^{t+1} = w^t - \frac{\sum_k F_k^q \Delta w_k}{\sum_k h_k}
+   \;\Rightarrow\; c_k = \frac{L F_k^q}{\sum_{j \in S} h_j}
+
+The coefficients do not sum to 1: their sum is the step scale. Each :math:`F_k` is client k's own
+loss of :math:`w^t` (never one global loss). ``form="eg"`` gives instead the normalised
+exponentiated-gradient form :math:`c_k \propto n_k F_k^q` (one EG step from the sample-count
+weights with response :math:`q \log F_k`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Tuple
+
+import numpy as np
+
+from fastfair.aggregators._updates import squared_norms
+from fastfair.aggregators.base import (Aggregator, Commit, check_choice, check_scalar,
+                                       check_vector)
+
+
+def qfedavg_coefficients(losses: np.ndarray, sq_norms: np.ndarray, q: float,
+                         lipschitz: float) -> np.ndarray:
+    r"""q-FedAvg coefficients ``[m]`` on the pseudo-gradients :math:`X_k`:
+    :math:`c_k = L F_k^q / \sum_j (q F_j^{q-1} L^2 \lVert X_j\rVert^2 + L F_j^q)`.
+
+    ``losses`` ``[m]`` >= 0 (> 0 where 0 < q < 1 and the update is non-zero, as
+    :math:`F^{q-1}` is infinite at 0), ``sq_norms`` ``[m]`` the :math:`\lVert X_k\rVert^2`.
+    """
+    if (losses < 0).any():
+        pos = int(np.flatnonzero(losses < 0)[0])
+        raise ValueError(f"losses must be non-negative for q-FedAvg (F^q); got {losses[pos]} "
+                         f"at position {pos}")
+    fq = losses ** q
+    curv = np.zeros_like(losses)
+    moving = sq_norms > 0
+    if q != 0.0:
+        if q < 1.0 and ((losses == 0) & moving).any():
+            pos = int(np.flatnonzero((losses == 0) & moving)[0])
+            raise ValueError(f"losses must be positive when 0 < q < 1 (F^(q-1) is infinite at "
+                             f"0); got 0 at position {pos}")
+        curv[moving] = q * losses[moving] ** (q - 1.0) * (lipschitz ** 2) * sq_norms[moving]
+    total = float(np.sum(curv + lipschitz * fq))
+    if total == 0.0:
+        raise ValueError("losses are all zero: the q-FedAvg step (sum of h_k) is zero and the "
+                         "coefficients are undefined")
+    return lipschitz * fq / total
+
+
+class QFedAvg(Aggregator):
+    r"""q-FedAvg over the sampled clients.
+
+    Parameters
+    ----------
+    num_clients
+        K.
+    q
+        Fairness exponent q >= 0 (q = 0 is FedAvg-like with step scaling).
+    lipschitz
+        L > 0, the inverse of the clients' learning rate (``form="qffl"``).
+    num_samples
+        Static counts ``[K]`` for ``form="eg"`` (uniform when absent).
+    form
+        ``"qffl"`` (default, the q-FedAvg server step) or ``"eg"`` (normalised :math:`n_k F_k^q`).
+
+    ``weights(client_ids, losses, updates=None, sq_norms=None)``: ``"qffl"`` needs the updates
+    ``[m, *S]`` (or m lists of arrays) or their squared norms ``sq_norms`` ``[m]``. Stateless,
+    O(m) per round plus one pass over the updates for their norms.
+    """
+
+    def __init__(self, num_clients: int, q: float = 0.1, lipschitz: float = 1.0, *,
+                 num_samples: Any = None, form: str = "qffl") -> None:
+        super().__init__(num_clients, num_samples)
+        self.q = check_scalar(q, "q", lo=0.0)
+        self.lipschitz = check_scalar(lipschitz, "lipschitz", lo=0.0, lo_open=True)
+        self.form = check_choice(form, "form", ("qffl", "eg"))
+
+    def _config(self) -> Dict[str, Any]:
+        return {"q": self.q, "lipschitz": self.lipschitz, "form": self.form}
+
+    def _round(self, ids, losses, num_samples, **round_inputs) -> Tuple[np.ndarray, Commit]:
+        updates = round_inputs.pop("updates", None)
+        norms = round_inputs.pop("sq_norms", None)
+        self._no_round_inputs(round_inputs)
+        m = ids.shape[0]
+        if self.form == "eg":
+            if (losses < 0).any():
+                pos = int(np.flatnonzero(losses < 0)[0])
+                raise ValueError(f"losses must be non-negative for q-FedAvg (F^q); got "
+                                 f"{losses[pos]} at position {pos}")
+            counts = self._counts(ids, num_samples, required=False)
+            score = losses ** self.q if counts is None else counts * losses ** self.q
+            total = float(score.sum())
+            if total == 0.0:
+                raise ValueError("losses (times num_samples) are all zero: the normalised "
+                                 "q-FedAvg weights are undefined")
+            return score / total, lambda: None
+        if (updates is None) == (norms is None):
+            raise ValueError("pass exactly one of updates ([m, *S] or m lists of arrays) and "
+                             "sq_norms ([m]): q-FedAvg scales its step by the update norms")
+        if norms is not None:
+            sq = check_vector(norms, m, "sq_norms", nonnegative=True)
+        else:
+            sq = squared_norms(updates, m)
+        return qfedavg_coefficients(losses, sq, self.q, self.lipschitz), lambda: None

@@ -1,0 +1,66 @@
+r"""TERM (tilted empirical risk minimisation) at the client level: one exponentiated-gradient step
+from the sample-count weights with the losses as response and tilt λ as inverse step.
+
+.. math:: c_k = \frac{n_k\, e^{\lambda F_k}}{\sum_{j \in S} n_j\, e^{\lambda F_j}}
+
+computed in log space (shifted by the maximum), so large λF never overflows.
+``variant="reference_code"`` reproduces the authors' code: :math:`c_k \propto
+e^{\lambda(F_k - \max F)}` without :math:`n_k` (its running evidence average cancels when the
+weights are renormalised over S).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Tuple
+
+import numpy as np
+
+from fastfair.aggregators.base import Aggregator, Commit, check_choice, check_scalar
+
+
+def tilted_weights(losses: np.ndarray, tilt: float, counts: Any = None) -> np.ndarray:
+    r"""``softmax(log n + tilt * F)`` over the m clients (``counts`` None: uniform n).
+    Clients with :math:`n_k = 0` get weight 0; all-zero counts raise ``ValueError``."""
+    score = tilt * losses
+    if counts is not None:
+        if not (counts > 0).any():
+            raise ValueError("num_samples are all zero over the round: TERM weights are "
+                             "undefined")
+        with np.errstate(divide="ignore"):
+            score = score + np.log(counts)
+    e = np.exp(score - score.max())
+    return e / e.sum()
+
+
+class TERM(Aggregator):
+    r"""TERM: tilted client weights :math:`c_k \propto n_k e^{\lambda F_k}`.
+
+    Parameters
+    ----------
+    num_clients
+        K.
+    tilt
+        λ (any finite value; λ > 0 favours high-loss clients, λ = 0 is FedAvg).
+    num_samples
+        Static counts ``[K]``; without them (and without per-round counts) n is uniform.
+    variant
+        ``"paper"`` (default) or ``"reference_code"`` (no :math:`n_k`).
+
+    ``weights(client_ids, losses, num_samples=None)``. Stateless, O(m) per round.
+    """
+
+    def __init__(self, num_clients: int, tilt: float = 0.1, *, num_samples: Any = None,
+                 variant: str = "paper") -> None:
+        super().__init__(num_clients, num_samples)
+        self.tilt = check_scalar(tilt, "tilt")
+        self.variant = check_choice(variant, "variant", ("paper", "reference_code"))
+
+    def _config(self) -> Dict[str, Any]:
+        return {"tilt": self.tilt, "variant": self.variant}
+
+    def _round(self, ids, losses, num_samples, **round_inputs) -> Tuple[np.ndarray, Commit]:
+        self._no_round_inputs(round_inputs)
+        counts = None
+        if self.variant == "paper":
+            counts = self._counts(ids, num_samples, required=False)
+        return tilted_weights(losses, self.tilt, counts), lambda: None

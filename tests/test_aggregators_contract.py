@@ -1,0 +1,248 @@
+"""The common contract, checked for every rule: bad round inputs raise an error naming the
+argument and leave the state exactly as before; state_dict round trips continue identically;
+results come back in the framework of the inputs."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from fastfair import aggregators as A
+
+K = 12
+N = np.arange(1, K + 1, dtype=float)
+
+
+def _updates(m, d=5, seed=0):
+    return np.random.default_rng(seed + m).standard_normal((m, d))
+
+
+# name -> (factory, extra round inputs for m clients)
+RULES = {
+    "FedAvg": (lambda: A.FedAvg(K, num_samples=N), lambda m: {}),
+    "FairAvg": (lambda: A.FairAvg(K), lambda m: {}),
+    "FedProx": (lambda: A.FedProx(K, num_samples=N, mu=0.1), lambda m: {}),
+    "FedMABA": (lambda: A.FedMABA(K, rho=0.1), lambda m: {}),
+    "FedMABA-total": (lambda: A.FedMABA(K, rho=3.0, kl_reference="total", sync="overwrite"),
+                      lambda m: {}),
+    "FedCVaRAvg": (lambda: A.FedCVaRAvg(K, 0.3, 0.1),
+                   lambda m: {"thresholds": np.linspace(0, 1, m)}),
+    "FedCVaRAvg-fedsgd": (lambda: A.FedCVaRAvg(K, 0.3, 0.1, form="fedsgd", lr_threshold=0.1),
+                          lambda m: {}),
+    "QFedAvg": (lambda: A.QFedAvg(K, q=1.0, lipschitz=2.0), lambda m: {"updates": _updates(m)}),
+    "TERM": (lambda: A.TERM(K, 0.5, num_samples=N), lambda m: {}),
+    "PropFair": (lambda: A.PropFair(K, num_samples=N), lambda m: {}),
+    "PropFair-eg": (lambda: A.PropFair(K, M=50.0, weighting="eg"), lambda m: {}),
+    "FedMGDA": (lambda: A.FedMGDA(K, 0.1), lambda m: {"updates": _updates(m)}),
+    "FedAvgM": (lambda: A.FedAvgM(K, A.FedMABA(K, rho=0.1)), lambda m: {}),
+    "FedAdam": (lambda: A.FedAdam(K, A.FedMABA(K, rho=0.1)), lambda m: {}),
+    "FedYogi": (lambda: A.FedYogi(K, A.TERM(K, 0.5)), lambda m: {}),
+    "FedAdagrad": (lambda: A.FedAdagrad(K), lambda m: {"num_samples": np.ones(m)}),
+}
+
+
+def _play(agg, extra, rounds, seed, params=None):
+    """Plays ``rounds`` rounds (weights + aggregate); returns the coefficients of each round."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(rounds):
+        m = int(rng.integers(2, 6))
+        ids = rng.choice(K, m, replace=False)
+        losses = rng.gamma(2.0, 0.5, m)
+        coef = agg.weights(ids, losses, **extra(m))
+        if params is not None:
+            agg.aggregate(_updates(m, seed=seed), coef, base=params)
+        out.append(np.asarray(coef))
+    return out
+
+
+def _snapshot(agg):
+    sd = agg.state_dict()
+    return copy.deepcopy(sd)
+
+
+def _assert_same_state(a, b):
+    assert a.keys() == b.keys()
+    for key in a:
+        x, y = a[key], b[key]
+        if isinstance(x, dict):
+            _assert_same_state(x, y)
+        elif isinstance(x, list):
+            assert len(x) == len(y)
+            for u, v in zip(x, y):
+                np.testing.assert_array_equal(np.asarray(u), np.asarray(v))
+        elif isinstance(x, np.ndarray):
+            np.testing.assert_array_equal(x, y)
+        else:
+            assert x == y or (x != x and y != y), key
+
+
+BAD_CALLS = [
+    ("nan loss", lambda ex: (([0, 1, 2], [0.1, float("nan"), 0.3]), ex(3)),
+     "losses must be finite"),
+    ("inf loss", lambda ex: (([0, 1, 2], [0.1, 0.2, float("inf")]), ex(3)),
+     "losses must be finite"),
+    ("duplicate ids", lambda ex: (([0, 1, 1], [0.1, 0.2, 0.3]), ex(3)),
+     "client_ids must be distinct"),
+    ("id too large", lambda ex: (([0, K, 2], [0.1, 0.2, 0.3]), ex(3)), r"client_ids must lie in"),
+    ("negative id", lambda ex: (([0, -1, 2], [0.1, 0.2, 0.3]), ex(3)), r"client_ids must lie in"),
+    ("float ids", lambda ex: ((np.array([0.0, 1.0, 2.0]), [0.1, 0.2, 0.3]), ex(3)),
+     "client_ids must be integers"),
+    ("empty round", lambda ex: (([], []), {}), "client_ids is empty"),
+    ("length mismatch", lambda ex: (([0, 1, 2], [0.1, 0.2]), ex(3)), "losses has 2 entries"),
+    ("negative counts", lambda ex: (([0, 1, 2], [0.1, 0.2, 0.3]),
+                                    {**ex(3), "num_samples": [1.0, -2.0, 3.0]}),
+     "num_samples must be non-negative"),
+    ("count mismatch", lambda ex: (([0, 1, 2], [0.1, 0.2, 0.3]),
+                                   {**ex(3), "num_samples": [1.0, 2.0]}), "num_samples has 2"),
+    ("2-D ids", lambda ex: ((np.array([[0, 1]]), [0.1, 0.2]), ex(2)), "client_ids must be 1-D"),
+]
+
+
+@pytest.mark.parametrize("name", sorted(RULES))
+@pytest.mark.parametrize("case, call, message", BAD_CALLS, ids=[c[0] for c in BAD_CALLS])
+def test_bad_input_leaves_state_untouched(name, case, call, message):
+    factory, extra = RULES[name]
+    agg = factory()
+    _play(agg, extra, 3, seed=1)
+    before = _snapshot(agg)
+    (args, kwargs) = call(extra)
+    with pytest.raises((ValueError, TypeError), match=message):
+        agg.weights(*args, **kwargs)
+    _assert_same_state(before, agg.state_dict())
+    # and the aggregator still works identically afterwards
+    twin = factory()
+    _play(twin, extra, 3, seed=1)
+    for a, b in zip(_play(agg, extra, 2, seed=2), _play(twin, extra, 2, seed=2)):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_state_dict_round_trip_continues_identically(name):
+    factory, extra = RULES[name]
+    d = 5
+    agg, params = factory(), np.zeros(d)
+    _play(agg, extra, 4, seed=3, params=params)
+    sd = agg.state_dict()
+    assert sd["format_version"] == A.FORMAT_VERSION and sd["rule"] == type(agg).__name__
+    resumed, params2 = factory(), params.copy()
+    resumed.load_state_dict(sd)
+    _assert_same_state(sd, resumed.state_dict())
+    a = _play(agg, extra, 4, seed=4, params=params)
+    b = _play(resumed, extra, 4, seed=4, params=params2)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+    np.testing.assert_array_equal(params, params2)
+    # the snapshot is a copy: later rounds did not change it
+    _assert_same_state(sd, copy.deepcopy(sd))
+
+
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_load_rejects_mismatch_and_keeps_state(name):
+    factory, extra = RULES[name]
+    agg = factory()
+    _play(agg, extra, 2, seed=5)
+    before = _snapshot(agg)
+    for mutate, message in [
+        (lambda sd: sd.update(format_version=99), "format_version"),
+        (lambda sd: sd.update(rule="Other"), "rule"),
+        (lambda sd: sd.update(num_clients=K + 1), "num_clients"),
+        (lambda sd: sd["config"].update(bogus=1), "config"),
+        (lambda sd: sd["state"].pop("round"), "keys"),
+    ]:
+        sd = _snapshot(agg)
+        mutate(sd)
+        with pytest.raises(ValueError, match=message):
+            agg.load_state_dict(sd)
+        _assert_same_state(before, agg.state_dict())
+
+
+@pytest.mark.parametrize("name, kwargs, message", [
+    ("FedCVaRAvg", {"thresholds": [0.0, float("nan"), 1.0]}, "thresholds must be finite"),
+    ("FedCVaRAvg", {"thresholds": [0.0, 1.0]}, "thresholds has 2"),
+    ("QFedAvg", {"updates": np.array([[1.0, 2.0], [np.nan, 0.0], [1.0, 1.0]])},
+     "updates must be finite"),
+    ("QFedAvg", {"updates": np.ones((2, 4))}, "updates has 2 clients"),
+    ("FedMGDA", {"updates": np.array([[1.0, np.inf], [0.0, 1.0], [1.0, 1.0]])},
+     "updates must be finite"),
+    ("FedMGDA", {"gram": np.ones((2, 2))}, "gram must be"),
+])
+def test_bad_rule_inputs_leave_state_untouched(name, kwargs, message):
+    factory, extra = RULES[name]
+    agg = factory()
+    _play(agg, extra, 2, seed=6)
+    before = _snapshot(agg)
+    with pytest.raises(ValueError, match=message):
+        agg.weights([0, 1, 2], [0.1, 0.2, 0.3], **kwargs)
+    _assert_same_state(before, agg.state_dict())
+
+
+def test_load_rejects_wrong_state_shape():
+    agg = A.FedMABA(K)
+    sd = agg.state_dict()
+    sd["state"]["log_p"] = np.zeros(K + 1)
+    with pytest.raises(ValueError, match="log_p"):
+        agg.load_state_dict(sd)
+
+
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_torch_inputs_give_torch_coefficients(name):
+    factory, extra = RULES[name]
+    a, b = factory(), factory()
+    ids = [3, 7, 1]
+    losses = np.array([0.3, 1.2, 0.7])
+    ct = a.weights(torch.tensor(ids), torch.tensor(losses), **extra(3))
+    cn = b.weights(np.array(ids), losses, **extra(3))
+    assert isinstance(ct, torch.Tensor) and ct.dtype == torch.float64
+    np.testing.assert_array_equal(ct.numpy(), cn)
+
+
+def test_hyperparameter_errors_name_the_argument():
+    for make, message in [
+        (lambda: A.FedAvg(0), "num_clients"), (lambda: A.FedAvg(2.5), "num_clients"),
+        (lambda: A.FedMABA(5, step_size=-1), "step_size"), (lambda: A.FedMABA(5, rho=-0.1), "rho"),
+        (lambda: A.FedMABA(5, alpha=1.5), "alpha"), (lambda: A.FedMABA(5, sync="x"), "sync"),
+        (lambda: A.FedMABA(5, kl_reference="x"), "kl_reference"),
+        (lambda: A.FedMABA(5, lambda_max=-1), "lambda_max"),
+        (lambda: A.QFedAvg(5, q=-1), "q"), (lambda: A.QFedAvg(5, lipschitz=0), "lipschitz"),
+        (lambda: A.TERM(5, float("nan")), "tilt"), (lambda: A.PropFair(5, M=0), "M"),
+        (lambda: A.FedMGDA(5, epsilon=-1), "epsilon"), (lambda: A.FedProx(5, mu=-1), "mu"),
+        (lambda: A.FedAdam(5, lr=0), "lr"), (lambda: A.FedYogi(5, beta2=1.0), "beta2"),
+        (lambda: A.FedAvgM(5, momentum=1.0), "momentum"),
+        (lambda: A.FedAdam(5, A.FedAvg(6)), "num_clients"),
+        (lambda: A.FedAvg(3, num_samples=[1, 2]), "num_samples"),
+        (lambda: A.FedAvg(3, num_samples=[1, -2, 3]), "num_samples"),
+    ]:
+        with pytest.raises((ValueError, TypeError), match=message):
+            make()
+
+
+def test_unknown_round_input_is_rejected():
+    with pytest.raises(TypeError, match="unexpected round input"):
+        A.FairAvg(4).weights([0, 1], bogus=1)
+
+
+def test_losses_required_where_used():
+    with pytest.raises(ValueError, match="losses is required"):
+        A.FedMABA(4).weights([0, 1])
+    assert A.FairAvg(4).weights([0, 1]).tolist() == [0.5, 0.5]
+
+
+def test_aggregate_from_accumulator_equals_direct(rng):
+    from fastfair import ops
+
+    agg = A.FedMABA(K, rho=0.1)
+    X = rng.standard_normal((4, 9))
+    coef = agg.weights([0, 5, 6, 9], [0.1, 0.5, 2.0, 0.3])
+    direct = agg.aggregate(X, coef)
+    acc = ops.Accumulator()
+    for x, c in zip(X, coef):
+        acc.add(x, float(c))
+    streamed = agg.aggregate(acc)
+    np.testing.assert_allclose(streamed, direct, rtol=0, atol=1e-14)
+    params = np.ones(9)
+    agg.aggregate(X, coef, base=params, lr=0.5)
+    np.testing.assert_allclose(params, 1 - 0.5 * direct, rtol=0, atol=1e-14)

@@ -1,0 +1,227 @@
+"""FedAvg, FairAvg, FedProx, q-FedAvg, TERM, PropFair, FedMGDA(+) and the server optimisers
+against hand cases and the float64 references."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from fastfair import ops
+from fastfair.aggregators import (TERM, FairAvg, FedAdagrad, FedAdam, FedAvg, FedAvgM, FedMABA,
+                                  FedMGDA, FedProx, FedYogi, PropFair, QFedAvg)
+from fastfair.aggregators.fedmgda import min_norm_box_qp
+from fastfair.reference import aggregators as ref
+from tests.tolerances import assert_rule_close
+
+
+# ----------------------------------------------------------------------------- FedAvg, FairAvg
+
+def test_fedavg_hand_and_static_counts():
+    agg = FedAvg(5, num_samples=[10, 0, 30, 20, 40])
+    assert_rule_close(agg.weights([0, 2, 3]), [1 / 6, 3 / 6, 2 / 6], "golden")
+    assert_rule_close(agg.weights([1, 2]), [0.0, 1.0], "golden")
+    assert_rule_close(agg.weights([0, 2], num_samples=[1, 3]), [0.25, 0.75], "golden")
+    assert_rule_close(agg.weights([1]), [1.0], "golden")  # all-zero counts fall back to 1/m
+    with pytest.raises(ValueError, match="sum to zero"):
+        FedAvg(5, num_samples=[0] * 5, zero_total="raise").weights([0, 1])
+    with pytest.raises(ValueError, match="num_samples is required"):
+        FedAvg(5).weights([0, 1])
+
+
+def test_fairavg_and_fedavg_match_reference(rng):
+    K = 1000
+    n = rng.integers(1, 500, K).astype(float)
+    fedavg, fair = FedAvg(K, num_samples=n), FairAvg(K)
+    for _ in range(10):
+        ids = rng.choice(K, int(rng.integers(1, 100)), replace=False)
+        assert_rule_close(fedavg.weights(ids), ref.fedavg_weights(n[ids]))
+        assert_rule_close(fair.weights(ids), ref.fairavg_weights(ids.size))
+
+
+def test_fedprox_term_and_gradient():
+    agg = FedProx(3, mu=0.5)
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    g = torch.tensor([0.0, 1.0])
+    term = agg.proximal_term([w], [g])
+    term.backward()
+    assert float(term.detach()) == pytest.approx(0.25 * (1 + 1))
+    np.testing.assert_allclose(w.grad.numpy(), [0.5, 0.5])
+    grads = agg.proximal_gradient(np.array([1.0, 1.0]), np.array([1.0, 2.0]), np.array([0.0, 1.0]))
+    np.testing.assert_allclose(grads, [1.5, 1.5])
+    assert_rule_close(agg.weights([0, 1], num_samples=[1, 3]), [0.25, 0.75], "golden")
+
+
+# ----------------------------------------------------------------------------- q-FedAvg
+
+@pytest.mark.parametrize("q", [0.0, 0.1, 1.0, 5.0])
+def test_qfedavg_step_matches_reference(rng, q):
+    m, d = 7, 13
+    w = rng.standard_normal(d)
+    local = w + 0.1 * rng.standard_normal((m, d))
+    losses = rng.gamma(2.0, 0.5, m)
+    agg = QFedAvg(50, q=q, lipschitz=10.0)
+    coef = agg.weights(rng.choice(50, m, replace=False), losses, updates=w - local)
+    params = w.copy()
+    agg.aggregate(w - local, coef, base=params)
+    assert_rule_close(params, ref.qfedavg_step(w, local, losses, q, 10.0))
+    # the same from precomputed squared norms and from list-form updates
+    sq = ((w - local) ** 2).sum(1)
+    assert_rule_close(QFedAvg(50, q=q, lipschitz=10.0).weights(np.arange(m), losses,
+                                                               sq_norms=sq), coef)
+    lists = [[torch.from_numpy(x[:5]), torch.from_numpy(x[5:])] for x in w - local]
+    assert_rule_close(QFedAvg(50, q=q, lipschitz=10.0).weights(np.arange(m), losses,
+                                                               updates=lists), coef)
+
+
+def test_qfedavg_eg_form_and_errors():
+    agg = QFedAvg(4, q=2.0, form="eg", num_samples=[1, 2, 3, 4])
+    assert_rule_close(agg.weights([0, 3], [2.0, 1.0]), [0.5, 0.5], "golden")
+    with pytest.raises(ValueError, match="non-negative"):
+        QFedAvg(4).weights([0, 1], [1.0, -1.0], sq_norms=[1.0, 1.0])
+    with pytest.raises(ValueError, match="positive when 0 < q < 1"):
+        QFedAvg(4, q=0.5).weights([0, 1], [1.0, 0.0], sq_norms=[1.0, 1.0])
+    with pytest.raises(ValueError, match="exactly one of updates"):
+        QFedAvg(4).weights([0, 1], [1.0, 1.0])
+
+
+# ----------------------------------------------------------------------------- TERM, PropFair
+
+def test_term_matches_reference(rng):
+    K = 100
+    n = rng.integers(1, 50, K).astype(float)
+    for tilt in [-1.0, 0.0, 0.1, 5.0]:
+        ids = rng.choice(K, 9, replace=False)
+        losses = rng.gamma(2.0, 1.0, 9)
+        assert_rule_close(TERM(K, tilt, num_samples=n).weights(ids, losses),
+                          ref.term_weights(losses, tilt, n[ids]))
+        assert_rule_close(TERM(K, tilt, num_samples=n, variant="reference_code").weights(
+            ids, losses), ref.term_weights(losses, tilt))
+    # log-space: a tilt that overflows exp() directly stays finite
+    c = TERM(3, 1000.0).weights([0, 1, 2], [1.0, 2.0, 2.0])
+    assert_rule_close(c, [0.0, 0.5, 0.5], "golden")
+
+
+def test_propfair_weights_and_client_loss(rng):
+    n = np.array([5.0, 1.0, 2.0, 8.0])
+    losses = np.array([0.5, 1.0, 3.0, 4.5])
+    agg = PropFair(4, M=5.0, num_samples=n, weighting="eg")
+    assert_rule_close(agg.weights([0, 1, 2, 3], losses), ref.propfair_weights(losses, 5.0, n))
+    assert_rule_close(PropFair(4, num_samples=n).weights([0, 3]), [5 / 13, 8 / 13], "golden")
+    with pytest.raises(ValueError, match="below M"):
+        agg.weights([0, 1], [1.0, 5.0])
+    client = PropFair(4, M=5.0, epsilon=0.2)
+    for loss in [0.0, 1.0, 4.79, 4.81, 7.0]:
+        assert client.client_loss(loss) == pytest.approx(ref.propfair_loss(loss, 5.0, 0.2),
+                                                         rel=1e-15, abs=0)
+    x = torch.tensor(2.0, requires_grad=True)
+    client.client_loss(x).backward()
+    assert float(x.grad) == pytest.approx(1.0 / (5.0 - 2.0))
+
+
+# ----------------------------------------------------------------------------- FedMGDA
+
+@pytest.mark.parametrize("m, d", [(2, 5), (4, 9), (5, 3), (6, 20), (7, 4)])
+@pytest.mark.parametrize("eps", [0.0, 0.05, 0.2, 1.0])
+def test_min_norm_qp_matches_enumeration(rng, m, d, eps):
+    X = rng.standard_normal((m, d))
+    norms = np.linalg.norm(X, axis=1)
+    P = (X / norms[:, None]) @ (X / norms[:, None]).T
+    lo, hi = max(0.0, 1 / m - eps), min(1.0, 1 / m + eps)
+    lam, _ = min_norm_box_qp(P, lo, hi)
+    expected = ref.fedmgda_lambda(P, lo, hi)
+    if d >= m:  # positive definite: the minimiser is unique
+        assert_rule_close(lam, expected, "qp")
+    assert lam @ P @ lam <= expected @ P @ expected + 1e-12
+    assert abs(lam.sum() - 1) < 1e-13 and lam.min() >= lo - 1e-15 and lam.max() <= hi + 1e-15
+
+
+@pytest.mark.parametrize("m, d", [(40, 100), (60, 10), (200, 300)])
+def test_min_norm_qp_kkt_large(rng, m, d):
+    X = rng.standard_normal((m, d)) + 0.3
+    P = X @ X.T / d
+    for eps in [0.002, 0.02, 1.0]:
+        lo, hi = max(0.0, 1 / m - eps), min(1.0, 1 / m + eps)
+        lam, _ = min_norm_box_qp(P, lo, hi)
+        g = P @ lam
+        at_lo, at_hi = lam <= lo + 1e-13, lam >= hi - 1e-13
+        free = ~(at_lo | at_hi)
+        nu = g[free].mean() if free.any() else 0.5 * (g[at_lo].min() + g[at_hi].max())
+        scale = np.abs(P).max()
+        if free.any():
+            assert np.ptp(g[free]) <= 1e-9 * scale
+        assert (g[at_lo] >= nu - 1e-9 * scale).all() and (g[at_hi] <= nu + 1e-9 * scale).all()
+        assert abs(lam.sum() - 1) < 1e-12
+
+
+def test_fedmgda_coefficients_apply_to_raw_updates(rng):
+    X = rng.standard_normal((5, 11)) * np.array([[1.0], [3.0], [0.2], [5.0], [1.0]])
+    agg = FedMGDA(20, epsilon=0.1)
+    coef = agg.weights([0, 4, 9, 13, 19], updates=X)
+    D = X / np.linalg.norm(X, axis=1, keepdims=True)
+    lam = ref.fedmgda_lambda(D @ D.T, 0.1, 0.3)
+    assert_rule_close(agg.last_lambda, lam, "qp")
+    assert_rule_close(agg.aggregate(X, coef), lam @ D, "qp")
+    # from the Gram matrix, from torch list-form updates, and with a zero update
+    assert_rule_close(FedMGDA(20, 0.1).weights(np.arange(5), gram=X @ X.T), coef, "qp")
+    lists = [[torch.from_numpy(x[:4]), torch.from_numpy(x[4:])] for x in X]
+    assert_rule_close(FedMGDA(20, 0.1).weights(np.arange(5), updates=lists), coef, "qp")
+    X[2] = 0.0
+    c0 = FedMGDA(20, 0.1).weights(np.arange(5), updates=X)
+    assert c0[2] == 0.0 and np.all(np.isfinite(c0))
+
+
+def test_fedmgda_epsilon_zero_is_uniform(rng):
+    X = rng.standard_normal((4, 6))
+    agg = FedMGDA(4, epsilon=0.0)
+    agg.weights(np.arange(4), updates=X)
+    assert_rule_close(agg.last_lambda, [0.25] * 4, "golden")
+
+
+# ----------------------------------------------------------------------------- server optimisers
+
+@pytest.mark.parametrize("cls, kind, kw", [
+    (FedAvgM, "avgm", {"lr": 0.7, "momentum": 0.9}),
+    (FedAdam, "adam", {"lr": 0.05, "beta1": 0.9, "beta2": 0.99, "tau": 1e-3}),
+    (FedYogi, "yogi", {"lr": 0.05, "beta1": 0.8, "beta2": 0.95, "tau": 1e-2}),
+    (FedAdagrad, "adagrad", {"lr": 0.05, "beta1": 0.5, "tau": 1e-3}),
+])
+def test_server_optimisers_match_reference(rng, cls, kind, kw):
+    K, d = 30, 17
+    opt = cls(K, FedMABA(K, rho=0.2), **kw)
+    params = rng.standard_normal(d)
+    p_ref = params.copy()
+    tau = kw.get("tau", 1e-3)
+    m_ref, v_ref = np.zeros(d), np.full(d, tau ** 2)
+    log_p = np.full(K, -np.log(K))
+    ref_kw = {k: v for k, v in kw.items() if k != "lr"}
+    for _ in range(12):
+        ids = rng.choice(K, 6, replace=False)
+        losses, X = rng.random(6), rng.standard_normal((6, d))
+        coef = opt.weights(ids, losses)
+        c_ref, log_p = ref.fedmaba_round(log_p, ids, losses, rho=0.2)
+        opt.aggregate(X, coef, base=params)
+        p_ref, m_ref, v_ref = ref.server_step(kind, p_ref, c_ref @ X, m_ref, v_ref, lr=kw["lr"],
+                                              **ref_kw)
+        assert_rule_close(params, p_ref)
+
+
+def test_server_optimiser_lists_torch_and_accumulator(rng):
+    opt = FedAdam(10, lr=0.1)
+    params = [torch.zeros(3, 2, dtype=torch.float64), torch.zeros(4, dtype=torch.float64)]
+    updates = [[torch.from_numpy(rng.standard_normal((3, 2))),
+                torch.from_numpy(rng.standard_normal(4))] for _ in range(3)]
+    coef = opt.weights([1, 2, 3], num_samples=[1, 1, 2])
+    opt.aggregate(updates, coef, base=params)
+    acc = ops.Accumulator()
+    for u, c in zip(updates, coef.tolist()):
+        acc.add(u, c)
+    twin = FedAdam(10, lr=0.1)
+    twin_params = [torch.zeros(3, 2, dtype=torch.float64), torch.zeros(4, dtype=torch.float64)]
+    twin.weights([1, 2, 3], num_samples=[1, 1, 2])
+    twin.aggregate(acc, None, base=twin_params)
+    for a, b in zip(params, twin_params):
+        assert_rule_close(a, b)
+    assert isinstance(opt.state_dict()["state"]["exp_avg"][0], torch.Tensor)
+    with pytest.raises(ValueError, match="base is required"):
+        opt.aggregate(updates, coef)
