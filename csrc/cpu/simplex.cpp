@@ -1,6 +1,7 @@
 // Condat's projection is a sequential scan with data-dependent branches: no per-ISA copies.
 #include "fastfair/simplex.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -8,21 +9,27 @@
 namespace fastfair::cpu {
 namespace {
 
-// Condat's algorithm on one row (his published reference code, in float64). `aux` has K slots.
-// Returns tau; -1 in *bad_pos unless a non-finite entry was met.
+// Condat's algorithm on one row (his published reference code, in float64) applied to y - max y:
+// the projection is shift invariant, and with the largest entry at 0 the differences y - tau stay
+// exact even for |y| near 1e30. `aux` has K slots. Returns tau of the shifted row and sets *shift;
+// *bad_pos is -1 unless a non-finite entry was met.
 template <typename T>
-double condat_tau(const T* y, int64_t n, double* aux, int64_t* bad_pos) {
+double condat_tau(const T* y, int64_t n, double* aux, int64_t* bad_pos, double* shift) {
   *bad_pos = -1;
-  for (int64_t i = 0; i < n; ++i)
+  double top = double(y[0]);
+  for (int64_t i = 0; i < n; ++i) {
     if (!std::isfinite(double(y[i]))) {
       *bad_pos = i;
       return 0.0;
     }
+    top = std::max(top, double(y[i]));
+  }
+  *shift = top;
   double* aux0 = aux;
   int64_t len = 1, len_old = -1;
-  double tau = (aux[0] = double(y[0])) - 1.0;
+  double tau = (aux[0] = double(y[0]) - top) - 1.0;
   for (int64_t i = 1; i < n; ++i) {
-    const double yi = double(y[i]);
+    const double yi = double(y[i]) - top;
     if (yi > tau) {
       aux[len] = yi;
       tau += (yi - tau) / double(len - len_old);
@@ -61,7 +68,7 @@ double condat_tau(const T* y, int64_t n, double* aux, int64_t* bad_pos) {
 template <typename T>
 Status run(const SimplexArgs& a) {
   const int64_t B = a.rows, K = a.cols;
-  std::vector<double> tau(B);
+  std::vector<double> tau(B), shift(B);
   std::vector<int64_t> bad(B, -1);
   auto row = [&](int64_t b) { return static_cast<const T*>(a.v) + b * a.v_stride; };
 #pragma omp parallel
@@ -70,7 +77,7 @@ Status run(const SimplexArgs& a) {
 #pragma omp for schedule(dynamic, 1)
     for (int64_t b = 0; b < B; ++b) {
       if (aux.empty()) aux.resize(static_cast<size_t>(K));
-      tau[b] = condat_tau(row(b), K, aux.data(), &bad[b]);
+      tau[b] = condat_tau(row(b), K, aux.data(), &bad[b], &shift[b]);
     }
   }
   for (int64_t b = 0; b < B; ++b)
@@ -84,7 +91,7 @@ Status run(const SimplexArgs& a) {
 #pragma omp parallel for schedule(static) collapse(2)
   for (int64_t b = 0; b < B; ++b)
     for (int64_t i = 0; i < K; ++i) {
-      const double d = double(row(b)[i]) - tau[b];
+      const double d = (double(row(b)[i]) - shift[b]) - tau[b];
       out[b * K + i] = T(d > 0.0 ? d : 0.0);
     }
   return Status::success();

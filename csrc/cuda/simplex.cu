@@ -14,22 +14,21 @@ template <typename T>
 __global__ void project_rows(const T* __restrict__ v, int64_t stride, int64_t K, T* __restrict__ out) {
   __shared__ double sm[kThreads];
   const T* row = v + int64_t(blockIdx.x) * stride;
-  double mx = -INFINITY, sum = 0.0;
-  for (int64_t i = threadIdx.x; i < K; i += kThreads) {
-    const double y = double(row[i]);
-    mx = fmax(mx, y);
-    sum += y;
-  }
+  // Work on y - max y (shift invariance): tau and y - tau stay exact for any magnitude.
+  double mx = -INFINITY;
+  for (int64_t i = threadIdx.x; i < K; i += kThreads) mx = fmax(mx, double(row[i]));
   mx = cuda_detail::block_max(mx, sm);
+  double sum = 0.0;
+  for (int64_t i = threadIdx.x; i < K; i += kThreads) sum += double(row[i]) - mx;
   sum = cuda_detail::block_sum(sum, sm);
-  double tau = fmax(mx - 1.0, (sum - 1.0) / double(K));
+  double tau = fmax(-1.0, (sum - 1.0) / double(K));
   // A non-finite entry makes sum non-finite; the row comes out NaN.
   if (!isfinite(sum)) tau = NAN;
   double prev = double(K) + 1.0;
   while (isfinite(tau)) {
     double cnt = 0.0, s = 0.0;
     for (int64_t i = threadIdx.x; i < K; i += kThreads) {
-      const double y = double(row[i]);
+      const double y = double(row[i]) - mx;
       if (y > tau) {
         cnt += 1.0;
         s += y;
@@ -43,7 +42,7 @@ __global__ void project_rows(const T* __restrict__ v, int64_t stride, int64_t K,
   }
   T* o = out + int64_t(blockIdx.x) * K;
   for (int64_t i = threadIdx.x; i < K; i += kThreads) {
-    const double d = double(row[i]) - tau;
+    const double d = (double(row[i]) - mx) - tau;
     o[i] = T(d > 0.0 ? d : (isnan(d) ? d : 0.0));
   }
 }

@@ -5,6 +5,8 @@
 //
 // CPU: Condat's algorithm (Math. Program. 2016), expected O(K) without sorting, then tau is
 // recomputed in float64 from the support it found, tau = (sum_{i in support} v_i - 1) / |support|.
+// Both backends work on v - max(v) (the projection is shift invariant), which keeps v - tau exact
+// for entries of any magnitude.
 // CUDA: one thread block per row runs Michelot's fixed point from a lower bound of tau
 // (Newton's method on the convex, decreasing, piecewise-linear function above), which ends with
 // the same support formula. Arithmetic is float64 for float32 and float64 inputs.
