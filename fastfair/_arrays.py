@@ -150,3 +150,36 @@ def current_stream(x: Any, stream: Optional[int]) -> int:
         handle = 0
     # DLPack reserves 0; the legacy default stream is spelled 1 there.
     return handle if handle != 0 else 1
+
+
+def int64_like(values: Any, like: Any, name: str) -> Any:
+    """``values`` (ids: any integer sequence or array) as a contiguous int64 array on ``like``'s
+    device, keeping its shape. CPU results are NumPy arrays; CUDA results stay in ``like``'s
+    framework. Raises TypeError for non-integer input rather than truncating floats."""
+    if is_cuda(like):
+        kind = framework(like)
+        if kind == "torch":
+            import torch
+
+            v = values if isinstance(values, torch.Tensor) else torch.as_tensor(values)
+            if v.is_floating_point():
+                raise TypeError(f"{name} must hold integer ids; got {v.dtype}")
+            return v.detach().to(device=like.device, dtype=torch.int64).contiguous()
+        if kind == "cupy":
+            import cupy
+
+            with like.device:
+                v = cupy.asarray(values)
+                if v.dtype.kind not in "iu":
+                    raise TypeError(f"{name} must hold integer ids; got {v.dtype}")
+                return cupy.ascontiguousarray(v.astype(cupy.int64))
+        raise TypeError(f"{name}: cannot convert for a CUDA array of type {type(like).__name__}")
+    if framework_or_none(values) in ("torch", "cupy", "dlpack"):
+        if is_cuda(values):
+            raise ValueError(f"{name} is on a CUDA device but the arrays are on the CPU; "
+                             "move them to one device")
+        values = np.from_dlpack(detach(values))
+    arr = np.asarray(values)
+    if arr.size and arr.dtype.kind not in "iu":
+        raise TypeError(f"{name} must hold integer ids; got {arr.dtype}")
+    return np.ascontiguousarray(arr, dtype=np.int64)

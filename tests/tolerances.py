@@ -52,3 +52,24 @@ def assert_rule_close(actual, expected, kind: str = "reference") -> None:
     assert a.shape == e.shape, f"shape {a.shape} != {e.shape}"
     err = float(np.max(np.abs(a - e))) if a.size else 0.0
     assert err <= RULE_TOLERANCES[kind], f"{kind}: max error {err:.3g} > {RULE_TOLERANCES[kind]}"
+
+
+# Exponentials (softmax, EG, lazy weights): an error of e in the argument z - lse is a relative
+# error e of the result, and forming z - lse in the storage precision costs up to a few units of
+# roundoff times |z - lse|. Results below the smallest normal number may be flushed to zero.
+EXP_ARGUMENT_ULPS = 4
+SMALLEST_NORMAL = {"float64": 2.2250738585072014e-308, "float32": 1.1754943508222875e-38}
+
+
+def assert_softmax_close(actual, expected, dtype: str, argument) -> None:
+    """Asserts |actual - expected| <= (rtol + EXP_ARGUMENT_ULPS * u * |argument|) * expected +
+    the smallest normal of ``dtype``, where ``argument`` is the exact exponent (z - lse)."""
+    rtol, unit = TOLERANCES[dtype]
+    a, e = to_numpy64(actual), to_numpy64(expected)
+    assert a.shape == e.shape, f"shape {a.shape} != {e.shape}"
+    arg = np.abs(np.nan_to_num(to_numpy64(argument), neginf=0.0))
+    bound = (rtol + EXP_ARGUMENT_ULPS * unit * arg) * e + SMALLEST_NORMAL[dtype]
+    err = np.abs(a - e)
+    worst = np.unravel_index(np.argmax(err - bound), err.shape) if err.size else ()
+    assert np.all(err <= bound), (f"{dtype}: error {err[worst]:.3g} > bound {bound[worst]:.3g} "
+                                  f"at {worst}")

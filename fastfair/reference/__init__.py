@@ -1,9 +1,12 @@
-"""Readable float64 NumPy versions of every fastfair kernel: the test oracles and the baselines
-every benchmark is compared with. They favour clarity over speed."""
+"""Readable float64 NumPy versions of every fastfair kernel and rule: the test oracles and the
+baselines every benchmark is compared with. They favour clarity over speed."""
 
+from fastfair.reference import aggregators
+from fastfair.reference.dr import dr_gradient, dr_lazy_step
+from fastfair.reference.sampling import sample_available, sample_clients
+from fastfair.reference.simplex import project_simplex
+from fastfair.reference.softmax import eg_step, logsumexp, softmax
 from fastfair.reference.weighted_average import weighted_average
 
-__all__ = ["weighted_average"]
-from fastfair.reference import aggregators  # noqa: E402  (rules; one module of oracles)
-
-__all__ += ["aggregators"]
+__all__ = ["aggregators", "dr_gradient", "dr_lazy_step", "eg_step", "logsumexp",
+           "project_simplex", "sample_available", "sample_clients", "softmax", "weighted_average"]

@@ -1,0 +1,142 @@
+// Binding of AAggFF-D's doubly-robust gradient: the dense O(K) form and the lazy O(m) round.
+#include <cmath>
+
+#include "array.h"
+#include "fastfair/dr_gradient.h"
+#include "ids.h"
+#include "registry.h"
+
+namespace fastfair::binding {
+namespace {
+
+DrVariant parse_variant(const std::string& v) {
+  if (v == "paper") return DrVariant::paper;
+  if (v == "reference_code") return DrVariant::reference_code;
+  throw py::value_error("variant must be 'paper' or 'reference_code'; got '" + v + "'");
+}
+
+ArrayView f64_vector(py::handle obj, const std::string& name, const ArrayView& ref,
+                     const std::string& ref_name, int64_t n, int64_t stream, bool writable) {
+  ArrayView v = view(obj, name, stream);
+  require_same_device(v, name, ref, ref_name);
+  require_dtype(v, name, DType::f64);
+  if (v.numel() > 0) require_contiguous(v, name);  // empty exports may carry any strides
+  if (writable) require_writable(v, name);
+  if (v.ndim() != 1 || v.shape[0] != n)
+    throw py::value_error(name + " must have shape [" + std::to_string(n) + "]");
+  return v;
+}
+
+void check_round(double sample_prob) {
+  if (!(sample_prob > 0.0 && sample_prob <= 1.0))
+    throw py::value_error("sample_prob must be in (0, 1]; got " + std::to_string(sample_prob));
+}
+
+// ids / responses of one round, checked against K (CPU arrays only: CUDA ids are not inspected).
+int64_t check_sample(const ArrayView& iv, const ArrayView& rv, int64_t K) {
+  if (iv.ndim() != 1) throw py::value_error("ids must have shape [m]");
+  const int64_t m = iv.shape[0];
+  if (rv.ndim() != 1 || rv.shape[0] != m)
+    throw py::value_error("responses must have shape [m] = [" + std::to_string(m) +
+                          "], one per id");
+  if (iv.device == Device::cpu) {
+    check_ids(static_cast<const int64_t*>(iv.data), m, K, "ids");
+    check_finite(static_cast<const double*>(rv.data), m, "responses");
+  }
+  return m;
+}
+
+void dr_gradient(py::handle responses, py::handle ids, py::handle p, double sample_prob,
+                 const std::string& variant, py::handle grad, py::handle estimate,
+                 py::handle workspace, int64_t stream) {
+  const DrVariant var = parse_variant(variant);
+  check_round(sample_prob);
+  ArrayView pv = view(p, "p", stream);
+  require_cuda_built(pv, "p");
+  require_dtype(pv, "p", DType::f64);
+  require_contiguous(pv, "p");
+  if (pv.ndim() != 1 || pv.shape[0] == 0) throw py::value_error("p must have shape [K], K >= 1");
+  const int64_t K = pv.shape[0];
+  ArrayView iv = view(ids, "ids", stream);
+  require_same_device(iv, "ids", pv, "p");
+  require_int64(iv, "ids");
+  ArrayView rv = f64_vector(responses, "responses", pv, "p", iv.numel(), stream, false);
+  const int64_t m = check_sample(iv, rv, K);
+  if (m == 0) throw py::value_error("ids is empty: the DR estimate needs at least one sampled client");
+  ArrayView gv = f64_vector(grad, "grad", pv, "p", K, stream, true);
+  DrDenseArgs a{K, m, static_cast<const int64_t*>(iv.data), static_cast<const double*>(rv.data),
+                static_cast<const double*>(pv.data), sample_prob, var,
+                static_cast<double*>(gv.data), nullptr, nullptr};
+  ArrayView ev, wv;
+  if (!estimate.is_none()) {
+    ev = f64_vector(estimate, "estimate", pv, "p", K, stream, true);
+    a.estimate = static_cast<double*>(ev.data);
+  }
+  if (pv.device == Device::cuda) {
+    wv = view(workspace, "workspace", stream);
+    require_dtype(wv, "workspace", DType::f64);
+    if (wv.numel() < dr_dense_workspace_len(K))
+      throw py::value_error("workspace is too small; allocate dr_dense_workspace_len(K) doubles");
+    a.workspace = static_cast<double*>(wv.data);
+  }
+  py::gil_scoped_release release;
+  if (pv.device == Device::cpu) {
+    throw_if_failed(cpu::dr_gradient(a));
+  } else {
+#ifdef FASTFAIR_WITH_CUDA
+    throw_if_failed(cuda::dr_gradient(a, reinterpret_cast<void*>(stream)));
+#endif
+  }
+}
+
+void dr_lazy_step(py::handle state, py::handle ids, py::handle responses, double sample_prob,
+                  double eta, double prior_mass, const std::string& variant, py::handle weights,
+                  int64_t stream) {
+  const DrVariant var = parse_variant(variant);
+  check_round(sample_prob);
+  if (!std::isfinite(eta)) throw py::value_error("eta must be finite; got " + std::to_string(eta));
+  if (!(prior_mass > 0.0 && std::isfinite(prior_mass)))
+    throw py::value_error("prior_mass must be positive and finite; got " +
+                          std::to_string(prior_mass));
+  ArrayView sv = view(state, "state", stream);
+  require_cuda_built(sv, "state");
+  require_dtype(sv, "state", DType::f64);
+  require_contiguous(sv, "state");
+  require_writable(sv, "state");
+  if (sv.ndim() != 1 || sv.shape[0] == 0) throw py::value_error("state must have shape [K], K >= 1");
+  const int64_t K = sv.shape[0];
+  ArrayView iv = view(ids, "ids", stream);
+  require_same_device(iv, "ids", sv, "state");
+  require_int64(iv, "ids");
+  ArrayView rv = f64_vector(responses, "responses", sv, "state", iv.numel(), stream, false);
+  const int64_t m = check_sample(iv, rv, K);
+  ArrayView wv = f64_vector(weights, "weights", sv, "state", m, stream, true);
+  DrLazyArgs a{K, m, static_cast<const int64_t*>(iv.data), static_cast<const double*>(rv.data),
+               sample_prob, eta, prior_mass, var, static_cast<double*>(sv.data),
+               static_cast<double*>(wv.data)};
+  py::gil_scoped_release release;
+  if (sv.device == Device::cpu) {
+    throw_if_failed(cpu::dr_lazy_step(a));
+  } else {
+#ifdef FASTFAIR_WITH_CUDA
+    throw_if_failed(cuda::dr_lazy_step(a, reinterpret_cast<void*>(stream)));
+#endif
+  }
+}
+
+void register_dr(py::module_& m) {
+  m.def("dr_gradient", &dr_gradient, py::arg("responses"), py::arg("ids"), py::arg("p"),
+        py::arg("sample_prob"), py::arg("variant"), py::arg("grad"), py::arg("estimate"),
+        py::arg("workspace"), py::arg("stream"),
+        "AAggFF-D's DR estimate and linearised gradient for all K clients; see fastfair.ops.");
+  m.def("dr_lazy_step", &dr_lazy_step, py::arg("state"), py::arg("ids"), py::arg("responses"),
+        py::arg("sample_prob"), py::arg("eta"), py::arg("prior_mass"), py::arg("variant"),
+        py::arg("weights"), py::arg("stream"),
+        "AAggFF-D's O(m) lazy round: state[ids] += delta, weights = softmax(-eta * state[ids]).");
+  m.def("dr_dense_workspace_len", &dr_dense_workspace_len, py::arg("num_clients"),
+        "Doubles of device scratch the CUDA dr_gradient needs for K clients.");
+}
+FASTFAIR_REGISTER(register_dr);
+
+}  // namespace
+}  // namespace fastfair::binding

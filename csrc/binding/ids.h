@@ -1,0 +1,21 @@
+// Checks of client-id arrays shared by the client-weight ops.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "array.h"
+
+namespace fastfair::binding {
+
+// ids must be int64 and C-contiguous.
+void require_int64(const ArrayView& a, const std::string& name);
+
+// CPU ids: every id in [0, num_clients) and no id twice (expected O(m), hash set). Raises
+// ValueError naming `name`, the id and its position(s).
+void check_ids(const int64_t* ids, int64_t m, int64_t num_clients, const std::string& name);
+
+// CPU values: all finite. Raises ValueError naming `name` and the position.
+void check_finite(const double* v, int64_t m, const std::string& name);
+
+}  // namespace fastfair::binding

@@ -1,0 +1,162 @@
+#include <cstring>
+
+#include "cuda_utils.h"
+#include "fastfair/softmax.h"
+#include "reduce.cuh"
+
+namespace fastfair {
+namespace {
+
+using cuda_detail::MaxSum;
+
+constexpr int kThreads = 256;
+
+__device__ inline float exp_t(float x) { return expf(x); }
+__device__ inline double exp_t(double x) { return exp(x); }
+
+template <typename T>
+__device__ inline T z_of(const T* x, const T* add, int64_t i, T s) {
+  return add ? s * (x[i] + add[i]) : s * x[i];
+}
+
+// Pass 1: block (k, b) folds elements [k * kSoftmaxBlock, ...) of row b into one (max, sum) pair.
+// A NaN or +inf z makes the pair NaN, which poisons the row.
+template <typename T>
+__global__ void softmax_partials(const T* __restrict__ x, int64_t x_stride, const T* __restrict__ add,
+                                 int64_t add_stride, const double* __restrict__ scale, int64_t cols,
+                                 double* __restrict__ ws) {
+  __shared__ double smax[kThreads], ssum[kThreads];
+  const int64_t b = blockIdx.y, k = blockIdx.x, nb = gridDim.x;
+  const T* xr = x + b * x_stride;
+  const T* ar = add ? add + b * add_stride : nullptr;
+  const T s = T(scale[b]);
+  const int64_t begin = k * kSoftmaxBlock;
+  const int64_t end = min(cols, begin + kSoftmaxBlock);
+  MaxSum acc{-INFINITY, 0.0};
+  bool bad = false;
+  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
+    const T z = z_of(xr, ar, i, s);
+    if (z != z || z == T(INFINITY)) bad = true;
+    if (z == T(-INFINITY)) continue;
+    if (double(z) > acc.max) {
+      acc.sum = acc.sum * exp(acc.max - double(z)) + 1.0;
+      acc.max = double(z);
+    } else {
+      acc.sum += double(exp_t(T(z - T(acc.max))));
+    }
+  }
+  if (bad) acc = {NAN, NAN};
+  const MaxSum r = cuda_detail::block_combine(acc, smax, ssum);
+  if (threadIdx.x == 0) {
+    ws[2 * (b * nb + k)] = r.max;
+    ws[2 * (b * nb + k) + 1] = r.sum;
+  }
+}
+
+// One block per row combines the row's pairs in block order: lse, and (max, 1 / sum) for pass 2.
+__global__ void softmax_rows(const double* __restrict__ ws, int64_t nb, int64_t rows,
+                             double* __restrict__ lse, double* __restrict__ row_out) {
+  __shared__ double smax[kThreads], ssum[kThreads];
+  const int64_t b = blockIdx.x;
+  MaxSum acc{-INFINITY, 0.0};
+  // Thread t folds pairs t, t + kThreads, ... in order; the tree then fixes the rest of the order.
+  for (int64_t k = threadIdx.x; k < nb; k += kThreads)
+    acc = cuda_detail::combine(acc, {ws[2 * (b * nb + k)], ws[2 * (b * nb + k) + 1]});
+  const MaxSum r = cuda_detail::block_combine(acc, smax, ssum);
+  if (threadIdx.x == 0) {
+    // All -inf (max stays -inf) or invalid (NaN): the softmax is undefined.
+    const bool ok = r.max > -INFINITY && !isnan(r.max);
+    lse[b] = ok ? r.max + log(r.sum) : NAN;
+    row_out[2 * b] = ok ? r.max : NAN;
+    row_out[2 * b + 1] = ok ? 1.0 / r.sum : NAN;
+  }
+}
+
+template <typename T, typename To>
+__global__ void softmax_write(T* __restrict__ x, int64_t x_stride, const T* __restrict__ add,
+                              int64_t add_stride, const double* __restrict__ scale, int64_t cols,
+                              const double* __restrict__ row_stat, To* __restrict__ out) {
+  const int64_t b = blockIdx.y;
+  T* xr = x + b * x_stride;
+  const T* ar = add ? add + b * add_stride : nullptr;
+  const T s = T(scale[b]);
+  const T m = T(row_stat[2 * b]);
+  const T inv = T(row_stat[2 * b + 1]);
+  To* o = out ? out + b * cols : nullptr;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < cols; i += stride) {
+    T v = xr[i];
+    if (ar) {
+      v += ar[i];
+      xr[i] = v;
+    }
+    if (o) o[i] = To(exp_t(T(s * v - m)) * inv);
+  }
+}
+
+template <typename T, typename To>
+Status launch(const SoftmaxArgs& a, const double* scale, cudaStream_t stream) {
+  const int64_t nb = softmax_blocks(a.cols);
+  double* pairs = a.workspace;
+  double* row_stat = a.workspace + 2 * a.rows * nb;
+  T* x = static_cast<T*>(a.x);
+  const T* add = static_cast<const T*>(a.add);
+  softmax_partials<T><<<dim3(unsigned(nb), unsigned(a.rows)), kThreads, 0, stream>>>(
+      x, a.x_stride, add, a.add_stride, scale, a.cols, pairs);
+  Status st = cuda_detail::check(cudaGetLastError(), "softmax partials kernel launch");
+  if (!st.ok) return st;
+  softmax_rows<<<unsigned(a.rows), kThreads, 0, stream>>>(pairs, nb, a.rows, a.lse, row_stat);
+  st = cuda_detail::check(cudaGetLastError(), "softmax rows kernel launch");
+  if (!st.ok || (!a.out && !a.add)) return st;
+  // Enough blocks to cover the row up to 8 elements per thread, at most 65535 per row.
+  const int64_t per_block = int64_t(kThreads) * 8;
+  const unsigned gx = unsigned(std::min<int64_t>((a.cols + per_block - 1) / per_block, 65535));
+  softmax_write<T, To><<<dim3(gx, unsigned(a.rows)), kThreads, 0, stream>>>(
+      x, a.x_stride, add, a.add_stride, scale, a.cols, row_stat, static_cast<To*>(a.out));
+  return cuda_detail::check(cudaGetLastError(), "softmax write kernel launch");
+}
+
+}  // namespace
+
+namespace cuda {
+
+Status softmax(const SoftmaxArgs& a, void* stream_ptr) {
+  auto stream = static_cast<cudaStream_t>(stream_ptr);
+  if (a.rows > 65535) return Status::error("CUDA softmax supports at most 65535 rows per call");
+  // The per-row scales travel in a mapped host table: no allocation, no synchronising copy.
+  auto& ring = cuda_detail::table_ring();
+  cuda_detail::HostTableRing::Lease lease;
+  Status st = ring.acquire(size_t(a.rows) * sizeof(double), &lease);
+  if (!st.ok) return st;
+  std::memcpy(lease.host, a.scale, size_t(a.rows) * sizeof(double));
+  const double* scale = static_cast<const double*>(lease.device);
+  if (a.x_dtype == DType::f64)
+    st = a.out_dtype == DType::f32 ? launch<double, float>(a, scale, stream)
+                                   : launch<double, double>(a, scale, stream);
+  else
+    st = a.out_dtype == DType::f64 ? launch<float, double>(a, scale, stream)
+                                   : launch<float, float>(a, scale, stream);
+  Status released = ring.release(lease, stream);
+  return st.ok ? released : st;
+}
+
+namespace {
+__global__ void scatter_add_kernel(double* x, int64_t n, const int64_t* ids, const double* values,
+                                   int64_t m) {
+  const int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= m) return;
+  const int64_t i = ids[j];
+  if (i >= 0 && i < n) x[i] += values[j];
+}
+}  // namespace
+
+Status scatter_add(double* x, int64_t n, const int64_t* ids, const double* values, int64_t m,
+                   void* stream) {
+  if (m == 0) return Status::success();
+  const unsigned grid = unsigned((m + kThreads - 1) / kThreads);
+  scatter_add_kernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(x, n, ids, values, m);
+  return cuda_detail::check(cudaGetLastError(), "scatter_add kernel launch");
+}
+
+}  // namespace cuda
+}  // namespace fastfair

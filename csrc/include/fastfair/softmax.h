@@ -1,0 +1,61 @@
+// Log-sum-exp and softmax over the rows of a [B, K] array, fused with the exponentiated-gradient
+// (EG / FTRL with entropic regulariser) state update.
+//
+//   per row b:   x_b <- x_b + add_b                  (only when `add` is given; x is the state)
+//                z_b  = scale_b * x_b
+//                lse_b = log sum_k exp(z_bk)          (float64 accumulation)
+//                out_b = exp(z_b - lse_b)             (only when `out` is given)
+//
+// Two passes over x: pass 1 reads x (and add) once, keeping an online (max, sum) per block of the
+// row; pass 2 reads x (and add) again and writes out (and the new x). Blocks are fixed by K alone
+// and combined in block order, so results do not depend on the thread count. The state x is
+// written only in pass 2, after the row is known to be valid, so a call that fails leaves x as it
+// was.
+//
+// Invalid rows (CPU: a Status error; CUDA: NaN in lse and out, since inspecting would synchronise):
+// a NaN in z, a +inf in z, or every z = -inf.
+#pragma once
+
+#include <cstdint>
+
+#include "fastfair/common.h"
+
+namespace fastfair {
+
+struct SoftmaxArgs {
+  DType x_dtype;             // float32 or float64: x and add
+  DType out_dtype;           // float32 or float64: out
+  int64_t rows, cols;        // B >= 1, K >= 1
+  void* x;                   // [B, K], row stride x_stride elements; written only if add != null
+  int64_t x_stride;
+  const void* add;           // optional [B, K], row stride add_stride
+  int64_t add_stride;
+  const double* scale;       // [B] host memory (both backends)
+  void* out;                 // optional [B, K] contiguous
+  double* lse;               // [B] (device memory for CUDA)
+  double* workspace;         // CUDA only: softmax_workspace_len(B, K) doubles of device memory
+};
+
+// Elements of a row handled by one block of pass 1 (CPU and CUDA use the same split).
+constexpr int64_t kSoftmaxBlock = int64_t(1) << 16;
+
+inline int64_t softmax_blocks(int64_t cols) { return (cols + kSoftmaxBlock - 1) / kSoftmaxBlock; }
+// Per row: (max, sum) of each block, then (max, 1 / sum) of the row.
+inline int64_t softmax_workspace_len(int64_t rows, int64_t cols) {
+  return 2 * rows * softmax_blocks(cols) + 2 * rows;
+}
+
+namespace cpu {
+Status softmax(const SoftmaxArgs& args);
+// x[ids[j]] += values[j] (float64 x, no duplicate ids; the caller validates).
+void scatter_add(double* x, const int64_t* ids, const double* values, int64_t m);
+}  // namespace cpu
+
+namespace cuda {
+Status softmax(const SoftmaxArgs& args, void* stream);
+// x[ids[j]] += values[j]; out-of-range ids are skipped (CUDA ids are not inspected).
+Status scatter_add(double* x, int64_t n, const int64_t* ids, const double* values, int64_t m,
+                   void* stream);
+}  // namespace cuda
+
+}  // namespace fastfair

@@ -1,0 +1,130 @@
+"""AAggFF-D's doubly-robust (DR) gradient: the dense O(K) form and the exact O(m) lazy round."""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Tuple, Union
+
+from fastfair import _C
+from fastfair._arrays import (current_stream, detach, empty, float64_like, framework, int64_like,
+                              is_cuda)
+
+Array = Any
+
+
+def dr_gradient(responses: Any, ids: Any, p: Array, *, sample_prob: float,
+                variant: str = "paper", out: Optional[Array] = None,
+                with_estimate: bool = False,
+                stream: Optional[int] = None) -> Union[Array, Tuple[Array, Array]]:
+    r"""AAggFF-D's doubly-robust estimate and linearised gradient for all K clients, O(K).
+
+    With the sampled ids ``S`` (m of them), their responses ``r_S``, ``C = sample_prob`` and the
+    previous decision ``p``:
+
+    .. math::
+       \bar r = \tfrac{1}{m}\textstyle\sum_{j\in S} r_j,\quad
+       \hat r_i = \begin{cases} \bar r & i\notin S \\ \bar r + (r_i-\bar r)/C & i\in S\
+       \text{(paper)} \\ (r_i-\bar r)/C & i\in S\ \text{(reference\_code)} \end{cases}
+
+       d = 1 + \bar r \textstyle\sum_j p_j,\quad
+       s = \textstyle\sum_{j\in S} p_j(\hat r_j - \bar r),\quad
+       \hat g_i = -\hat r_i / d + \bar r\, s / d^2
+
+    (spec sections 2.5.2, 2.5.3 and 2.5.7). Feed ``g`` to :func:`fastfair.ops.eg_step` with
+    ``eta`` to get the next decision: together they are the dense AAggFF-D round.
+
+    Parameters
+    ----------
+    responses
+        ``[m]`` transformed losses ``r_S`` (finite).
+    ids
+        ``[m]`` distinct client ids in ``[0, K)``, int64 (any integer array or sequence).
+    p
+        ``[K]`` float64 previous decision ``p^(t)`` (the authors' code starts from ``C * 1``).
+    sample_prob
+        ``C`` in (0, 1], the probability that a client is sampled.
+    variant
+        ``"paper"`` (default) or ``"reference_code"`` (the authors' estimate, spec 2.5.7).
+    out
+        Optional ``[K]`` float64 result for ``g``.
+    with_estimate
+        Also return ``rhat`` ``[K]``.
+    stream
+        CUDA stream handle for CUDA inputs.
+
+    Returns
+    -------
+    ``g`` ``[K]`` float64, or ``(g, rhat)``, in the framework and device of ``p``.
+    """
+    p = detach(p)
+    framework(p)
+    ids_a = int64_like(ids, p, "ids").reshape(-1)
+    r = float64_like(responses, p, "responses")
+    K = int(p.shape[0]) if len(p.shape) == 1 else -1
+    if K < 0:
+        raise ValueError(f"p must have shape [K]; got shape {tuple(p.shape)}")
+    if out is None:
+        out = empty(p, [K], "float64")
+    estimate = empty(p, [K], "float64") if with_estimate else None
+    workspace = empty(p, [_C.dr_dense_workspace_len(K)], "float64") if is_cuda(p) else None
+    _C.dr_gradient(r, ids_a, p, float(sample_prob), variant, detach(out), estimate, workspace,
+                   current_stream(p, stream))
+    return (out, estimate) if with_estimate else out
+
+
+def dr_lazy_step(state: Array, ids: Any, responses: Any, *, sample_prob: float, eta: float,
+                 variant: str = "paper", prior_mass: float = 1.0, out: Optional[Array] = None,
+                 stream: Optional[int] = None) -> Array:
+    r"""One AAggFF-D round in O(m), touching only the sampled clients' state.
+
+    The DR gradient is a common constant plus a sparse part, and the constant cancels in the
+    softmax (spec 2.5.6). The state ``D`` (float64, zero at the start) is the cumulative sparse
+    part:
+
+    .. math::
+       \delta_i = -(\hat r_i - \bar r)/(1 + \bar r\,\mu), \qquad D_S \leftarrow D_S + \delta_S,
+       \qquad q_i = \frac{e^{-\eta D_i}}{\sum_{j\in S} e^{-\eta D_j}}\ (i\in S)
+
+    with ``rhat`` as in :func:`dr_gradient` and ``mu = prior_mass`` (``sum_j p_j^(t)``). ``q``
+    equals ``p^(t+1)_S / sum_S p^(t+1)`` of the dense form exactly; the full decision, when
+    needed, is ``fastfair.ops.softmax(D, scale=-eta)``.
+
+    Parameters
+    ----------
+    state
+        ``[K]`` float64 ``D``, updated in place on ``ids`` only.
+    ids
+        ``[m]`` distinct client ids in ``[0, K)``.
+    responses
+        ``[m]`` transformed losses ``r_S`` (finite).
+    sample_prob
+        ``C`` in (0, 1].
+    eta
+        The decision's learning rate this round, e.g. ``sqrt(log K) / (L * sqrt(t + 1))``.
+    variant
+        ``"paper"`` (default) or ``"reference_code"``.
+    prior_mass
+        ``sum_j p_j^(t)``: 1 on the simplex; ``C * K`` in round 1 of the authors' code.
+    out
+        Optional ``[m]`` float64 result.
+    stream
+        CUDA stream handle for CUDA inputs.
+
+    Returns
+    -------
+    ``q`` ``[m]`` float64, the aggregation weights over ``ids`` (sum 1; empty for m = 0).
+
+    Raises
+    ------
+    ValueError
+        (CPU) out-of-range or repeated ids, non-finite responses, bad ``sample_prob``; nothing is
+        changed then. CUDA ids are not inspected: out-of-range ids are skipped (weight 0).
+    """
+    state = detach(state)
+    framework(state)
+    ids_a = int64_like(ids, state, "ids").reshape(-1)
+    r = float64_like(responses, state, "responses")
+    if out is None:
+        out = empty(state, [int(ids_a.shape[0])], "float64")
+    _C.dr_lazy_step(state, ids_a, r, float(sample_prob), float(eta), float(prior_mass), variant,
+                    detach(out), current_stream(state, stream))
+    return out
