@@ -44,7 +44,7 @@ def test_batched_training_matches_per_client_loop(model_name, config):
     model = make_model(model_name, d.num_features, d.num_classes, hidden=8)
     theta = model.init(torch.Generator().manual_seed(1)) + 0.01
     ids = np.array([3, 77, 500, 999, 12])
-    got = train_clients(model, theta, batch, config, ids, seed=9)
+    got, _ = train_clients(model, theta, batch, config, ids, seed=9)
     schedule = minibatch_schedule(batch.counts, config, ids, seed=9)
     expected = _loop_reference(model, theta, batch, config, schedule)
     torch.testing.assert_close(got.double(), expected, rtol=1e-4, atol=2e-6)
@@ -81,8 +81,8 @@ def test_a_client_trains_identically_in_any_cohort():
     model = make_model("logreg", d.num_features, d.num_classes)
     theta = model.init(torch.Generator().manual_seed(1))
     config = LocalTrainingConfig(epochs=2, batch_size=16, lr=0.1)
-    full = train_clients(model, theta, batch, config, ids, seed=4)
-    alone = train_clients(model, theta, d.client_data(ids[2:3]), config, ids[2:3], seed=4)
+    full, _ = train_clients(model, theta, batch, config, ids, seed=4)
+    alone, _ = train_clients(model, theta, d.client_data(ids[2:3]), config, ids[2:3], seed=4)
     torch.testing.assert_close(alone[0], full[2], rtol=1e-6, atol=1e-7)
 
 

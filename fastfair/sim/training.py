@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterator, Optional, Tuple
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import numpy as np
 import torch
@@ -11,8 +11,6 @@ import torch
 from fastfair.sim.data import ClientBatch, _splitmix64, _uniform, client_hash
 from fastfair.sim.models import FlatModel
 
-# objective(per_sample_loss [m, B], mask [m, B], params [m, P], global_params [P]) -> [m]
-ClientObjective = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 @dataclass
@@ -37,9 +35,30 @@ class LocalTrainingConfig:
             raise ValueError(f"lr must be > 0; got {self.lr}")
 
 
-def mean_objective(per_sample_loss, mask, params, global_params):
-    """The plain empirical risk: mean loss over each client's minibatch."""
-    return (per_sample_loss * mask).sum(1) / mask.sum(1).clamp(min=1)
+class ClientObjective:
+    r"""What a client minimises on a minibatch, for m clients at once; the base class is the plain
+    empirical risk (mean loss over each client's minibatch).
+
+    ``__call__(per_sample_loss [m, B], mask [m, B], params [m, P], global_params [P], extra)``
+    returns ``[m]`` objectives. ``extra`` holds per-client trainable scalars beyond the model
+    (``init_extra``; None for most rules), stepped with ``extra_lr``; ``report(extra)`` turns their
+    final values into the server's round inputs.
+    """
+
+    extra_lr = 0.0
+
+    def init_extra(self, m: int) -> Optional[torch.Tensor]:
+        return None
+
+    def report(self, extra: Optional[torch.Tensor]) -> Dict[str, Any]:
+        return {}
+
+    @staticmethod
+    def mean_loss(per_sample_loss: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return (per_sample_loss * mask).sum(1) / mask.sum(1).clamp(min=1)
+
+    def __call__(self, per_sample_loss, mask, params, global_params, extra):
+        return self.mean_loss(per_sample_loss, mask)
 
 
 def shuffle_keys(seed: int, client_ids: np.ndarray, epochs: np.ndarray,
@@ -124,28 +143,37 @@ def minibatch_schedule(counts: np.ndarray, config: LocalTrainingConfig, client_i
 
 def train_clients(model: FlatModel, global_params: torch.Tensor, batch: ClientBatch,
                   config: LocalTrainingConfig, client_ids: np.ndarray, seed: int,
-                  objective: ClientObjective = mean_objective) -> torch.Tensor:
-    r"""Trains one copy of ``global_params [P]`` per client of ``batch`` and returns the updates
-    :math:`\Delta_k = \theta - \theta_k` as ``[m, P]`` float32 (the pseudo-gradients the server
-    step subtracts).
+                  objective: Optional[ClientObjective] = None
+                  ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+    r"""Trains one copy of ``global_params [P]`` per client of ``batch``.
 
-    ``client_ids [m]`` and ``seed`` key the shuffles (see :func:`minibatch_schedule`).
-    All m clients step together on those minibatches: one backward
-    pass over :math:`\sum_k \mathrm{objective}_k` gives every client its own gradient, and
-    ``theta_k <- theta_k - lr * grad_k`` for the clients still training.
+    Returns the updates :math:`\Delta_k = \theta - \theta_k` as ``[m, P]`` float32 (the
+    pseudo-gradients the server step subtracts) and the objective's final per-client extras
+    (None unless the objective trains some). ``client_ids [m]`` and ``seed`` key the shuffles
+    (see :func:`minibatch_schedule`). All m clients step together on those minibatches: one
+    backward pass over :math:`\sum_k \mathrm{objective}_k` gives every client its own gradient,
+    and ``theta_k <- theta_k - lr * grad_k`` for the clients still training.
     """
+    objective = objective or ClientObjective()
     counts = batch.counts.astype(np.int64)
     m = len(counts)
     if (counts < 1).any():
         raise ValueError("every trained client needs at least one training sample")
     params = global_params.detach().reshape(1, -1).repeat(m, 1).requires_grad_(True)
+    extra = objective.init_extra(m)
+    trained = [params] if extra is None else [params, extra.requires_grad_(True)]
     for take, valid in minibatch_schedule(counts, config, client_ids, seed):
         logits = model.forward(params, batch.x[take])
         per_sample = torch.nn.functional.cross_entropy(
             logits.reshape(-1, logits.shape[-1]), batch.y[take].reshape(-1),
             reduction="none").reshape(take.shape)
-        loss = objective(per_sample, valid.to(per_sample.dtype), params, global_params).sum()
-        (grad,) = torch.autograd.grad(loss, params)
+        loss = objective(per_sample, valid.to(per_sample.dtype), params, global_params,
+                         extra).sum()
+        grads = torch.autograd.grad(loss, trained)
+        active = valid.any(1)
         with torch.no_grad():
-            params -= config.lr * valid.any(1, keepdim=True).to(grad.dtype) * grad
-    return (global_params.reshape(1, -1) - params.detach()).float()
+            params -= config.lr * active.to(params.dtype).unsqueeze(1) * grads[0]
+            if extra is not None:
+                extra -= objective.extra_lr * active.to(extra.dtype) * grads[1]
+    updates = (global_params.reshape(1, -1) - params.detach()).float()
+    return updates, (None if extra is None else extra.detach())

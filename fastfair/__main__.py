@@ -1,0 +1,5 @@
+import sys
+
+from fastfair.cli import main
+
+sys.exit(main())
