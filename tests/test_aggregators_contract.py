@@ -41,6 +41,14 @@ RULES = {
     "FedAdam": (lambda: A.FedAdam(K, A.FedMABA(K, rho=0.1)), lambda m: {}),
     "FedYogi": (lambda: A.FedYogi(K, A.TERM(K, 0.5)), lambda m: {}),
     "FedAdagrad": (lambda: A.FedAdagrad(K), lambda m: {"num_samples": np.ones(m)}),
+    "AAggFFD": (lambda: A.AAggFFD(K), lambda m: {}),
+    "AAggFFD-reference_code": (lambda: A.AAggFFD(K, "normal", sample_prob=0.3,
+                                                 variant="reference_code",
+                                                 initial_p="reference_code",
+                                                 normal_cdf="reference_code"), lambda m: {}),
+    "AFL": (lambda: A.AFL(K, 0.5), lambda m: {}),
+    "AFL-previous": (lambda: A.AFL(K, 0.5, coefficients="previous"), lambda m: {}),
+    "FedAdam-AAggFFD": (lambda: A.FedAdam(K, A.AAggFFD(K, "frechet")), lambda m: {}),
 }
 
 

@@ -21,6 +21,8 @@ RULES: Dict[str, Callable[..., agg.Aggregator]] = {
     "term": agg.TERM,
     "propfair": agg.PropFair,
     "fedmgda": agg.FedMGDA,
+    "aaggff-d": agg.AAggFFD,
+    "afl": agg.AFL,
 }
 
 SERVER_OPTIMIZERS: Dict[str, Optional[Callable[..., agg.Aggregator]]] = {
