@@ -9,6 +9,8 @@
 namespace fastfair::cpu {
 namespace {
 
+constexpr int64_t kMinParallel = int64_t(1) << 18;  // smaller fills would mostly wait at barriers
+
 double mean(const double* r, int64_t m) {
   double s = 0.0;
   for (int64_t j = 0; j < m; ++j) s += r[j];
@@ -27,7 +29,7 @@ Status dr_gradient(const DrDenseArgs& a) {
   // sum p in fixed blocks combined in order: independent of the thread count.
   const int64_t nb = (K + kDrBlock - 1) / kDrBlock;
   std::vector<double> part(static_cast<size_t>(nb));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (K >= kMinParallel)
   for (int64_t b = 0; b < nb; ++b) {
     double s = 0.0;
     for (int64_t i = b * kDrBlock, e = std::min(K, (b + 1) * kDrBlock); i < e; ++i) s += a.p[i];
@@ -43,10 +45,10 @@ Status dr_gradient(const DrDenseArgs& a) {
     s += a.p[a.ids[j]] * centred_estimate(a.responses[j], rbar, a.sample_prob, a.variant);
   const double common = rbar * s / (den * den);
   const double g_out = -rbar / den + common;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (K >= kMinParallel)
   for (int64_t i = 0; i < K; ++i) a.grad[i] = g_out;
   if (a.estimate) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (K >= kMinParallel)
     for (int64_t i = 0; i < K; ++i) a.estimate[i] = rbar;
   }
   for (int64_t j = 0; j < a.m; ++j) {

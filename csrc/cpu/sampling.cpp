@@ -17,7 +17,7 @@ template <typename P>
 void availability_run(const AvailabilityArgs& a, const P* prob) {
   const int64_t K = a.num_clients;
   const int64_t groups = (K + 3) / 4;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (K >= (int64_t(1) << 18))
   for (int64_t g = 0; g < groups; ++g) {
     const philox::U32x4 w = philox::draw(a.seed, a.round, philox::kTagAvailability, uint64_t(g));
     for (int l = 0; l < 4; ++l) {

@@ -71,7 +71,7 @@ Status run(const SimplexArgs& a) {
   std::vector<double> tau(B), shift(B);
   std::vector<int64_t> bad(B, -1);
   auto row = [&](int64_t b) { return static_cast<const T*>(a.v) + b * a.v_stride; };
-#pragma omp parallel
+#pragma omp parallel if (B > 1)
   {
     std::vector<double> aux;
 #pragma omp for schedule(dynamic, 1)
@@ -88,7 +88,7 @@ Status run(const SimplexArgs& a) {
                            " at position " + pos);
     }
   T* out = static_cast<T*>(a.out);
-#pragma omp parallel for schedule(static) collapse(2)
+#pragma omp parallel for schedule(static) collapse(2) if (B * K >= (int64_t(1) << 18))
   for (int64_t b = 0; b < B; ++b)
     for (int64_t i = 0; i < K; ++i) {
       const double d = (double(row(b)[i]) - shift[b]) - tau[b];

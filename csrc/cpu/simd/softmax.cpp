@@ -75,7 +75,8 @@ template <typename To, typename V>
   std::memcpy(p, &o, sizeof(Out));
 }
 
-constexpr int64_t kChunk = 2048;  // x + add of one chunk is staged in L1 between max and exp
+constexpr int64_t kChunk = 2048;
+constexpr int64_t kMinParallel = int64_t(1) << 18;  // x + add of one chunk is staged in L1 between max and exp
 
 struct Partial {
   double max;  // -inf when every z of the block is -inf
@@ -227,7 +228,9 @@ Status run(const SoftmaxArgs& a) {
                   T(a.scale[b])};
   };
   std::vector<Partial> part(static_cast<size_t>(tasks));
-#pragma omp parallel for schedule(static)
+  // Threads pay off only for large inputs; small ones would mostly wait at the barrier.
+  const bool threads = a.rows * a.cols >= kMinParallel;
+#pragma omp parallel for schedule(static) if (threads)
   for (int64_t t = 0; t < tasks; ++t) {
     const int64_t b = t / nb, k = t % nb;
     part[t] = pass1(row(b), k * kSoftmaxBlock, std::min(a.cols, (k + 1) * kSoftmaxBlock));
@@ -262,7 +265,7 @@ Status run(const SoftmaxArgs& a) {
   }
   if (!a.out && !a.add) return Status::success();
 
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (threads)
   for (int64_t t = 0; t < tasks; ++t) {
     const int64_t b = t / nb, k = t % nb;
     To* out = a.out ? static_cast<To*>(a.out) + b * a.cols : nullptr;

@@ -1,0 +1,154 @@
+"""Client-weight ops against torch, NumPy and Numba, each beside the copy floor of the same run.
+
+Run: ``python -m pytest bench/bench_client_weights.py -q -s -p no:cacheprovider``. Heavy sizes
+(K = 10^8) need about 3 GB of memory.
+
+Floors (bytes moved): softmax = three K-length streams (read x twice, write p once); logsumexp =
+one stream; the AAggFF-D round and sampling are latency-bound, so their floor row uses the bytes
+they touch (the lazy round: m ids, m responses, m weights, m state reads and writes).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from bench.conftest import best_time
+
+import fastfair
+from fastfair import ops
+
+torch = pytest.importorskip("torch")
+numba = pytest.importorskip("numba")
+
+SIZES = [10 ** 6, 10 ** 7, 10 ** 8]
+
+
+@numba.njit(parallel=True, fastmath=True, cache=False)
+def _numba_softmax(x, out):
+    m = -np.inf
+    for i in numba.prange(x.shape[0]):  # numba turns this into a parallel max reduction
+        m = max(m, x[i])
+    s = 0.0
+    for i in numba.prange(x.shape[0]):
+        s += math.exp(np.float64(x[i] - m))
+    inv = 1.0 / s
+    for i in numba.prange(x.shape[0]):
+        out[i] = math.exp(x[i] - m) * inv
+
+
+def _numpy_softmax(x, out):
+    np.subtract(x, x.max(), out=out)
+    np.exp(out, out=out)
+    out *= 1.0 / out.sum(dtype=np.float64)
+
+
+@pytest.mark.parametrize("K", SIZES)
+def test_softmax(floor_report, K):
+    x = np.random.default_rng(0).standard_normal(K).astype(np.float32)
+    out = np.empty_like(x)
+    xt = torch.from_numpy(x)
+    streams = 3 * 4 * K
+    case = f"softmax f32 K=1e{round(math.log10(K))}"
+    threads = fastfair.get_num_threads()
+    floor_report.add(case, f"fastfair ({threads} threads)",
+                     best_time(lambda: ops.softmax(x, out=out)), streams)
+    fastfair.set_num_threads(1)
+    try:
+        floor_report.add(case, "fastfair (1 thread)", best_time(lambda: ops.softmax(x, out=out)),
+                         streams)
+    finally:
+        fastfair.set_num_threads(threads)
+    floor_report.add(case, "torch.softmax", best_time(lambda: torch.softmax(xt, 0)), streams)
+    floor_report.add(case, "numpy", best_time(lambda: _numpy_softmax(x, out), repeat=3), streams)
+    _numba_softmax(x[:16], out[:16])
+    floor_report.add(case, "numba (parallel, fastmath)",
+                     best_time(lambda: _numba_softmax(x, out), repeat=3), streams)
+    lcase = f"logsumexp f32 K=1e{round(math.log10(K))}"
+    floor_report.add(lcase, "fastfair", best_time(lambda: ops.logsumexp(x)), 4 * K)
+    floor_report.add(lcase, "torch.logsumexp", best_time(lambda: torch.logsumexp(xt, 0)), 4 * K)
+
+
+@pytest.mark.parametrize("K", [10 ** 6, 10 ** 7])
+def test_eg_step_dense(floor_report, K):
+    rng = np.random.default_rng(1)
+    G, g = rng.standard_normal(K), rng.standard_normal(K) * 1e-9
+    p = np.empty(K)
+    # Reads G and g twice, writes G and p once: 6 float64 streams.
+    floor_report.add(f"eg_step dense f64 K=1e{round(math.log10(K))}", "fastfair",
+                     best_time(lambda: ops.eg_step(G, g, eta=0.1, out=p)), 6 * 8 * K)
+
+
+def _authors_round(G, p, ids, r, c):
+    """The authors' dense formulation: the K x K Jacobian of h(r) = -r / (1 + <p, r>) at r0."""
+    K = G.shape[0]
+    rbar = r.mean()
+    rhat = np.full(K, rbar)
+    rhat[ids] = rbar + (r - rbar) / c
+    r0 = np.full(K, rbar)
+    den = 1.0 + p @ r0
+    jac = -np.eye(K) / den + np.outer(r0, p) / den ** 2
+    G += -r0 / den + jac @ (rhat - r0)
+    z = -0.1 * G
+    e = np.exp(z - z.max())
+    return e / e.sum()
+
+
+@pytest.mark.parametrize("K", [10 ** 4, 10 ** 5, 10 ** 6, 10 ** 7, 10 ** 8])
+def test_aaggffd_round(floor_report, K):
+    m = 1000
+    rng = np.random.default_rng(2)
+    r = rng.uniform(0, m / K, m)
+    case = f"AAggFF-D round K=1e{round(math.log10(K))} m=1e3"
+    D = np.zeros(K)
+    q = np.empty(m)
+    rounds = iter(range(10 ** 6))
+
+    def lazy():
+        ids = ops.sample_clients(K, m, seed=0, round=next(rounds))
+        ops.dr_lazy_step(D, ids, r, sample_prob=m / K, eta=0.1, out=q)
+
+    floor_report.add(case, "lazy O(m) (+ sampling)", best_time(lazy, repeat=50), 5 * 8 * m)
+    ids = ops.sample_clients(K, m, seed=0, round=0)
+    floor_report.add(case, "lazy O(m) step alone",
+                     best_time(lambda: ops.dr_lazy_step(D, ids, r, sample_prob=m / K, eta=0.1,
+                                                        out=q), repeat=50), 5 * 8 * m)
+    G, p, g = np.zeros(K), np.full(K, 1.0 / K), np.empty(K)
+
+    def dense():
+        ops.dr_gradient(r, ids, p, sample_prob=m / K, out=g)
+        ops.eg_step(G, g, eta=0.1, out=p)
+
+    # dr_gradient: read p, write g; eg_step: 6 streams.
+    floor_report.add(case, "dense O(K)", best_time(dense, repeat=3), 8 * 8 * K)
+    if K * K * 8 * 2 <= 4 * 2 ** 30:  # the K x K Jacobian (and its product) must fit in 4 GiB
+        Ga, pa = np.zeros(K), np.full(K, 1.0 / K)
+        floor_report.add(case, "authors' K x K formulation",
+                         best_time(lambda: _authors_round(Ga, pa, ids, r, m / K), repeat=1),
+                         8 * K * K)
+
+
+def test_sampling(floor_report):
+    ids = np.empty(1000, dtype=np.int64)
+    rounds = iter(range(10 ** 6))
+    floor_report.add("sample_clients m=1e3 of K=1e9", "fastfair (Feistel, O(m))",
+                     best_time(lambda: ops.sample_clients(10 ** 9, 1000, seed=3, round=next(rounds),
+                                                          out=ids), repeat=50), 8 * 1000)
+    gen = np.random.default_rng(3)
+    floor_report.add("sample_clients m=1e3 of K=1e9", "numpy Generator.choice",
+                     best_time(lambda: gen.choice(10 ** 9, 1000, replace=False), repeat=20),
+                     8 * 1000)
+
+
+@pytest.mark.parametrize("K", [10 ** 6, 10 ** 7])
+def test_project_simplex(floor_report, K):
+    v = np.random.default_rng(4).standard_normal(K)
+    out = np.empty_like(v)
+    case = f"project_simplex f64 K=1e{round(math.log10(K))}"
+    # Reads v twice (scan, output pass) and writes the result once.
+    floor_report.add(case, "fastfair (Condat)", best_time(lambda: ops.project_simplex(v, out=out)),
+                     3 * 8 * K)
+    floor_report.add(case, "reference (sort)",
+                     best_time(lambda: fastfair.reference.project_simplex(v), repeat=2), 3 * 8 * K)

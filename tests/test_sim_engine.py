@@ -1,0 +1,138 @@
+"""The simulation engine and the ``fastfair simulate`` command, end to end at tiny sizes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from fastfair.cli import main
+from fastfair.sim.engine import Simulation, SimulationConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["--clients", "60", "--per-round", "6", "--eval-every", "2", "--quiet"]
+
+
+def _without_times(history):
+    return [{k: v for k, v in rec.items() if k != "seconds"} for rec in history]
+
+
+@pytest.mark.parametrize("rule,extra", [("fedavg", {}), ("fedmaba", {}), ("fedcvar", {}),
+                                        ("qfedavg", {}), ("fedmgda", {}), ("propfair", {}),
+                                        ("fedprox", {"mu": 0.5})])
+def test_state_dict_continues_exactly(rule, extra):
+    config = SimulationConfig(rule=rule, rule_options=extra, clients=40, per_round=5, rounds=6,
+                              eval_every=2, eval_clients=20, server_optimizer="fedadam",
+                              server_options={"lr": 0.01})
+    straight = Simulation(config)
+    for _ in range(6):
+        straight.step()
+    first = Simulation(config)
+    for _ in range(3):
+        first.step()
+    saved = first.state_dict()
+    resumed = Simulation(config)
+    resumed.load_state_dict(saved)
+    for _ in range(3):
+        resumed.step()
+    assert torch.equal(resumed.params, straight.params)
+    assert _without_times(resumed.history) == _without_times(straight.history)
+
+
+def test_training_improves_digits_accuracy():
+    config = SimulationConfig(dataset="digits", clients=20, per_round=10, rounds=15, eval_every=15,
+                              eval_clients=20, lr=0.5, epochs=2, partition="iid")
+    sim = Simulation(config)
+    before = float(np.mean(sim.evaluate()[0]))
+    for _ in range(15):
+        sim.step()
+    after = sim.history[-1]["acc_mean"]
+    assert before < 0.3 and after > 0.8
+
+
+def test_cli_writes_metrics_plots_and_table(tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(["simulate", "--compare", "fedavg,fairavg", "--rounds", "4", "--out", str(out),
+                 *TINY])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "worst 10%" in printed and "fairavg" in printed
+    for name in ("config.json", "metrics.csv", "metrics.json", "final_accuracy.csv",
+                 "fairness.png", "final_accuracy.png"):
+        assert (out / name).stat().st_size > 0, name
+    assert (out / "fairness.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert list(metrics) == ["fedavg", "fairavg"]
+    assert [r["round"] for r in metrics["fedavg"]] == [1, 2, 3, 4]
+    assert "acc_worst10" in metrics["fedavg"][1] and "acc_worst10" not in metrics["fedavg"][0]
+    rows = (out / "metrics.csv").read_text().strip().splitlines()
+    assert len(rows) == 1 + 8
+
+
+def test_cli_rejects_bad_input(tmp_path, capsys):
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "f").write_text("")
+    assert main(["simulate", "--rule", "fedavg", "--out", str(tmp_path / "x"), *TINY]) == 2
+    assert "is not empty" in capsys.readouterr().err
+    assert main(["simulate", "--rule", "fedavg", "--compare", "fairavg", *TINY]) == 2
+    assert main(["simulate", "--rule", "fedmaba", "--rule-option", "nonsense=1", "--out",
+                 str(tmp_path / "y"), *TINY]) == 2
+    assert "rule 'fedmaba'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["simulate", "--rule", "no-such-rule"])
+
+
+def _run(args, **kwargs):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.Popen([sys.executable, "-m", "fastfair", "simulate", *args], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
+
+
+def test_resume_after_kill_reproduces_the_run(tmp_path):
+    args = ["--compare", "fedavg,fedmaba", "--rounds", "40", "--checkpoint-every", "2", *TINY]
+    straight = _run([*args, "--out", str(tmp_path / "straight")])
+    killed = _run([*args, "--out", str(tmp_path / "killed")])
+    checkpoint = tmp_path / "killed" / "checkpoint.pt"
+    deadline = time.time() + 120
+    while not checkpoint.exists() and killed.poll() is None and time.time() < deadline:
+        time.sleep(0.002)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    state = torch.load(checkpoint, weights_only=False)
+    assert state["current_rule"] == "fedavg", "the kill should land inside the first rule"
+    assert straight.wait() == 0
+    resumed = _run(["--resume", str(tmp_path / "killed"), "--quiet"])
+    assert resumed.wait() == 0, resumed.stderr.read().decode()
+    a = json.loads((tmp_path / "straight" / "metrics.json").read_text())
+    b = json.loads((tmp_path / "killed" / "metrics.json").read_text())
+    assert {k: _without_times(v) for k, v in a.items()} == {k: _without_times(v) for k, v in b.items()}
+    assert ((tmp_path / "straight" / "final_accuracy.csv").read_text()
+            == (tmp_path / "killed" / "final_accuracy.csv").read_text())
+
+
+def test_two_processes_match_one(tmp_path):
+    args = ["--compare", "fedavg,qfedavg", "--rounds", "6", *TINY]
+    single = _run([*args, "--out", str(tmp_path / "one")])
+    assert single.wait() == 0, single.stderr.read().decode()
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                          "--nproc-per-node", "2", "-m", "fastfair", "simulate", *args, "--out",
+                          str(tmp_path / "two")], cwd=ROOT, env=env, capture_output=True,
+                         timeout=300)
+    assert two.returncode == 0, two.stderr.decode()[-2000:]
+    a = json.loads((tmp_path / "one" / "metrics.json").read_text())
+    b = json.loads((tmp_path / "two" / "metrics.json").read_text())
+    for rule in a:
+        for ra, rb in zip(a[rule], b[rule]):
+            assert ra["participants"] == rb["participants"]
+            for key in ("train_loss", "test_loss", "acc_mean", "acc_worst10"):
+                if key in ra:
+                    assert rb[key] == pytest.approx(ra[key], rel=1e-4, abs=1e-6), (rule, key)
