@@ -27,7 +27,8 @@ def _without_times(history):
 
 @pytest.mark.parametrize("rule,extra", [("fedavg", {}), ("fedmaba", {}), ("fedcvar", {}),
                                         ("qfedavg", {}), ("fedmgda", {}), ("propfair", {}),
-                                        ("fedprox", {"mu": 0.5})])
+                                        ("fedprox", {"mu": 0.5}), ("aaggff-d", {"cdf": "gumbel"}),
+                                        ("afl", {"step_size": 0.5})])
 def test_state_dict_continues_exactly(rule, extra):
     config = SimulationConfig(rule=rule, rule_options=extra, clients=40, per_round=5, rounds=6,
                               eval_every=2, eval_clients=20, server_optimizer="fedadam",
