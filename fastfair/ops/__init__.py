@@ -7,3 +7,6 @@ returns results in the framework (and on the device) of its inputs.
 from fastfair.ops.weighted_average import Accumulator, weighted_average
 
 __all__ = ["Accumulator", "weighted_average"]
+from fastfair.ops.ons import OnlineNewtonStep, QpCertificate, ons_project, ons_project_batched
+
+__all__ += ["OnlineNewtonStep", "QpCertificate", "ons_project", "ons_project_batched"]
