@@ -36,7 +36,8 @@ class QpCertificate:
     kkt_residual
         With :math:`r = Hp - b`, F the support and :math:`\nu = (\max_F r + \min_F r)/2`:
         :math:`\max(\max_F |r_i - \nu|, \max_{i \notin F} (\nu - r_i)^+, |\mathbf 1^\top p - 1|)`
-        divided by :math:`1 + \max(\|Hp\|_\infty, \|b\|_\infty)`.
+        divided by :math:`1 + \max(\max_i |H_{ii}|, \|b\|_\infty)` (a bound on the size of
+        :math:`Hp` and b over the simplex: a normwise backward error).
     nu
         The multiplier :math:`\nu` of :math:`\mathbf 1^\top p = 1`.
     iterations

@@ -82,9 +82,15 @@ void project_simplex_euclid(const double* v, int64_t K, double* out) {
   for (int64_t i = 0; i < K; ++i) out[i] = std::max(v[i] - tau, 0.0);
 }
 
-// The certificate of fastfair/ons.h from r = Hp (overwritten by Hp - b).
-void certify(double* Hp, const double* b, const double* p, int64_t K, QpInfo* info) {
-  const double scale = 1.0 + std::max(max_abs(Hp, K), max_abs(b, K));
+double max_diag(const double* H, int64_t K) {
+  double m = 0.0;
+  for (int64_t i = 0; i < K; ++i) m = std::max(m, std::fabs(H[i * K + i]));
+  return m;
+}
+
+// The certificate of fastfair/ons.h from r = Hp (overwritten by Hp - b); hmax = max_i |H_ii|.
+void certify(double* Hp, const double* b, const double* p, int64_t K, double hmax, QpInfo* info) {
+  const double scale = 1.0 + std::max(hmax, max_abs(b, K));
   double rmax = -std::numeric_limits<double>::infinity(), rmin = -rmax;
   int64_t support = 0;
   for (int64_t i = 0; i < K; ++i) {
@@ -302,6 +308,37 @@ int64_t ratio_test(const double* p_free, const double* q, int64_t n, double* ste
   return block;
 }
 
+// Iterative refinement of the equality-constrained solution q (H_FF q = b_F + nu 1, 1'q = 1):
+// forming q = u + nu v from u = H_FF^{-1} b_F and v = H_FF^{-1} 1 cancels badly when H is
+// ill-conditioned; correcting with the directly computed residual restores a backward-stable q.
+// v must hold H_FF^{-1} 1; r is scratch of size n.
+void refine(const double* H, const double* b, int64_t K, const FreeFactor& fac, const double* v,
+            double* q, double* nu, double* r) {
+  const int64_t n = fac.size();
+  const std::vector<int64_t>& idx = fac.index();
+  double bmax = 0.0, hmax = 0.0, qmax = max_abs(q, n);
+  for (int64_t a = 0; a < n; ++a) {
+    bmax = std::max(bmax, std::fabs(b[idx[a]]));
+    hmax = std::max(hmax, std::fabs(H[idx[a] * K + idx[a]]));
+  }
+  const double floor = 4 * kEps * (1.0 + bmax + std::fabs(*nu) + hmax * qmax);
+  for (int rep = 0; rep < 3; ++rep) {
+    double worst = 0.0;
+    for (int64_t a = 0; a < n; ++a) {
+      const double* h = H + idx[a] * K;
+      double s = 0.0;
+      for (int64_t c = 0; c < n; ++c) s += h[idx[c]] * q[c];
+      r[a] = b[idx[a]] + *nu - s;
+      worst = std::max(worst, std::fabs(r[a]));
+    }
+    if (worst <= floor) return;
+    fac.solve(r);
+    const double dnu = (1.0 - sum(q, n) - sum(r, n)) / sum(v, n);
+    for (int64_t a = 0; a < n; ++a) q[a] += r[a] + dnu * v[a];
+    *nu += dnu;
+  }
+}
+
 // Primal active set on the Cholesky of H_FF. p (in) is feasible and its zeros start the active
 // set; on return p is the minimiser.
 Status active_set_direct(const double* H, const double* b, int64_t K, double* p, int64_t max_iter,
@@ -313,7 +350,7 @@ Status active_set_direct(const double* H, const double* b, int64_t K, double* p,
   int64_t bad = -1;
   if (!fac.factor(H, K, free, &bad)) return Status::error(not_pd_message(bad));
   const double tol = dual_tol(H, b, K);
-  std::vector<double> u(K), v(K), pf(K);
+  std::vector<double> u(K), v(K), pf(K), r(K);
   std::vector<char> is_free(size_t(K), 0);
   for (int64_t i : free) is_free[i] = 1;
   int64_t iter = 0;
@@ -323,8 +360,9 @@ Status active_set_direct(const double* H, const double* b, int64_t K, double* p,
     const std::vector<int64_t>& idx = fac.index();
     for (int64_t a = 0; a < n; ++a) { u[a] = b[idx[a]]; v[a] = 1.0; pf[a] = p[idx[a]]; }
     fac.solve2(u.data(), v.data());
-    const double nu = (1.0 - sum(u.data(), n)) / sum(v.data(), n);
+    double nu = (1.0 - sum(u.data(), n)) / sum(v.data(), n);
     for (int64_t a = 0; a < n; ++a) u[a] += nu * v[a];  // u is now the equality-constrained q_F
+    refine(H, b, K, fac, v.data(), u.data(), &nu, r.data());
     double step = 1.0;
     const int64_t block = ratio_test(pf.data(), u.data(), n, &step);
     if (block >= 0) {
@@ -397,7 +435,7 @@ Status solve_one(const double* H, const double* b, int64_t K, const double* warm
   to_simplex(p, K);
   std::vector<double> r(K);
   matvec(H, K, p, r.data());
-  certify(r.data(), b, p, K, info);
+  certify(r.data(), b, p, K, max_diag(H, K), info);
   return Status::success();
 }
 
@@ -467,18 +505,18 @@ void fista_one(const double* H, const double* b, int64_t K, int64_t max_iter, do
       to_simplex(q.data(), K);
       matvec(H, K, q.data(), r.data());
       QpInfo trial;
-      certify(r.data(), b, q.data(), K, &trial);
+      certify(r.data(), b, q.data(), K, max_diag(H, K), &trial);
       std::copy(x, x + K, v.begin());
       matvec(H, K, v.data(), r.data());
       QpInfo before;
-      certify(r.data(), b, v.data(), K, &before);
+      certify(r.data(), b, v.data(), K, max_diag(H, K), &before);
       if (trial.kkt_residual <= before.kkt_residual) std::copy(q.begin(), q.end(), x);
     }
   }
   to_simplex(x, K);
   std::vector<double> r(K);
   matvec(H, K, x, r.data());
-  certify(r.data(), b, x, K, info);
+  certify(r.data(), b, x, K, max_diag(H, K), info);
   info->iterations = it;
   info->converged = converged;
 }
@@ -573,56 +611,89 @@ void small_solve(const double* Lm, int64_t n, double* x) {
   }
 }
 
-// Primal active set on the maintained inverse Hi = A - c u u' (A stored) with wb = Hi b and
-// w1 = Hi 1. With the zero set Z, the bound multipliers solve (Hi)_ZZ mu_Z = -(wb + nu w1)_Z and
-//   p = wb + nu w1 + (Hi)_{:,Z} mu_Z,   1'p = 1 fixes nu (1' (Hi)_{:,Z} = (w1_Z)').
-// Returns false (p untouched) when |Z| would exceed zmax or a factorization fails.
-bool active_set_schur(const double* A, double c, const double* u, const double* wb,
-                      const double* w1, int64_t K, double tol, int64_t zmax, int64_t max_iter,
-                      double* p, QpInfo* info) {
-  std::vector<int64_t> Z;
-  for (int64_t i = 0; i < K; ++i)
-    if (!(p[i] > 0.0)) Z.push_back(i);
-  std::vector<double> q(K), cur(p, p + K), M, a, cv, mu;
-  const double swb = sum(wb, K), sw1 = sum(w1, K);
-  int64_t iter = 0;
-  while (iter <= max_iter) {
+// Equality-constrained solves on the maintained inverse Hi = A - c u u' (A stored, symmetric)
+// for a zero set Z: given w = Hi rhs and w1 = Hi 1, the bound multipliers solve
+// (Hi)_ZZ mu_Z = -(w + nu w1)_Z and
+//   q = w + nu w1 + (Hi)_{:,Z} mu_Z,   1'q = target fixes nu (1' (Hi)_{:,Z} = (w1_Z)').
+// O(K |Z| + |Z|^3) per solve.
+class SchurSolver {
+ public:
+  SchurSolver(const double* A, double c, const double* u, const double* w1, int64_t K)
+      : A_(A), c_(c), u_(u), w1_(w1), K_(K), sw1_(sum(w1, K)) {}
+
+  // Factors (Hi)_ZZ; false if that fails (not PD to working precision).
+  bool set_zero_set(const std::vector<int64_t>& Z) {
+    Z_ = Z;
     const int64_t z = int64_t(Z.size());
-    if (z > zmax || z >= K) return false;
-    M.resize(size_t(z * z));
-    a.resize(z);
-    cv.resize(z);
-    mu.resize(z);
+    M_.resize(size_t(z * z));
     for (int64_t x = 0; x < z; ++x) {
-      const double* row = A + Z[x] * K;
-      for (int64_t y = 0; y < z; ++y) M[x * z + y] = row[Z[y]] - c * (u[Z[x]] * u[Z[y]]);
-      a[x] = -wb[Z[x]];
-      cv[x] = -w1[Z[x]];
+      const double* row = A_ + Z[x] * K_;
+      for (int64_t y = 0; y < z; ++y) M_[x * z + y] = row[Z[y]] - c_ * (u_[Z[x]] * u_[Z[y]]);
+    }
+    return z == 0 || small_cholesky(M_.data(), z);
+  }
+
+  // q (size K, q_Z = 0 exactly), nu and mu_Z for w = Hi rhs.
+  void solve(const double* w, double target, double* q, double* nu, std::vector<double>* mu) {
+    const int64_t z = int64_t(Z_.size()), K = K_;
+    std::vector<double> a(z), cv(z);
+    for (int64_t x = 0; x < z; ++x) {
+      a[x] = -w[Z_[x]];
+      cv[x] = -w1_[Z_[x]];
     }
     if (z > 0) {
-      if (!small_cholesky(M.data(), z)) return false;
-      small_solve(M.data(), z, a.data());
-      small_solve(M.data(), z, cv.data());
+      small_solve(M_.data(), z, a.data());
+      small_solve(M_.data(), z, cv.data());
     }
-    double s0 = swb, s1 = sw1;
+    double s0 = sum(w, K), s1 = sw1_;
     for (int64_t x = 0; x < z; ++x) {
-      s0 += w1[Z[x]] * a[x];
-      s1 += w1[Z[x]] * cv[x];
+      s0 += w1_[Z_[x]] * a[x];
+      s1 += w1_[Z_[x]] * cv[x];
     }
-    const double nu = (1.0 - s0) / s1;
+    const double n = (target - s0) / s1;
+    mu->resize(z);
     double umu = 0.0;
     for (int64_t x = 0; x < z; ++x) {
-      mu[x] = a[x] + nu * cv[x];
-      umu += u[Z[x]] * mu[x];
+      (*mu)[x] = a[x] + n * cv[x];
+      umu += u_[Z_[x]] * (*mu)[x];
     }
-    for (int64_t i = 0; i < K; ++i) q[i] = wb[i] + nu * w1[i] - c * u[i] * umu;
-    for (int64_t x = 0; x < z; ++x) {  // (A)_{:,Z} mu_Z through the rows Z (A is symmetric)
-      const double* row = A + Z[x] * K;
-      const double m = mu[x];
+    for (int64_t i = 0; i < K; ++i) q[i] = w[i] + n * w1_[i] - c_ * u_[i] * umu;
+    for (int64_t x = 0; x < z; ++x) {  // A_{:,Z} mu_Z through the rows Z (A is symmetric)
+      const double* row = A_ + Z_[x] * K;
+      const double m = (*mu)[x];
 #pragma omp simd
       for (int64_t i = 0; i < K; ++i) q[i] += row[i] * m;
     }
-    for (int64_t x = 0; x < z; ++x) q[Z[x]] = 0.0;
+    for (int64_t x = 0; x < z; ++x) q[Z_[x]] = 0.0;
+    *nu = n;
+  }
+
+  const std::vector<int64_t>& zero_set() const { return Z_; }
+
+ private:
+  const double* A_;
+  double c_;
+  const double *u_, *w1_;
+  int64_t K_;
+  double sw1_;
+  std::vector<int64_t> Z_;
+  std::vector<double> M_;
+};
+
+// Primal active set on the maintained inverse (see SchurSolver), with wb = Hi b. p (in) is
+// feasible and its zeros start Z. Returns false (p untouched) when |Z| would exceed zmax or a
+// factorization fails; on success *nu is the multiplier of 1'p = 1.
+bool active_set_schur(SchurSolver& solver, const double* wb, int64_t K, double tol, int64_t zmax,
+                      int64_t max_iter, double* p, double* nu, QpInfo* info) {
+  std::vector<int64_t> Z;
+  for (int64_t i = 0; i < K; ++i)
+    if (!(p[i] > 0.0)) Z.push_back(i);
+  std::vector<double> q(K), cur(p, p + K), mu;
+  int64_t iter = 0;
+  while (iter <= max_iter) {
+    const int64_t z = int64_t(Z.size());
+    if (z > zmax || z >= K || !solver.set_zero_set(Z)) return false;
+    solver.solve(wb, 1.0, q.data(), nu, &mu);
     // Ratio test over the free coordinates.
     double step = 1.0;
     int64_t block = -1;
@@ -721,7 +792,7 @@ Status ons_step(const OnsStepArgs& s, QpInfo* info) {
   const int64_t K = s.K;
   *info = QpInfo{};
   const int64_t max_iter = default_max_iter(s.max_iter, K);
-  std::vector<double> yg(K), yb(K), y1(K), wb(K), w1(K), p(s.p, s.p + K), r(K);
+  std::vector<double> yg(K), yb(K), y1(K), wb(K), w1(K), p(s.p, s.p + K), r(K), d(K);
   inverse_pass(s.Hinv, K, *s.pending_c, s.pending_u, s.g, s.b, yg.data(), yb.data(), y1.data());
   const double lin = s.paper ? s.beta * dot(s.g, s.p, K) - 1.0 : -1.0;
   const double gu = dot(s.g, yg.data(), K);
@@ -738,19 +809,37 @@ Status ons_step(const OnsStepArgs& s, QpInfo* info) {
   std::copy(yg.begin(), yg.end(), s.pending_u);
   *s.pending_c = c;
 
-  double hmax = 0.0;  // magnitude for the dual tolerance (the diagonal is read after the update)
+  double hmax = 0.0;  // max diagonal of the updated H
+  for (int64_t i = 0; i < K; ++i)
+    hmax = std::max(hmax, s.H[i * K + i] + s.beta * (s.g[i] * s.g[i]));
+  const double tol = 1e-13 * (1.0 + hmax + max_abs(s.b, K));
+  // Past |Z| ~ K^(2/3) the Schur complement costs more than the Cholesky of H_FF.
   const int64_t zmax = std::max<int64_t>(16, int64_t(std::cbrt(double(K) * double(K))));
-  bool fast = false;
-  {
-    for (int64_t i = 0; i < K; ++i) hmax = std::max(hmax, s.H[i * K + i] + s.beta * s.g[i] * s.g[i]);
-    const double tol = 1e-13 * (1.0 + hmax + max_abs(s.b, K));
-    fast = active_set_schur(s.Hinv, c, yg.data(), wb.data(), w1.data(), K, tol, zmax, max_iter,
-                            p.data(), info);
-  }
+  SchurSolver solver(s.Hinv, c, yg.data(), w1.data(), K);
+  double nu = 0.0;
+  const bool fast = active_set_schur(solver, wb.data(), K, tol, zmax, max_iter, p.data(), &nu, info);
   if (fast) {
     to_simplex(p.data(), K);
     hessian_pass(s.H, K, s.beta, s.g, p.data(), r.data());
-    certify(r.data(), s.b, p.data(), K, info);
+    certify(r.data(), s.b, p.data(), K, hmax, info);
+    // Iterative refinement against the stored H: the explicit inverse loses cond(H) * eps, the
+    // correction (same zero set, residual right-hand side) wins it back.
+    for (int rep = 0; rep < 2 && info->kkt_residual > 64 * kEps; ++rep) {
+      for (int64_t i = 0; i < K; ++i) r[i] = p[i] > 0.0 ? nu - r[i] : 0.0;  // r held Hp - b
+      matvec(s.Hinv, K, r.data(), d.data());
+      const double ur = dot(yg.data(), r.data(), K);
+      for (int64_t i = 0; i < K; ++i) d[i] -= c * yg[i] * ur;
+      double dnu = 0.0;
+      std::vector<double> mu;
+      solver.solve(d.data(), 1.0 - sum(p.data(), K), r.data(), &dnu, &mu);
+      for (int64_t i = 0; i < K; ++i) p[i] += r[i];
+      nu += dnu;
+      to_simplex(p.data(), K);
+      matvec(s.H, K, p.data(), r.data());
+      const int64_t iters = info->iterations;
+      certify(r.data(), s.b, p.data(), K, hmax, info);
+      info->iterations = iters;
+    }
     if (info->kkt_residual <= s.tol) {
       std::copy(p.begin(), p.end(), s.p);
       return Status::success();
@@ -764,10 +853,9 @@ Status ons_step(const OnsStepArgs& s, QpInfo* info) {
   if (!st.ok) return st;
   to_simplex(p.data(), K);
   matvec(s.H, K, p.data(), r.data());
-  certify(r.data(), s.b, p.data(), K, info);
+  certify(r.data(), s.b, p.data(), K, hmax, info);
   if (fast) {
-    // The fast path failed its certificate: the inverse has drifted (or H is ill-conditioned);
-    // rebuild it from H.
+    // The fast path failed its certificate even after refinement: rebuild the inverse from H.
     st = spd_inverse(s.H, K, s.Hinv);
     if (!st.ok) return st;
     *s.pending_c = 0.0;

@@ -6,7 +6,8 @@
 // KKT: Hp - b - nu 1 - mu = 0, mu >= 0, p >= 0, mu_i p_i = 0, 1'p = 1.
 //
 // Every solver returns a certificate (QpInfo). Its kkt_residual is the largest violation of the
-// KKT conditions at the returned p, divided by scale = 1 + max(|Hp|_inf, |b|_inf):
+// KKT conditions at the returned p, divided by scale = 1 + max(max_i |H_ii|, |b|_inf) (a bound on
+// |Hp|_inf + |b|_inf over the simplex, so rounding of p itself stays below scale * K * 2^-52):
 //   r = Hp - b, F = {i : p_i > 0}, nu = (max_F r + min_F r) / 2,
 //   max( max_F |r_i - nu|, max_{i not in F} (nu - r_i)^+, |1'p - 1| ).
 // Returned p are always on the simplex: p_i >= 0 and |1'p - 1| <= K * 2^-52.
