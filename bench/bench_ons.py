@@ -148,7 +148,7 @@ def test_batched_cpu(benchmark, floor_report, method):
     H = 0.5 * np.eye(K) + G @ G.transpose(0, 2, 1)
     b = rng.normal(size=(B, K))
     seconds = run(benchmark, lambda: ons_project_batched(H, b, method=method), 3)
-    floor_report.add(f"batched B=1e4 K=16", f"fastfair cpu {method}", seconds, H.nbytes + b.nbytes)
+    floor_report.add("batched B=1e4 K=16", f"fastfair cpu {method}", seconds, H.nbytes + b.nbytes)
 
 
 def test_batched_cuda(benchmark, floor_report):
@@ -168,6 +168,6 @@ def test_batched_cuda(benchmark, floor_report):
         torch.cuda.synchronize()
 
     seconds = run(benchmark, solve, 20)
-    floor_report.add(f"batched B=1e4 K=16", "fastfair cuda fista", seconds,
+    floor_report.add("batched B=1e4 K=16", "fastfair cuda fista", seconds,
                      H.numel() * 8 + b.numel() * 8)
 

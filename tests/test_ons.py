@@ -329,3 +329,42 @@ def test_batched_cuda_matches_host(rng):
                                     return_info=True)
     np.testing.assert_allclose(dev.cpu().numpy(), host, rtol=0, atol=TOL["fista"])
     assert (info["kkt_residual"].cpu().numpy() <= TOL["kkt"]).all()
+
+
+def test_iteration_limit_keeps_p_on_simplex(rng):
+    K = 30
+    H = random_spd(rng, K)
+    b = rng.normal(size=K) * 20  # a small support: many active-set changes from the centre
+    p, info = ons_project(H, b, max_iter=2, return_info=True)
+    assert not info.converged and info.iterations <= 3
+    assert_on_simplex(p)
+
+
+def test_results_do_not_depend_on_thread_count(rng):
+    import fastfair
+
+    K = 300  # large enough for the parallel passes
+    gs = ons_gradients(rng, K, 4, spread=K)
+    H = random_spd(rng, K)
+    b = rng.normal(size=K)
+    before = fastfair.get_num_threads()
+    outs = []
+    try:
+        for threads in (1, 2):
+            fastfair.set_num_threads(threads)
+            ons = OnlineNewtonStep(K, 0.5, 2.0)
+            outs.append([ons.step(g) for g in gs] + [ons_project(H, b)])
+    finally:
+        fastfair.set_num_threads(before)
+    for a, c in zip(*outs):
+        np.testing.assert_array_equal(a, c)
+
+
+def test_torch_in_torch_out(rng):
+    K = 5
+    ons = OnlineNewtonStep(K, 4.0, 1.25)
+    p = ons.step(torch.from_numpy(ons_gradients(rng, K, 1)[0]))
+    assert isinstance(p, torch.Tensor) and p.dtype == torch.float64
+    H = torch.from_numpy(np.stack([random_spd(rng, K) for _ in range(3)]))
+    P = ons_project_batched(H, torch.zeros(3, K, dtype=torch.float64))
+    assert isinstance(P, torch.Tensor) and P.shape == (3, K)

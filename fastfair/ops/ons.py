@@ -352,7 +352,7 @@ class OnlineNewtonStep:
             check_finite(a.reshape(-1), f"state[{name!r}]")
             arrays[name] = a
         if state["variant"] not in ("paper", "ref_code"):
-            raise ValueError(f"state['variant'] must be 'paper' or 'ref_code'")
+            raise ValueError("state['variant'] must be 'paper' or 'ref_code'")
         self.num_clients = K
         self.alpha = float(state["alpha"])
         self.beta = float(state["beta"])
