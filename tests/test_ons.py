@@ -94,6 +94,20 @@ def test_project_matches_enumeration(rng, K):
         np.testing.assert_allclose(p, simplex_qp_enumerate(H, b), rtol=0, atol=TOL["oracle"])
 
 
+def test_cold_start_with_small_support(rng):
+    # Projected-gradient steps choose the starting support; the active set finishes exactly.
+    K = 200
+    G = rng.normal(size=(K, 10))
+    H = G @ G.T / 10 + 0.05 * np.eye(K)
+    b = rng.normal(size=K) * 3
+    p, info = solve(H, b)
+    assert info.support_size < 10
+    q, _ = solve(H, b, warm_start=np.full(K, 1 / K))  # the plain primal active set
+    np.testing.assert_allclose(p, q, rtol=0, atol=TOL["oracle"])
+    pytest.importorskip("cvxpy")
+    np.testing.assert_allclose(p, simplex_qp_cvxpy(H, b), rtol=0, atol=TOL["cvxpy"])
+
+
 def test_warm_start_reproduces_cold_solution(rng):
     for K in (4, 9, 30):
         H = random_spd(rng, K)
@@ -335,7 +349,7 @@ def test_iteration_limit_keeps_p_on_simplex(rng):
     K = 30
     H = random_spd(rng, K)
     b = rng.normal(size=K) * 20  # a small support: many active-set changes from the centre
-    p, info = ons_project(H, b, max_iter=2, return_info=True)
+    p, info = ons_project(H, b, warm_start=np.full(K, 1 / K), max_iter=2, return_info=True)
     assert not info.converged and info.iterations <= 3
     assert_on_simplex(p)
 

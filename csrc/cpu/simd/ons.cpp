@@ -341,8 +341,10 @@ void refine(const double* H, const double* b, int64_t K, const FreeFactor& fac, 
 
 // Primal active set on the Cholesky of H_FF. p (in) is feasible and its zeros start the active
 // set; on return p is the minimiser.
+// With bail_on_block, returns at the first blocking step with info->converged = false and p
+// untouched (the caller then looks for a better starting support).
 Status active_set_direct(const double* H, const double* b, int64_t K, double* p, int64_t max_iter,
-                         QpInfo* info) {
+                         QpInfo* info, bool bail_on_block = false) {
   std::vector<int64_t> free;
   for (int64_t i = 0; i < K; ++i)
     if (p[i] > 0.0) free.push_back(i);
@@ -362,9 +364,17 @@ Status active_set_direct(const double* H, const double* b, int64_t K, double* p,
     fac.solve2(u.data(), v.data());
     double nu = (1.0 - sum(u.data(), n)) / sum(v.data(), n);
     for (int64_t a = 0; a < n; ++a) u[a] += nu * v[a];  // u is now the equality-constrained q_F
-    refine(H, b, K, fac, v.data(), u.data(), &nu, r.data());
     double step = 1.0;
-    const int64_t block = ratio_test(pf.data(), u.data(), n, &step);
+    int64_t block = ratio_test(pf.data(), u.data(), n, &step);
+    if (block < 0) {  // a candidate: make it backward stable before trusting its signs
+      refine(H, b, K, fac, v.data(), u.data(), &nu, r.data());
+      block = ratio_test(pf.data(), u.data(), n, &step);
+    }
+    if (block >= 0 && bail_on_block) {
+      info->iterations = iter;
+      info->converged = false;
+      return Status::success();
+    }
     if (block >= 0) {
       for (int64_t a = 0; a < n; ++a) p[idx[a]] = std::max(pf[a] + step * (u[a] - pf[a]), 0.0);
       const int64_t j = idx[block];
@@ -427,23 +437,12 @@ bool symmetric(const double* H, int64_t K) {
   return true;
 }
 
-Status solve_one(const double* H, const double* b, int64_t K, const double* warm,
-                 int64_t max_iter, double* p, QpInfo* info) {
-  starting_point(warm, K, p);
-  Status st = active_set_direct(H, b, K, p, default_max_iter(max_iter, K), info);
-  if (!st.ok) return st;
-  to_simplex(p, K);
-  std::vector<double> r(K);
-  matvec(H, K, p, r.data());
-  certify(r.data(), b, p, K, max_diag(H, K), info);
-  return Status::success();
-}
-
 // FISTA with the O'Donoghue-Candes gradient restart, step 1/L with L the Gershgorin bound of
-// lambda_max(H); stopped when L |x_{k+1} - y_k|_inf <= tol * scale. Then the support of x is
-// polished: the equality-constrained problem on it is solved exactly and kept if it satisfies KKT.
-void fista_one(const double* H, const double* b, int64_t K, int64_t max_iter, double tol,
-               double* x, QpInfo* info) {
+// lambda_max(H), from the centre of the simplex; stopped when L |x_{k+1} - y_k|_inf <= tol * scale
+// or, with stable > 0, when the support of x has not changed for `stable` steps. Returns the
+// number of steps; *converged tells whether the tolerance was met.
+int64_t fista_iterate(const double* H, const double* b, int64_t K, int64_t max_iter, double tol,
+                      int64_t stable, double* x, bool* converged) {
   double L = 0.0;
   for (int64_t i = 0; i < K; ++i) {
     const double* h = H + i * K;
@@ -455,8 +454,8 @@ void fista_one(const double* H, const double* b, int64_t K, int64_t max_iter, do
   std::vector<double> y(K, 1.0 / double(K)), grad(K), v(K), xn(K);
   std::fill(x, x + K, 1.0 / double(K));
   double t = 1.0;
-  int64_t it = 0;
-  bool converged = false;
+  int64_t it = 0, unchanged = 0;
+  *converged = false;
   while (it < max_iter) {
     ++it;
     matvec(H, K, y.data(), grad.data());
@@ -466,9 +465,11 @@ void fista_one(const double* H, const double* b, int64_t K, int64_t max_iter, do
     }
     project_simplex_euclid(v.data(), K, xn.data());
     double moved = 0.0, restart = 0.0;
+    bool same_support = true;
     for (int64_t i = 0; i < K; ++i) {
       moved = std::max(moved, std::fabs(xn[i] - y[i]));
       restart += grad[i] * (xn[i] - x[i]);
+      same_support = same_support && ((xn[i] > 0.0) == (x[i] > 0.0));
     }
     if (restart > 0.0) {  // momentum points uphill: restart from the new point
       t = 1.0;
@@ -480,8 +481,20 @@ void fista_one(const double* H, const double* b, int64_t K, int64_t max_iter, do
       t = tn;
     }
     std::copy(xn.begin(), xn.end(), x);
-    if (L * moved <= tol * scale) { converged = true; break; }
+    if (L * moved <= tol * scale) { *converged = true; break; }
+    unchanged = same_support ? unchanged + 1 : 0;
+    if (stable > 0 && unchanged >= stable) break;
   }
+  return it;
+}
+
+// FISTA to tolerance, then the support of x is polished: the equality-constrained problem on it
+// is solved exactly and kept when its certificate is better.
+void fista_one(const double* H, const double* b, int64_t K, int64_t max_iter, double tol,
+               double* x, QpInfo* info) {
+  bool converged = false;
+  const int64_t it = fista_iterate(H, b, K, max_iter, tol, 0, x, &converged);
+  std::vector<double> v(K);
   // Polish on the detected support.
   std::vector<int64_t> free;
   for (int64_t i = 0; i < K; ++i)
@@ -519,6 +532,28 @@ void fista_one(const double* H, const double* b, int64_t K, int64_t max_iter, do
   certify(r.data(), b, x, K, max_diag(H, K), info);
   info->iterations = it;
   info->converged = converged;
+}
+
+Status solve_one(const double* H, const double* b, int64_t K, const double* warm,
+                 int64_t max_iter, double* p, QpInfo* info) {
+  starting_point(warm, K, p);
+  max_iter = default_max_iter(max_iter, K);
+  // A cold start factors all of H (which proves it positive definite) and is done when the
+  // minimiser on the hyperplane is already non-negative. Otherwise the primal active set would
+  // drop one index per step from K, so projected-gradient steps pick a starting support first.
+  Status st = active_set_direct(H, b, K, p, max_iter, info, warm == nullptr && K > 16);
+  if (!st.ok) return st;
+  if (!info->converged && warm == nullptr && K > 16) {
+    bool converged = false;
+    fista_iterate(H, b, K, std::min<int64_t>(500, max_iter), 1e-12, 10, p, &converged);
+    st = active_set_direct(H, b, K, p, max_iter, info);
+    if (!st.ok) return st;
+  }
+  to_simplex(p, K);
+  std::vector<double> r(K);
+  matvec(H, K, p, r.data());
+  certify(r.data(), b, p, K, max_diag(H, K), info);
+  return Status::success();
 }
 
 // ---------------------------------------------------------------------------------------------
