@@ -17,6 +17,9 @@ constexpr double kEps = std::numeric_limits<double>::epsilon();
 // number of 1e10 still leaves pivots around 1e-10 of the diagonal).
 constexpr double kPivotFloor = 64 * kEps;
 constexpr int64_t kPanel = 32;  // rows per panel of the blocked Cholesky
+// Matrix passes run on several threads only from this many rows: below it a pass takes well under
+// a millisecond, and a thread descheduled on a busy machine would cost more than the split saves.
+constexpr int64_t kParallelRows = 2048;
 
 inline double dot(const double* x, const double* y, int64_t n) {
   double s = 0.0;
@@ -43,10 +46,12 @@ std::string not_pd_message(int64_t index) {
          " is not positive); ONS needs H = alpha I + beta A with alpha > 0";
 }
 
-// out = H x for a dense [K, K] H, one row per iteration (threads split rows; each row's sum has a
-// fixed order, so the result is independent of the thread count).
+// out = H x for a dense [K, K] H, one row per iteration. Each row's sum has a fixed order, so the
+// result is independent of the thread count. Rows are handed out in small dynamic chunks (here and
+// in the ONS passes): on a shared machine a descheduled thread then delays only its own chunk
+// instead of half of the matrix.
 void matvec(const double* H, int64_t K, const double* x, double* out) {
-#pragma omp parallel for schedule(static) if (K >= 256)
+#pragma omp parallel for schedule(dynamic, 32) if (K >= kParallelRows)
   for (int64_t i = 0; i < K; ++i) out[i] = dot(H + i * K, x, K);
 }
 
@@ -564,7 +569,7 @@ Status solve_one(const double* H, const double* b, int64_t K, const double* warm
 // symmetric.
 void inverse_pass(double* A, int64_t K, double c, const double* u, const double* g,
                   const double* b, double* yg, double* yb, double* y1) {
-#pragma omp parallel for schedule(static) if (K >= 128)
+#pragma omp parallel for schedule(dynamic, 32) if (K >= kParallelRows)
   for (int64_t i = 0; i < K; ++i) {
     double* a = A + i * K;
     double sg = 0.0, sb = 0.0, s1 = 0.0;
@@ -595,7 +600,7 @@ void inverse_pass(double* A, int64_t K, double c, const double* u, const double*
 
 // One pass over H: H <- H + beta g g' and, when x is given, out = H x with the updated H.
 void hessian_pass(double* H, int64_t K, double beta, const double* g, const double* x, double* out) {
-#pragma omp parallel for schedule(static) if (K >= 128)
+#pragma omp parallel for schedule(dynamic, 32) if (K >= kParallelRows)
   for (int64_t i = 0; i < K; ++i) {
     double* h = H + i * K;
     const double gi = g[i];
