@@ -73,3 +73,14 @@ def assert_softmax_close(actual, expected, dtype: str, argument) -> None:
     worst = np.unravel_index(np.argmax(err - bound), err.shape) if err.size else ()
     assert np.all(err <= bound), (f"{dtype}: error {err[worst]:.3g} > bound {bound[worst]:.3g} "
                                   f"at {worst}")
+
+# Simplex QPs and the Online Newton Step (float64 throughout).
+QP_TOLERANCES = {
+    "golden_printed": 5e-7,  # the spec prints ONS golden vectors to six decimals
+    "golden": 1e-9,          # against the spec's harness (support enumeration) on the same inputs
+    "oracle": 1e-10,         # against support enumeration, well-conditioned problems
+    "kkt": 1e-9,             # scaled KKT residual of every returned point
+    "cvxpy": 1e-6,           # cvxpy's solvers stop at about this accuracy (spec section 2.4)
+    "simplex_sum": 1e-12,    # |sum(p) - 1| of every returned point
+    "fista": 1e-9,           # FISTA + support polish against the exact solver
+}

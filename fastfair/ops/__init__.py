@@ -4,13 +4,13 @@ Every op takes NumPy arrays, torch tensors, CuPy arrays or any ``__dlpack__`` pr
 returns results in the framework (and on the device) of its inputs.
 """
 
+from fastfair.ops.dr import dr_gradient, dr_lazy_step
+from fastfair.ops.ons import OnlineNewtonStep, QpCertificate, ons_project, ons_project_batched
+from fastfair.ops.sampling import sample_available, sample_clients
+from fastfair.ops.simplex import project_simplex
+from fastfair.ops.softmax import eg_step, logsumexp, softmax
 from fastfair.ops.weighted_average import Accumulator, weighted_average
 
-__all__ = ["Accumulator", "weighted_average"]
-from fastfair.ops.softmax import eg_step, logsumexp, softmax
-from fastfair.ops.dr import dr_gradient, dr_lazy_step
-from fastfair.ops.simplex import project_simplex
-from fastfair.ops.sampling import sample_available, sample_clients
-
-__all__ += ["eg_step", "logsumexp", "softmax", "dr_gradient", "dr_lazy_step", "project_simplex",
-            "sample_available", "sample_clients"]
+__all__ = ["Accumulator", "OnlineNewtonStep", "QpCertificate", "dr_gradient", "dr_lazy_step",
+           "eg_step", "logsumexp", "ons_project", "ons_project_batched", "project_simplex",
+           "sample_available", "sample_clients", "softmax", "weighted_average"]
