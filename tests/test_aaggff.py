@@ -11,7 +11,7 @@ import pytest
 from fastfair import aggregators as A
 from fastfair.aggregators.aaggff import CDFS, cdf_responses, dr_lipschitz
 from fastfair.reference import aggregators as ref
-from tests.tolerances import assert_rule_close
+from tests.tolerances import RULE_TOLERANCES, assert_rule_close
 
 
 def assert_printed(actual, printed, decimals):
@@ -226,3 +226,119 @@ def test_negative_losses_rejected_state_untouched():
 def test_hyperparameter_errors(kwargs, message):
     with pytest.raises((ValueError, TypeError), match=message):
         A.AAggFFD(5, **kwargs)
+
+
+# ------------------------------------------------------------------------------------- AAggFF-S
+# Spec 2.4: K = 3, Weibull, C1 = 0; the spec prints six decimals, the full values are the same QPs
+# solved by support enumeration with 50 digits. The reference-code rows start from p^(1) = 1/K.
+ONS_LOSSES = np.array([[0.5, 1.0, 2.0], [0.6, 0.9, 1.5], [0.4, 1.2, 1.0]])
+ONS_GOLDEN = {
+    ("paper", None): [
+        ([0.306848, 0.331598, 0.361554],
+         [0.30684789591924414, 0.33159779950702402, 0.36155430457373183]),
+        ([0.287427, 0.329603, 0.382970],
+         [0.28742673134896241, 0.32960338076535279, 0.3829698878856848]),
+        ([0.259887, 0.347473, 0.392639],
+         [0.25988742100328008, 0.34747331122300912, 0.39263926777371081])],
+    ("reference_code", None): [
+        ([0.319918, 0.332454, 0.347628],
+         [0.3199180424205735, 0.33245425813420186, 0.34762769944522463]),
+        ([0.310141, 0.331451, 0.358408],
+         [0.31014093779964982, 0.3314509355870371, 0.35840812661331308]),
+        ([0.296295, 0.340417, 0.363288],
+         [0.2962949574368784, 0.34041683082297532, 0.36328821174014627])],
+    ("paper", (0.0, 3.0)): [
+        (None, [0.32141356681824996, 0.33255225663578061, 0.34603417654596943]),
+        (None, [0.31296314343498752, 0.33168561396012933, 0.35535124260488315]),
+        ([0.301082, 0.339365, 0.359553],
+         [0.30108217737014832, 0.33936500221610956, 0.35955282041374212])],
+}
+
+
+@pytest.mark.parametrize("variant, response_range", list(ONS_GOLDEN))
+def test_aaggffs_golden(variant, response_range):
+    agg = A.AAggFFS(3, variant=variant, response_range=response_range)
+    oracle = ref.aaggffs_run(ONS_LOSSES, variant=variant, response_range=response_range)
+    for F, (printed, exact), want in zip(ONS_LOSSES, ONS_GOLDEN[(variant, response_range)], oracle):
+        c = agg.weights([0, 1, 2], F)
+        assert_rule_close(c, exact, "golden")
+        assert_rule_close(agg.p, exact, "golden")
+        assert_rule_close(want, exact, "golden")
+        if printed is not None:
+            assert_printed(exact, printed, 6)
+
+
+def test_aaggffs_constants():
+    agg = A.AAggFFS(8)
+    assert (agg.alpha, agg.beta) == (pytest.approx(4.0, abs=1e-15), pytest.approx(2.0, abs=1e-15))
+    agg = A.AAggFFS(8, response_range=(0.5, 3.0))    # L = 2
+    assert (agg.alpha, agg.beta) == (pytest.approx(64.0, abs=1e-13), pytest.approx(0.125, abs=1e-15))
+
+
+AAGGFFS_OPTIONS = [
+    {},
+    {"variant": "reference_code"},
+    {"initial_p": "reference_code"},
+    {"variant": "reference_code", "initial_p": "reference_code", "cdf": "frechet"},
+    {"response_range": (0.2, 1.5), "cdf": "logistic"},
+    {"cdf": "normal", "normal_cdf": "reference_code"},
+] + [{"cdf": c} for c in CDFS[1:]]
+
+
+@pytest.mark.parametrize("options", AAGGFFS_OPTIONS,
+                         ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "default")
+def test_aaggffs_matches_reference(rng, options):
+    """Random losses, clients listed in a fresh order every round: the decisions and the
+    coefficients (aligned with client_ids) against the enumerated QPs to 1e-10."""
+    K, T = 7, 12
+    losses = rng.gamma(2.0, 0.5, (T, K))
+    oracle = ref.aaggffs_run(losses, **options)
+    agg = A.AAggFFS(K, **options)
+    for F, want in zip(losses, oracle):
+        ids = rng.permutation(K)
+        c = agg.weights(ids, F[ids])
+        assert_rule_close(c, want[ids], "reference")
+        assert_rule_close(agg.p, want, "reference")
+        assert agg.last_certificate.kkt_residual <= RULE_TOLERANCES["qp"]
+
+
+def test_aaggffs_active_bounds(rng):
+    """A wide range makes the projection active (some p_i = 0); still the enumerated optimum."""
+    K = 6
+    losses = rng.gamma(2.0, 0.5, (30, K))
+    losses[:, 0] *= 0.01   # client 0 always fits: its weight is driven to the bound
+    options = {"response_range": (0.0, 5.0)}
+    oracle = ref.aaggffs_run(losses, **options)
+    agg = A.AAggFFS(K, **options)
+    for F, want in zip(losses, oracle):
+        assert_rule_close(agg.weights(np.arange(K), F), want, "reference")
+    assert agg.p[0] == 0.0
+
+
+def test_aaggffs_needs_every_client():
+    agg = A.AAggFFS(4)
+    agg.weights([0, 1, 2, 3], [0.3, 0.2, 0.5, 0.9])
+    before = agg.state_dict()
+    with pytest.raises(ValueError, match="client_ids must hold all 4 clients"):
+        agg.weights([0, 1, 2], [0.3, 0.2, 0.5])
+    with pytest.raises(ValueError, match="losses must be non-negative"):
+        agg.weights([0, 1, 2, 3], [0.3, -0.2, 0.5, 0.9])
+    after = agg.state_dict()
+    assert after["state"]["round"] == before["state"]["round"] == 1
+    for key, value in before["state"].items():
+        np.testing.assert_array_equal(after["state"][key], value)
+
+
+def test_aaggffs_k1():
+    agg = A.AAggFFS(1)
+    assert agg.weights([0], [0.7]).tolist() == [1.0]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"cdf": "cauchy"}, "cdf"), ({"variant": "ref_code"}, "variant"),
+    ({"initial_p": "ones"}, "initial_p"), ({"response_range": (1.0, 0.5)}, "response_range"),
+    ({"normal_cdf": "reference_code"}, "normal_cdf"),
+])
+def test_aaggffs_hyperparameter_errors(kwargs, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        A.AAggFFS(5, **kwargs)

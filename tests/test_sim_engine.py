@@ -28,9 +28,11 @@ def _without_times(history):
 @pytest.mark.parametrize("rule,extra", [("fedavg", {}), ("fedmaba", {}), ("fedcvar", {}),
                                         ("qfedavg", {}), ("fedmgda", {}), ("propfair", {}),
                                         ("fedprox", {"mu": 0.5}), ("aaggff-d", {"cdf": "gumbel"}),
-                                        ("afl", {"step_size": 0.5})])
+                                        ("afl", {"step_size": 0.5}), ("aaggff-s", {})])
 def test_state_dict_continues_exactly(rule, extra):
-    config = SimulationConfig(rule=rule, rule_options=extra, clients=40, per_round=5, rounds=6,
+    per_round = 12 if rule == "aaggff-s" else 5   # cross-silo: every client every round
+    config = SimulationConfig(rule=rule, rule_options=extra, clients=12 if rule == "aaggff-s"
+                              else 40, per_round=per_round, rounds=6,
                               eval_every=2, eval_clients=20, server_optimizer="fedadam",
                               server_options={"lr": 0.01})
     straight = Simulation(config)

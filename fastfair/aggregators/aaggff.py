@@ -10,6 +10,9 @@ responses in :math:`[C_1, C_2]` through a CDF (spec section 2.2),
 and suffers the decision loss :math:`\ell(p) = -\log(1 + \langle p, r\rangle)` of its mixing
 coefficients p. Two online learners choose p:
 
+* :class:`AAggFFS` (cross-silo, every client every round): the Online Newton Step in its
+  FTRL/FTAL form (Alg. 3.1, eq. 3.7) on :math:`g = -r/(1 + \langle p, r\rangle)`, one exact
+  generalized simplex projection per round through :class:`fastfair.ops.OnlineNewtonStep`.
 * :class:`AAggFFD` (cross-device): FTRL with the entropic regulariser (exponentiated gradient) on
   the doubly-robust (DR) linearised gradient. Its common part cancels in the softmax, so a round is
   Hedge on a sparse pseudo-loss and costs O(m) whatever K (spec 2.5.6), through
@@ -23,6 +26,7 @@ The six CDFs (every scale 1, thesis Table 3.3): Weibull :math:`1 - e^{-x^2}`, Fr
 from __future__ import annotations
 
 import math
+import copy
 from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
@@ -250,3 +254,121 @@ class AAggFFD(Aggregator):
             self.eta = eta
 
         return q, commit
+
+
+def ons_constants(num_clients: int, c1: float, c2: float) -> Tuple[float, float]:
+    r"""AAggFF-S's regulariser and curvature constants (Theorem 3.1):
+    :math:`\alpha = 4 K L_\infty`, :math:`\beta = 1/(4 L_\infty)`,
+    :math:`L_\infty = C_2/(1 + C_1)` (4 and K/4 for the default range ``(0, 1/K)``)."""
+    lipschitz = c2 / (1.0 + c1)
+    return 4.0 * num_clients * lipschitz, 1.0 / (4.0 * lipschitz)
+
+
+class AAggFFS(Aggregator):
+    r"""AAggFF-S (cross-silo): Online Newton Step over the simplex on the decision loss
+    :math:`\ell(p) = -\log(1 + \langle p, r\rangle)`.
+
+    Every round all K clients report their losses; with responses ``r`` ``[K]`` and the current
+    decision :math:`p^{(t)}` (Alg. 3.1, eq. 3.7):
+
+    .. math::
+       g^{(t)} = -\frac{r^{(t)}}{1 + \langle p^{(t)}, r^{(t)}\rangle},\qquad
+       p^{(t+1)} = \operatorname*{argmin}_{p\in\Delta}\ \sum_{\tau\le t}\langle p, g^{(\tau)}
+       \rangle + \frac\alpha2\lVert p\rVert^2 + \frac\beta2\sum_{\tau\le t}
+       \langle g^{(\tau)}, p - p^{(\tau)}\rangle^2
+
+    a QP :math:`\tfrac12 p^\top H_t p - b_t^\top p` with :math:`H_t = \alpha I + \beta\sum
+    g g^\top`, solved exactly by :class:`fastfair.ops.OnlineNewtonStep` (maintained inverse,
+    warm-started active set, certified). ``weights`` returns :math:`p^{(t+1)}` at ``client_ids``:
+    the new decision mixes the same round's updates.
+
+    Parameters
+    ----------
+    num_clients
+        K.
+    cdf
+        Response transform, as :class:`AAggFFD` (default ``"weibull"``).
+    response_range
+        ``(C1, C2)``, ``0 <= C1 < C2``; default ``(0, 1/K)``, the authors' code (the thesis' text
+        reads C2 = 3; spec 2.3 [A]). Sets :math:`\alpha = 4KL_\infty`,
+        :math:`\beta = 1/(4L_\infty)`, :math:`L_\infty = C_2/(1+C_1)`.
+    variant
+        ``"paper"`` (default, eq. 3.7) or ``"reference_code"``: the authors' objective
+        :math:`\langle\sum g, p\rangle + \frac\alpha2\lVert p\rVert^2 + \frac\beta2
+        p^\top(\alpha I + \sum g g^\top)p` (spec 2.4 [D]).
+    initial_p
+        ``"uniform"`` (default): :math:`p^{(1)} = 1/K`; ``"reference_code"``: the round-1
+        gradient uses the authors' :math:`p^{(1)} = C\mathbf 1 = \mathbf 1` in its denominator.
+    normal_cdf
+        ``"paper"`` or ``"reference_code"`` (only with ``cdf="normal"``), as :class:`AAggFFD`.
+
+    State: the ONS arrays (``H`` and its inverse ``[K, K]``, ``b``, ``p`` and the cumulative
+    gradient ``[K]``, float64): O(K^2) memory and per round, plus the projection (usually 0-2
+    active-set changes). ``weights(client_ids, losses)`` needs ``client_ids`` to hold all K
+    clients (in any order); :attr:`last_certificate` is the projection's KKT certificate.
+    """
+
+    #: Every round must include all K clients (Alg. 3.1 is full participation).
+    full_participation = True
+
+    def __init__(self, num_clients: int, cdf: str = "weibull", *, response_range: Any = None,
+                 variant: str = "paper", initial_p: str = "uniform",
+                 normal_cdf: str = "paper") -> None:
+        super().__init__(num_clients)
+        self.cdf = check_choice(cdf, "cdf", CDFS)
+        self.response_range = _check_range(response_range)
+        self.variant = check_choice(variant, "variant", VARIANTS)
+        self.initial_p = check_choice(initial_p, "initial_p", ("uniform", "reference_code"))
+        self.normal_cdf = _check_normal(normal_cdf, self.cdf)
+        self.c1, self.c2 = (self.response_range if self.response_range is not None
+                            else (0.0, 1.0 / self.num_clients))
+        self.alpha, self.beta = ons_constants(self.num_clients, self.c1, self.c2)
+        self._ons = ops.OnlineNewtonStep(self.num_clients, self.alpha, self.beta,
+                                         "paper" if self.variant == "paper" else "ref_code")
+
+    def _config(self) -> Dict[str, Any]:
+        return {"cdf": self.cdf, "response_range": self.response_range, "variant": self.variant,
+                "initial_p": self.initial_p, "normal_cdf": self.normal_cdf}
+
+    _ONS_ARRAYS = ("H", "Hinv", "pending_u", "pending_c", "b", "p", "cumulative_gradient")
+
+    def _state(self) -> Dict[str, Any]:
+        sd = self._ons.state_dict()
+        return {f"ons_{name}": sd[name] for name in self._ONS_ARRAYS}
+
+    def _set_state(self, state: Dict[str, Any]) -> None:
+        sd = self._ons.state_dict()
+        sd.update({name: state[f"ons_{name}"] for name in self._ONS_ARRAYS}, round=self.round)
+        self._ons.load_state_dict(sd)
+
+    @property
+    def p(self) -> np.ndarray:
+        """The current decision :math:`p^{(t+1)}` ``[K]`` (a copy; ``1/K`` before any round)."""
+        return self._ons.p
+
+    @property
+    def last_certificate(self) -> Optional[ops.QpCertificate]:
+        """KKT certificate of the last round's projection (None before the first round)."""
+        return self._ons.last_info
+
+    def _round(self, ids, losses, num_samples, **round_inputs) -> Tuple[np.ndarray, Commit]:
+        self._no_round_inputs(round_inputs)
+        K = self.num_clients
+        if ids.shape[0] != K:
+            raise ValueError(f"client_ids must hold all {K} clients every round (AAggFF-S is "
+                             f"cross-silo, Alg. 3.1); got {ids.shape[0]}. Use AAggFFD for partial "
+                             "participation")
+        _check_losses(losses)
+        r = np.empty(K)
+        r[ids] = cdf_responses(losses, self.cdf, self.c1, self.c2, normal_cdf=self.normal_cdf)
+        # The authors' code starts from p = C 1 = 1 (cross-silo) in the first gradient only.
+        p = np.ones(K) if self.initial_p == "reference_code" and self.round == 0 else self._ons.p
+        g = -r / (1.0 + float(p @ r))
+        # The step runs on a copy so that nothing changes before commit (O(K^2), as the step).
+        ons = copy.deepcopy(self._ons)
+        coef = np.asarray(ons.step(g))[ids]
+
+        def commit() -> None:
+            self._ons = ons
+
+        return coef, commit

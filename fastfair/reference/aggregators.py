@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from fastfair.reference.ons import simplex_qp_enumerate
 from fastfair.reference.simplex import project_simplex
 
 
@@ -307,6 +308,46 @@ def aaggffd_round(G: np.ndarray, p: np.ndarray, client_ids: Sequence[int],
     e = np.exp(z - z.max())
     p_new = e / e.sum()
     return G, p_new, p_new[ids] / p_new[ids].sum()
+
+
+def aaggffs_run(losses_seq: Sequence[Sequence[float]], *, cdf: str = "weibull",
+                response_range: Optional[Tuple[float, float]] = None, variant: str = "paper",
+                initial_p: str = "uniform", normal_cdf: str = "paper") -> List[np.ndarray]:
+    r"""AAggFF-S decisions :math:`p^{(2)}, p^{(3)}, \dots` for rounds of full-participation
+    losses ``[K]`` (client order), rebuilding the QP densely every round and solving it by
+    support enumeration (K <= 12):
+
+    .. math::
+       g = -\frac{r}{1 + \langle p, r\rangle},\quad
+       H = \alpha I + \beta\textstyle\sum g g^\top,\quad
+       b = \textstyle\sum(\beta\langle g, p^{(\tau)}\rangle - 1) g \ \text{(paper)};\quad
+       H = \alpha I + \beta(\alpha I + \textstyle\sum g g^\top),\ b = -\textstyle\sum g
+       \ \text{(reference code)}
+
+    with :math:`\alpha = 4KL`, :math:`\beta = 1/(4L)`, :math:`L = C_2/(1+C_1)`, range
+    ``(0, 1/K)`` by default; ``initial_p="reference_code"`` puts :math:`p = \mathbf 1` in the
+    first gradient's denominator."""
+    losses_seq = np.asarray(losses_seq, float)
+    K = losses_seq.shape[1]
+    c1, c2 = (0.0, 1.0 / K) if response_range is None else response_range
+    L = c2 / (1 + c1)
+    alpha, beta = 4 * K * L, 1 / (4 * L)
+    p = np.full(K, 1.0 / K)
+    A, bsum, gsum, out = np.zeros((K, K)), np.zeros(K), np.zeros(K), []
+    for t, F in enumerate(losses_seq):
+        r = aaggff_responses(F, cdf, c1, c2, normal_cdf)
+        p_grad = np.ones(K) if (initial_p == "reference_code" and t == 0) else p
+        g = -r / (1 + p_grad @ r)
+        A += np.outer(g, g)
+        gsum += g
+        bsum += (beta * (g @ p) - 1) * g
+        if variant == "paper":
+            H, b = alpha * np.eye(K) + beta * A, bsum
+        else:
+            H, b = alpha * np.eye(K) + beta * (alpha * np.eye(K) + A), -gsum
+        p = simplex_qp_enumerate(H, b)
+        out.append(p.copy())
+    return out
 
 
 # --------------------------------------------------------------------------- AFL

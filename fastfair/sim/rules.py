@@ -22,6 +22,7 @@ RULES: Dict[str, Callable[..., agg.Aggregator]] = {
     "propfair": agg.PropFair,
     "fedmgda": agg.FedMGDA,
     "aaggff-d": agg.AAggFFD,
+    "aaggff-s": agg.AAggFFS,
     "afl": agg.AFL,
 }
 
