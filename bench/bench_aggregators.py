@@ -2,6 +2,7 @@
 next to its float64 reference, with the state's bytes per client.
 
 Run: ``python -m pytest bench/bench_aggregators.py -q -s`` (``-k FedMABA`` for one rule).
+AAggFF-S, cross-silo with O(K^2) state, is timed apart at K = 10, 100, 1000 with m = K.
 ``FASTFAIR_BENCH_MAX_K`` caps K (default 1e8); ``FASTFAIR_BENCH_MAX_REF_K`` caps K for the
 references whose cost is O(K) per round (default 1e7: FedMABA's and AAggFF-D's dense references
 need several GB and seconds per round at 1e8; AFL's copies lambda every round). The time of one round is the minimum over distinct rounds (fresh
@@ -123,6 +124,26 @@ def test_weights_per_round(floor_report, rule, K):
     floor_report.add(case, "reference (float64 NumPy)", ref_seconds, moved)
     del run
     gc.collect()
+
+
+@pytest.mark.parametrize("K", [10, 100, 1000])
+def test_aaggffs_per_round(floor_report, K):
+    """AAggFF-S (cross-silo, m = K): one ONS round with its exact projection, O(K^2) state; the
+    reference rebuilds the QP and enumerates supports (K <= 12 only)."""
+    rng = np.random.default_rng(2)
+    agg = A.AAggFFS(K)
+    ids = np.arange(K)
+    losses = rng.gamma(2.0, 0.5, (ROUNDS, K))
+    seconds = math.inf
+    for F in losses:
+        t0 = time.perf_counter()
+        agg.weights(ids, F)
+        seconds = min(seconds, time.perf_counter() - t0)
+    case = f"AAggFFS K={K} m={K} ({_state_bytes(agg) / K:g} B/client)"
+    floor_report.add(case, "fastfair", seconds, 2 * 8 * 2 * K * K)  # H and its inverse, r + w
+    if K <= 12:
+        ref_seconds = min(_timed(lambda: ref.aaggffs_run(F[None])) for F in losses[:5])
+        floor_report.add(case, "reference (float64 NumPy)", ref_seconds, 2 * 8 * 2 * K * K)
 
 
 @pytest.mark.parametrize("eps_name, eps_times_m", [("0.1/m", 0.1), ("1/m", 1.0), ("1", None)])
