@@ -5,9 +5,10 @@ Run: ``python -m pytest bench/bench_aggregators.py -q -s`` (``-k FedMABA`` for o
 AAggFF-S, cross-silo with O(K^2) state, is timed apart at K = 10, 100, 1000 with m = K.
 ``FASTFAIR_BENCH_MAX_K`` caps K (default 1e8); ``FASTFAIR_BENCH_MAX_REF_K`` caps K for the
 references whose cost is O(K) per round (default 1e7: FedMABA's and AAggFF-D's dense references
-need several GB and seconds per round at 1e8; AFL's copies lambda every round). The time of one round is the minimum over distinct rounds (fresh
-client ids each time, so the state's random reads are not cached); the "floor" column is the
-bytes a round must touch (ids, losses, state read and written, result) over the copy bandwidth.
+need several GB and seconds per round at 1e8; AFL's copies lambda every round). The time of one
+round is the minimum over distinct rounds (fresh client ids each time, so the state's random
+reads are not cached); the "floor" column is the bytes a round must touch (ids, losses, state
+read and written, result) over the copy bandwidth.
 """
 
 from __future__ import annotations

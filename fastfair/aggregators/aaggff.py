@@ -25,8 +25,8 @@ The six CDFs (every scale 1, thesis Table 3.3): Weibull :math:`1 - e^{-x^2}`, Fr
 
 from __future__ import annotations
 
-import math
 import copy
+import math
 from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
@@ -84,7 +84,7 @@ def cdf_transform(x: np.ndarray, cdf: str = "weibull", *, normal_cdf: str = "pap
         y += 1.0
         return np.divide(1.0, y, out=y)
     if cdf == "normal":
-        # NumPy has no erfc; m scalar calls of the C library's are exact and cheap for m ~ 1e3.
+        # NumPy has no erfc: m scalar calls of the C library's (exact; ~70 us for m = 1e3).
         sign = 1.0 if normal_cdf == "reference_code" else -1.0
         z = (x - 1.0) * (sign / math.sqrt(2.0))
         y[...] = np.fromiter((math.erfc(v) for v in z), np.float64, count=z.shape[0])
