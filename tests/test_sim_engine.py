@@ -86,6 +86,10 @@ def test_cli_rejects_bad_input(tmp_path, capsys):
     assert main(["simulate", "--rule", "fedmaba", "--rule-option", "nonsense=1", "--out",
                  str(tmp_path / "y"), *TINY]) == 2
     assert "rule 'fedmaba'" in capsys.readouterr().err
+    assert main(["simulate", "--compare", "fedavg,no-such-rule", "--out", str(tmp_path / "z"),
+                 *TINY]) == 2
+    assert "unknown rule 'no-such-rule'" in capsys.readouterr().err
+    assert not (tmp_path / "z").exists()
     with pytest.raises(SystemExit):
         main(["simulate", "--rule", "no-such-rule"])
 

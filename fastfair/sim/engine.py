@@ -33,14 +33,15 @@ CHECKPOINT_VERSION = 1
 
 @dataclass
 class SimulationConfig:
-    """Every knob of a simulation; defaults finish in well under a minute on 2 cores."""
+    """Every knob of a simulation. The defaults (100 Synthetic(1, 1) clients, 10 per round,
+    200 rounds) compare rules in seconds per rule on 2 cores."""
 
     rule: str = "fedavg"
     rule_options: Dict[str, Any] = field(default_factory=dict)
     dataset: str = "synthetic"
-    clients: int = 1000
-    per_round: int = 50
-    rounds: int = 100
+    clients: int = 100
+    per_round: int = 10
+    rounds: int = 200
     seed: int = 0
     # Synthetic(alpha, beta)
     synthetic_alpha: float = 1.0
@@ -56,7 +57,7 @@ class SimulationConfig:
     epochs: int = 1
     local_steps: Optional[int] = None
     batch_size: int = 32
-    lr: float = 0.05
+    lr: float = 0.1
     lr_decay: float = 1.0
     # server
     server_lr: float = 1.0
