@@ -134,6 +134,7 @@ def simulate(args: argparse.Namespace) -> int:
 
     from fastfair.sim import report
     from fastfair.sim.engine import Distributed, Simulation, SimulationConfig
+    from fastfair.sim.rules import build_rule
 
     dist = Distributed.from_environment()
     lead = dist.rank == 0
@@ -165,6 +166,8 @@ def simulate(args: argparse.Namespace) -> int:
             availability_options=_options(args.availability_option, "--availability-option"),
             eval_every=args.eval_every, eval_clients=args.eval_clients)
         options = _rule_options(args.rule_option, rules)
+        for rule in rules:  # every rule name and option is checked before anything is written
+            build_rule(rule, base.clients, options[rule])
         checkpoint_every = args.checkpoint_every
         out = args.out or _fresh_folder()
         state = None

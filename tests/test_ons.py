@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import has_cuda, requires_cuda, torch  # noqa: F401 (has_cuda: skipif)
+from tests.conftest import requires_cuda, torch
 from fastfair.ops import OnlineNewtonStep, ons_project, ons_project_batched
 from fastfair.reference import (kkt_residual, online_newton_step, simplex_qp_cvxpy,
                                 simplex_qp_enumerate)
-from tolerances import QP_TOLERANCES as TOL
+from tests.tolerances import QP_TOLERANCES as TOL
 
 
 def assert_on_simplex(p) -> None:

@@ -15,7 +15,9 @@ import pytest
 import torch
 
 from fastfair.cli import main
+from fastfair.sim.data import ArrayDataset
 from fastfair.sim.engine import Simulation, SimulationConfig
+from fastfair.sim.models import ModuleModel
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--clients", "60", "--per-round", "6", "--eval-every", "2", "--quiet"]
@@ -61,6 +63,24 @@ def test_training_improves_digits_accuracy():
     assert before < 0.3 and after > 0.8
 
 
+def test_own_arrays_and_module():
+    rng = np.random.default_rng(0)
+    centers = rng.normal(size=(3, 4)) * 3
+    clients = []
+    for k in range(8):
+        y = rng.integers(0, 3, 40)
+        clients.append((centers[y] + rng.normal(size=(40, 4)), y))
+    data = ArrayDataset(clients, num_classes=3)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+    config = SimulationConfig(clients=8, per_round=4, rounds=20, eval_every=20, lr=0.2)
+    sim = Simulation(config, dataset=data, model=ModuleModel(net))
+    for _ in range(20):
+        sim.step()
+    assert sim.history[-1]["acc_mean"] > 0.9
+    with pytest.raises(ValueError, match="config.clients is 9 but the dataset has 8"):
+        Simulation(SimulationConfig(clients=9, per_round=4), dataset=data)
+
+
 def test_cli_writes_metrics_plots_and_table(tmp_path, capsys):
     out = tmp_path / "run"
     code = main(["simulate", "--compare", "fedavg,fairavg", "--rounds", "4", "--out", str(out),
@@ -89,6 +109,10 @@ def test_cli_rejects_bad_input(tmp_path, capsys):
     assert main(["simulate", "--rule", "fedmaba", "--rule-option", "nonsense=1", "--out",
                  str(tmp_path / "y"), *TINY]) == 2
     assert "rule 'fedmaba'" in capsys.readouterr().err
+    assert main(["simulate", "--compare", "fedavg,no-such-rule", "--out", str(tmp_path / "z"),
+                 *TINY]) == 2
+    assert "unknown rule 'no-such-rule'" in capsys.readouterr().err
+    assert not (tmp_path / "z").exists()
     with pytest.raises(SystemExit):
         main(["simulate", "--rule", "no-such-rule"])
 

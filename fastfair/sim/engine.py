@@ -33,14 +33,15 @@ CHECKPOINT_VERSION = 1
 
 @dataclass
 class SimulationConfig:
-    """Every knob of a simulation; defaults finish in well under a minute on 2 cores."""
+    """Every knob of a simulation. The defaults (100 Synthetic(1, 1) clients, 10 per round,
+    200 rounds) compare rules in seconds per rule on 2 cores."""
 
     rule: str = "fedavg"
     rule_options: Dict[str, Any] = field(default_factory=dict)
     dataset: str = "synthetic"
-    clients: int = 1000
-    per_round: int = 50
-    rounds: int = 100
+    clients: int = 100
+    per_round: int = 10
+    rounds: int = 200
     seed: int = 0
     # Synthetic(alpha, beta)
     synthetic_alpha: float = 1.0
@@ -56,7 +57,7 @@ class SimulationConfig:
     epochs: int = 1
     local_steps: Optional[int] = None
     batch_size: int = 32
-    lr: float = 0.05
+    lr: float = 0.1
     lr_decay: float = 1.0
     # server
     server_lr: float = 1.0
@@ -155,12 +156,20 @@ class Simulation:
     """A federated run of one rule: ``step()`` plays one round, ``evaluate()`` scores the global
     model on the evaluation clients, ``state_dict()`` captures everything needed to continue."""
 
-    def __init__(self, config: SimulationConfig, dist: Optional[Distributed] = None) -> None:
+    def __init__(self, config: SimulationConfig, dist: Optional[Distributed] = None, *,
+                 dataset: Optional[FederatedDataset] = None,
+                 model: Optional[FlatModel] = None) -> None:
+        """``dataset`` (e.g. an :class:`~fastfair.sim.data.ArrayDataset` of your own per-client
+        arrays) replaces ``config.dataset``, and ``model`` (e.g. a
+        :class:`~fastfair.sim.models.ModuleModel` around your module) replaces ``config.model``."""
         self.config = config
         self.dist = dist or Distributed()
-        self.dataset = build_dataset(config)
-        self.model: FlatModel = make_model(config.model, self.dataset.num_features,
-                                           self.dataset.num_classes, hidden=config.hidden)
+        self.dataset = build_dataset(config) if dataset is None else dataset
+        if self.dataset.num_clients != config.clients:
+            raise ValueError(f"config.clients is {config.clients} but the dataset has "
+                             f"{self.dataset.num_clients} clients")
+        self.model: FlatModel = model or make_model(config.model, self.dataset.num_features,
+                                                    self.dataset.num_classes, hidden=config.hidden)
         self.params = self.model.init(torch.Generator().manual_seed(config.seed)).float()
         # A server optimiser steps with --server-lr unless its options say otherwise.
         self.rule = rules.build_rule(config.rule, config.clients, config.rule_options,
