@@ -163,3 +163,8 @@ def test_two_processes_match_one(tmp_path):
             for key in ("train_loss", "test_loss", "acc_mean", "acc_worst10"):
                 if key in ra:
                     assert rb[key] == pytest.approx(ra[key], rel=1e-4, abs=1e-6), (rule, key)
+
+
+def test_cross_silo_rule_needs_every_client():
+    with pytest.raises(ValueError, match="needs every client every round"):
+        Simulation(SimulationConfig(rule="aaggff-s", clients=12, per_round=5, rounds=2))
