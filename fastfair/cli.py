@@ -222,8 +222,10 @@ def simulate(args: argparse.Namespace) -> int:
     title = (f"{base.dataset}, K={base.clients}, m={base.per_round}, {base.model}, "
              f"seed {base.seed}")
     plots = report.plot(out, histories, finals, title)
-    print(report.summary_table(histories, seconds))
-    print(f"wrote {out}/metrics.csv, metrics.json, final_accuracy.csv, "
+    summary = report.summarize(histories, seconds)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    print(report.summary_table(summary))
+    print(f"wrote {out}/metrics.csv, metrics.json, summary.json, final_accuracy.csv, "
           + ", ".join(p.name for p in plots))
     return 0
 

@@ -87,8 +87,11 @@ def test_cli_writes_metrics_plots_and_table(tmp_path, capsys):
                  *TINY])
     assert code == 0
     printed = capsys.readouterr().out
-    assert "worst 10%" in printed and "fairavg" in printed
-    for name in ("config.json", "metrics.csv", "metrics.json", "final_accuracy.csv",
+    assert "worst 10%" in printed and "fairavg" in printed and "ACF(1)" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary) == {"fedavg", "fairavg"}
+    assert -1.0 <= summary["fedavg"]["acc_mean_acf1"] <= 1.0
+    for name in ("config.json", "metrics.csv", "metrics.json", "summary.json", "final_accuracy.csv",
                  "fairness.png", "final_accuracy.png"):
         assert (out / name).stat().st_size > 0, name
     assert (out / "fairness.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

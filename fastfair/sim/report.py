@@ -39,21 +39,40 @@ def write_final_accuracy(out: Path, finals: Dict[str, np.ndarray], client_ids: n
             writer.writerow([int(cid), *[f"{finals[r][k]:.6g}" for r in rules]])
 
 
-def summary_table(histories: Dict[str, List[dict]], seconds: Dict[str, float]) -> str:
-    """The last evaluated round of each rule, side by side (accuracies in %)."""
-    header = f"{'rule':<12}" + "".join(f"{label:>11}" for _, label in SUMMARY_COLUMNS) + f"{'time':>9}"
-    lines = [header, "-" * len(header)]
+def summarize(histories: Dict[str, List[dict]], seconds: Dict[str, float]) -> Dict[str, dict]:
+    """Per rule: the metrics of its last evaluated round, the lag-1 autocorrelation of its mean
+    accuracy series (higher: smoother progress) and its wall time."""
+    from fastfair.sim.metrics import acf
+
+    out = {}
     for rule, hist in histories.items():
-        last = next((r for r in reversed(hist) if "acc_mean" in r), None)
-        if last is None:
+        evals = [r for r in hist if "acc_mean" in r]
+        if not evals:
             continue
+        series = [r["acc_mean"] for r in evals]
+        lag1 = float(acf(series, 1)[1]) if len(series) > 1 else float("nan")
+        out[rule] = {**{k: evals[-1][k] for k, _ in SUMMARY_COLUMNS}, "acc_mean_acf1": lag1,
+                     "seconds": seconds.get(rule, 0.0)}
+    return out
+
+
+def summary_table(summary: Dict[str, dict]) -> str:
+    """The summary side by side (accuracies in %)."""
+    header = (f"{'rule':<12}" + "".join(f"{label:>11}" for _, label in SUMMARY_COLUMNS)
+              + f"{'ACF(1)':>8}{'time':>9}")
+    lines = [header, "-" * len(header)]
+    for rule, row in summary.items():
         cells = []
         for key, _ in SUMMARY_COLUMNS:
-            v = last[key]
-            scale = 1e4 if key == "acc_variance" else (1.0 if key == "acc_gini" else 100.0)
-            cells.append(f"{v * scale:>11.3f}" if key == "acc_gini" else f"{v * scale:>11.2f}")
-        lines.append(f"{rule:<12}" + "".join(cells) + f"{seconds.get(rule, 0.0):>8.1f}s")
-    lines.append("(accuracy columns in %, variance in %^2, time = wall seconds of the run)")
+            if key == "acc_gini":
+                cells.append(f"{row[key]:>11.3f}")
+            else:
+                scale = 1e4 if key == "acc_variance" else 100.0
+                cells.append(f"{row[key] * scale:>11.2f}")
+        lines.append(f"{rule:<12}" + "".join(cells) + f"{row['acc_mean_acf1']:>8.2f}"
+                     + f"{row['seconds']:>8.1f}s")
+    lines.append("(accuracy columns in %, variance in %^2, ACF(1) of the mean-accuracy series, "
+                 "time = wall seconds of the run)")
     return "\n".join(lines)
 
 
