@@ -2,11 +2,13 @@
 next to its float64 reference, with the state's bytes per client.
 
 Run: ``python -m pytest bench/bench_aggregators.py -q -s`` (``-k FedMABA`` for one rule).
+AAggFF-S, cross-silo with O(K^2) state, is timed apart at K = 10, 100, 1000 with m = K.
 ``FASTFAIR_BENCH_MAX_K`` caps K (default 1e8); ``FASTFAIR_BENCH_MAX_REF_K`` caps K for the
-references whose cost is O(K) per round (default 1e7: FedMABA's dense reference needs ~4 GB and
-seconds per round at 1e8). The time of one round is the minimum over distinct rounds (fresh
-client ids each time, so the state's random reads are not cached); the "floor" column is the
-bytes a round must touch (ids, losses, state read and written, result) over the copy bandwidth.
+references whose cost is O(K) per round (default 1e7: FedMABA's and AAggFF-D's dense references
+need several GB and seconds per round at 1e8; AFL's copies lambda every round). The time of one
+round is the minimum over distinct rounds (fresh client ids each time, so the state's random
+reads are not cached); the "floor" column is the bytes a round must touch (ids, losses, state
+read and written, result) over the copy bandwidth.
 """
 
 from __future__ import annotations
@@ -59,6 +61,27 @@ def _fedmaba_reference(K):
     return run
 
 
+def _aaggffd_reference(K):
+    G, p, t = np.zeros(K), np.full(K, 1.0 / K), 0
+
+    def run(ids, losses):
+        nonlocal G, p, t
+        t += 1
+        G, p, _ = ref.aaggffd_round(G, p, ids, losses, t)
+
+    return run
+
+
+def _afl_reference(K):
+    lam = np.full(K, 1.0 / K)
+
+    def run(ids, losses):
+        nonlocal lam
+        lam, _ = ref.afl_round(lam, ids, losses, 0.1)
+
+    return run
+
+
 def _fedavg_reference(K):
     n = np.ones(K)
     return lambda ids, losses: ref.fedavg_weights(n[ids])
@@ -69,6 +92,8 @@ RULES = {
                                                    ref.fairavg_weights(ids.size)), 0, False),
     "FedAvg": (lambda K: A.FedAvg(K, num_samples=np.ones(K)), _fedavg_reference, 8, False),
     "FedMABA": (lambda K: A.FedMABA(K, rho=0.1), _fedmaba_reference, 16, True),
+    "AAggFFD": (lambda K: A.AAggFFD(K), _aaggffd_reference, 16, True),
+    "AFL": (lambda K: A.AFL(K, 0.1), _afl_reference, 16, True),
     "TERM": (lambda K: A.TERM(K, 0.5), lambda K: (lambda ids, losses:
                                                   ref.term_weights(losses, 0.5)), 0, False),
     "PropFair-eg": (lambda K: A.PropFair(K, M=50.0, weighting="eg"),
@@ -100,6 +125,26 @@ def test_weights_per_round(floor_report, rule, K):
     floor_report.add(case, "reference (float64 NumPy)", ref_seconds, moved)
     del run
     gc.collect()
+
+
+@pytest.mark.parametrize("K", [10, 100, 1000])
+def test_aaggffs_per_round(floor_report, K):
+    """AAggFF-S (cross-silo, m = K): one ONS round with its exact projection, O(K^2) state; the
+    reference rebuilds the QP and enumerates supports (K <= 12 only)."""
+    rng = np.random.default_rng(2)
+    agg = A.AAggFFS(K)
+    ids = np.arange(K)
+    losses = rng.gamma(2.0, 0.5, (ROUNDS, K))
+    seconds = math.inf
+    for F in losses:
+        t0 = time.perf_counter()
+        agg.weights(ids, F)
+        seconds = min(seconds, time.perf_counter() - t0)
+    case = f"AAggFFS K={K} m={K} ({_state_bytes(agg) / K:g} B/client)"
+    floor_report.add(case, "fastfair", seconds, 2 * 8 * 2 * K * K)  # H and its inverse, r + w
+    if K <= 12:
+        ref_seconds = min(_timed(lambda: ref.aaggffs_run(F[None])) for F in losses[:5])
+        floor_report.add(case, "reference (float64 NumPy)", ref_seconds, 2 * 8 * 2 * K * K)
 
 
 @pytest.mark.parametrize("eps_name, eps_times_m", [("0.1/m", 0.1), ("1/m", 1.0), ("1", None)])

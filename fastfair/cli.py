@@ -167,7 +167,7 @@ def simulate(args: argparse.Namespace) -> int:
             eval_every=args.eval_every, eval_clients=args.eval_clients)
         options = _rule_options(args.rule_option, rules)
         for rule in rules:  # every rule name and option is checked before anything is written
-            build_rule(rule, base.clients, options[rule])
+            build_rule(rule, base.clients, options[rule], per_round=base.per_round)
         checkpoint_every = args.checkpoint_every
         out = args.out or _fresh_folder()
         state = None

@@ -41,6 +41,17 @@ RULES = {
     "FedAdam": (lambda: A.FedAdam(K, A.FedMABA(K, rho=0.1)), lambda m: {}),
     "FedYogi": (lambda: A.FedYogi(K, A.TERM(K, 0.5)), lambda m: {}),
     "FedAdagrad": (lambda: A.FedAdagrad(K), lambda m: {"num_samples": np.ones(m)}),
+    "AAggFFD": (lambda: A.AAggFFD(K), lambda m: {}),
+    "AAggFFD-reference_code": (lambda: A.AAggFFD(K, "normal", sample_prob=0.3,
+                                                 variant="reference_code",
+                                                 initial_p="reference_code",
+                                                 normal_cdf="reference_code"), lambda m: {}),
+    "AAggFFS": (lambda: A.AAggFFS(K), lambda m: {}),
+    "AAggFFS-reference_code": (lambda: A.AAggFFS(K, "logistic", variant="reference_code",
+                                                 initial_p="reference_code"), lambda m: {}),
+    "AFL": (lambda: A.AFL(K, 0.5), lambda m: {}),
+    "AFL-previous": (lambda: A.AFL(K, 0.5, coefficients="previous"), lambda m: {}),
+    "FedAdam-AAggFFD": (lambda: A.FedAdam(K, A.AAggFFD(K, "frechet")), lambda m: {}),
 }
 
 
@@ -49,7 +60,7 @@ def _play(agg, extra, rounds, seed, params=None):
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(rounds):
-        m = int(rng.integers(2, 6))
+        m = K if getattr(agg, "full_participation", False) else int(rng.integers(2, 6))
         ids = rng.choice(K, m, replace=False)
         losses = rng.gamma(2.0, 0.5, m)
         coef = agg.weights(ids, losses, **extra(m))
@@ -192,10 +203,11 @@ def test_load_rejects_wrong_state_shape():
 def test_torch_inputs_give_torch_coefficients(name):
     factory, extra = RULES[name]
     a, b = factory(), factory()
-    ids = [3, 7, 1]
-    losses = np.array([0.3, 1.2, 0.7])
-    ct = a.weights(torch.tensor(ids), torch.tensor(losses), **extra(3))
-    cn = b.weights(np.array(ids), losses, **extra(3))
+    ids = list(np.random.default_rng(0).permutation(K)) if getattr(a, "full_participation",
+                                                                   False) else [3, 7, 1]
+    losses = np.linspace(0.3, 1.2, len(ids))
+    ct = a.weights(torch.tensor(ids), torch.tensor(losses), **extra(len(ids)))
+    cn = b.weights(np.array(ids), losses, **extra(len(ids)))
     assert isinstance(ct, torch.Tensor) and ct.dtype == torch.float64
     np.testing.assert_array_equal(ct.numpy(), cn)
 

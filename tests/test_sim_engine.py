@@ -29,9 +29,12 @@ def _without_times(history):
 
 @pytest.mark.parametrize("rule,extra", [("fedavg", {}), ("fedmaba", {}), ("fedcvar", {}),
                                         ("qfedavg", {}), ("fedmgda", {}), ("propfair", {}),
-                                        ("fedprox", {"mu": 0.5})])
+                                        ("fedprox", {"mu": 0.5}), ("aaggff-d", {"cdf": "gumbel"}),
+                                        ("afl", {"step_size": 0.5}), ("aaggff-s", {})])
 def test_state_dict_continues_exactly(rule, extra):
-    config = SimulationConfig(rule=rule, rule_options=extra, clients=40, per_round=5, rounds=6,
+    per_round = 12 if rule == "aaggff-s" else 5   # cross-silo: every client every round
+    config = SimulationConfig(rule=rule, rule_options=extra, clients=12 if rule == "aaggff-s"
+                              else 40, per_round=per_round, rounds=6,
                               eval_every=2, eval_clients=20, server_optimizer="fedadam",
                               server_options={"lr": 0.01})
     straight = Simulation(config)
@@ -160,3 +163,8 @@ def test_two_processes_match_one(tmp_path):
             for key in ("train_loss", "test_loss", "acc_mean", "acc_worst10"):
                 if key in ra:
                     assert rb[key] == pytest.approx(ra[key], rel=1e-4, abs=1e-6), (rule, key)
+
+
+def test_cross_silo_rule_needs_every_client():
+    with pytest.raises(ValueError, match="needs every client every round"):
+        Simulation(SimulationConfig(rule="aaggff-s", clients=12, per_round=5, rounds=2))

@@ -3,15 +3,20 @@ r"""Reference aggregation rules, straight from the papers' formulas in float64 N
 They favour the literal form over speed: FedMABA copies and rewrites its whole K-vector and finds
 λ* by bisection on the KL constraint; FedMGDA's QP is solved by enumerating every assignment of
 the coordinates to {lower bound, upper bound, free} and keeping the best KKT point (m <= 8);
-CVaR is the minimum of the Rockafellar–Uryasev function over its breakpoints.
+CVaR is the minimum of the Rockafellar–Uryasev function over its breakpoints; AAggFF-D keeps the
+dense K-vector of cumulative gradients (optionally with the K x K Jacobian of the authors' code).
 """
 
 from __future__ import annotations
 
 import itertools
-from typing import Optional, Sequence, Tuple
+import math
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
+
+from fastfair.reference.ons import simplex_qp_enumerate
+from fastfair.reference.simplex import project_simplex
 
 
 # --------------------------------------------------------------------------- FedAvg, FairAvg
@@ -228,3 +233,136 @@ def server_step(kind: str, params: np.ndarray, pseudo_grad: np.ndarray, m: np.nd
     else:
         raise ValueError(kind)
     return params + lr * m / (np.sqrt(v) + tau), m, v
+
+
+# --------------------------------------------------------------------------- AAggFF
+
+def aaggff_cdf(name: str, x: np.ndarray, normal_cdf: str = "paper") -> np.ndarray:
+    r"""The six response CDFs of AAggFF written as in the spec's harness (every scale 1):
+    Weibull :math:`1-e^{-x^2}`, Fréchet :math:`e^{-1/x}`, Gumbel :math:`e^{-e^{-(x-1)}}`,
+    exponential :math:`1-e^{-x}`, logistic :math:`1/(1+e^{-(x-1)})`, normal
+    :math:`\tfrac12(1+\mathrm{erf}((x-1)/\sqrt2))`; the authors' "normal" is
+    :math:`\tfrac12(\mathrm{erfc}((x-1)/\sqrt2)+1)` (``normal_cdf="reference_code"``)."""
+    x = np.asarray(x, float)
+    if name == "normal":
+        z = (x - 1) / np.sqrt(2)
+        if normal_cdf == "reference_code":
+            return np.array([0.5 * (math.erfc(v) + 1) for v in z])
+        return np.array([0.5 * (1 + math.erf(v)) for v in z])
+    with np.errstate(divide="ignore"):
+        return {"weibull": lambda: 1 - np.exp(-x ** 2), "frechet": lambda: np.exp(-1 / x),
+                "gumbel": lambda: np.exp(-np.exp(-(x - 1))), "exponential": lambda: 1 - np.exp(-x),
+                "logistic": lambda: 1 / (1 + np.exp(-(x - 1)))}[name]()
+
+
+def aaggff_responses(losses: Sequence[float], cdf: str, c1: float, c2: float,
+                     normal_cdf: str = "paper") -> np.ndarray:
+    r""":math:`r_i = C_1 + (C_2 - C_1)\,\mathrm{CDF}(F_i/\bar F)` (x = 1 when all losses are 0)."""
+    f = np.asarray(losses, float)
+    x = f / f.mean() if f.mean() > 0 else np.ones_like(f)
+    return c1 + (c2 - c1) * aaggff_cdf(cdf, x, normal_cdf)
+
+
+def aaggffd_round(G: np.ndarray, p: np.ndarray, client_ids: Sequence[int],
+                  losses: Sequence[float], t: int, *, cdf: str = "weibull",
+                  response_range: Optional[Tuple[float, float]] = None,
+                  sample_prob: Optional[float] = None, variant: str = "paper",
+                  normal_cdf: str = "paper", jacobian: bool = False
+                  ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""One dense AAggFF-D round t (1-based) over all K clients: the DR estimate, the linearised
+    gradient, FTRL with the entropic regulariser. Returns new arrays ``(G, p, q)``.
+
+    .. math::
+       \hat r_i = \bar r + \mathbb 1[i\in S](r_i - \bar r)/C \ \text{(paper; reference code drops
+       } \bar r \text{ on S)},\quad
+       \hat g = h(r_0) + J_h(r_0)(\hat r - r_0),\quad r_0 = \bar r\mathbf 1,\\
+       h(r) = -\frac{r}{1+\langle p,r\rangle},\quad
+       J_h(r) = -\frac{I}{1+\langle p,r\rangle} + \frac{r p^\top}{(1+\langle p,r\rangle)^2},\quad
+       G \mathrel{+}= \hat g,\quad p = \mathrm{softmax}(-\eta G),\quad
+       \eta = \frac{\sqrt{\log K}}{\tilde L_\infty\sqrt{t+1}},\quad q = p_S/\textstyle\sum_S p
+
+    ``p`` is the previous decision (``1/K`` at the start, or the authors' ``C 1``).
+    ``jacobian=True`` builds :math:`J_h` as the K x K matrix, as the authors' code does (small K);
+    otherwise the same product is formed per coordinate in O(K).
+    """
+    ids = np.asarray(client_ids, dtype=np.int64)
+    K, m = G.shape[0], ids.shape[0]
+    C = m / K if sample_prob is None else sample_prob
+    c1, c2 = (0.0, C) if response_range is None else response_range
+    r = aaggff_responses(losses, cdf, c1, c2, normal_cdf)
+    rbar = r.mean()
+    rhat = np.full(K, rbar)
+    rhat[ids] = (rbar if variant == "paper" else 0.0) + (r - rbar) / C
+    r0 = np.full(K, rbar)
+    d = 1 + p @ r0
+    h0 = -r0 / d
+    if jacobian:
+        J = -np.eye(K) / d + np.outer(r0, p) / d ** 2
+        g = h0 + J @ (rhat - r0)
+    else:
+        g = h0 - (rhat - r0) / d + r0 * (p @ (rhat - r0)) / d ** 2
+    G = G + g
+    L = c2 / (1 + c1) + 2 * (c2 - c1) / (C * (1 + c1))
+    eta = math.sqrt(math.log(K)) / (L * math.sqrt(t + 1))
+    z = -eta * G
+    e = np.exp(z - z.max())
+    p_new = e / e.sum()
+    return G, p_new, p_new[ids] / p_new[ids].sum()
+
+
+def aaggffs_run(losses_seq: Sequence[Sequence[float]], *, cdf: str = "weibull",
+                response_range: Optional[Tuple[float, float]] = None, variant: str = "paper",
+                initial_p: str = "uniform", normal_cdf: str = "paper") -> List[np.ndarray]:
+    r"""AAggFF-S decisions :math:`p^{(2)}, p^{(3)}, \dots` for rounds of full-participation
+    losses ``[K]`` (client order), rebuilding the QP densely every round and solving it by
+    support enumeration (K <= 12):
+
+    .. math::
+       g = -\frac{r}{1 + \langle p, r\rangle},\quad
+       H = \alpha I + \beta\textstyle\sum g g^\top,\quad
+       b = \textstyle\sum(\beta\langle g, p^{(\tau)}\rangle - 1) g \ \text{(paper)};\quad
+       H = \alpha I + \beta(\alpha I + \textstyle\sum g g^\top),\ b = -\textstyle\sum g
+       \ \text{(reference code)}
+
+    with :math:`\alpha = 4KL`, :math:`\beta = 1/(4L)`, :math:`L = C_2/(1+C_1)`, range
+    ``(0, 1/K)`` by default; ``initial_p="reference_code"`` puts :math:`p = \mathbf 1` in the
+    first gradient's denominator."""
+    losses_seq = np.asarray(losses_seq, float)
+    K = losses_seq.shape[1]
+    c1, c2 = (0.0, 1.0 / K) if response_range is None else response_range
+    L = c2 / (1 + c1)
+    alpha, beta = 4 * K * L, 1 / (4 * L)
+    p = np.full(K, 1.0 / K)
+    A, bsum, gsum, out = np.zeros((K, K)), np.zeros(K), np.zeros(K), []
+    for t, F in enumerate(losses_seq):
+        r = aaggff_responses(F, cdf, c1, c2, normal_cdf)
+        p_grad = np.ones(K) if (initial_p == "reference_code" and t == 0) else p
+        g = -r / (1 + p_grad @ r)
+        A += np.outer(g, g)
+        gsum += g
+        bsum += (beta * (g @ p) - 1) * g
+        if variant == "paper":
+            H, b = alpha * np.eye(K) + beta * A, bsum
+        else:
+            H, b = alpha * np.eye(K) + beta * (alpha * np.eye(K) + A), -gsum
+        p = simplex_qp_enumerate(H, b)
+        out.append(p.copy())
+    return out
+
+
+# --------------------------------------------------------------------------- AFL
+
+def afl_round(lam: np.ndarray, client_ids: Sequence[int], losses: Sequence[float],
+              step_size: float, coefficients: str = "updated") -> Tuple[np.ndarray, np.ndarray]:
+    r"""AFL: projected gradient ascent on the client weights λ of :math:`\min_\theta\max_{\lambda
+    \in\Delta}\sum_i\lambda_i F_i(\theta)`, the sampled entries replaced:
+    :math:`\lambda_S \leftarrow \Pi_\Delta(\lambda_S + \gamma F_S)` (sort-based projection).
+    Returns ``(new lambda, coefficients)``: the new :math:`\lambda_S` (``"updated"``) or the
+    previous :math:`\lambda_S / \sum_S \lambda` (``"previous"``; ``1/m`` when those are 0)."""
+    ids = np.asarray(client_ids, dtype=np.int64)
+    new = lam.copy()
+    new[ids] = project_simplex(lam[ids] + step_size * np.asarray(losses, float))
+    if coefficients == "updated":
+        return new, new[ids]
+    old = lam[ids]
+    return new, old / old.sum() if old.sum() > 0 else np.full(ids.size, 1.0 / ids.size)

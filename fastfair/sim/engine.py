@@ -174,7 +174,8 @@ class Simulation:
         # A server optimiser steps with --server-lr unless its options say otherwise.
         self.rule = rules.build_rule(config.rule, config.clients, config.rule_options,
                                      config.server_optimizer,
-                                     {"lr": config.server_lr, **config.server_options})
+                                     {"lr": config.server_lr, **config.server_options},
+                                     per_round=config.per_round)
         self.objective = rules.client_objective(self.rule, config.lr)
         self.availability = build_availability(config.availability, config.clients,
                                                config.per_round, config.seed,

@@ -21,6 +21,9 @@ RULES: Dict[str, Callable[..., agg.Aggregator]] = {
     "term": agg.TERM,
     "propfair": agg.PropFair,
     "fedmgda": agg.FedMGDA,
+    "aaggff-d": agg.AAggFFD,
+    "aaggff-s": agg.AAggFFS,
+    "afl": agg.AFL,
 }
 
 SERVER_OPTIMIZERS: Dict[str, Optional[Callable[..., agg.Aggregator]]] = {
@@ -31,11 +34,18 @@ SERVER_OPTIMIZERS: Dict[str, Optional[Callable[..., agg.Aggregator]]] = {
 
 def build_rule(name: str, num_clients: int, options: Dict[str, Any],
                server_optimizer: str = "none",
-               server_options: Optional[Dict[str, Any]] = None) -> agg.Aggregator:
+               server_options: Optional[Dict[str, Any]] = None,
+               per_round: Optional[int] = None) -> agg.Aggregator:
     """The aggregator for rule ``name`` with hyperparameters ``options``, wrapped by a server
-    optimiser when one is named (its options include ``lr``)."""
+    optimiser when one is named (its options include ``lr``). With ``per_round``, a rule that
+    needs every client every round (AAggFF-S) is refused unless ``per_round == num_clients``."""
     if name not in RULES:
         raise ValueError(f"unknown rule {name!r}; choose from {', '.join(sorted(RULES))}")
+    full = getattr(RULES[name], "full_participation", False)
+    if full and per_round is not None and per_round != num_clients:
+        raise ValueError(f"rule {name!r} needs every client every round (cross-silo): set "
+                         f"per_round (--per-round) to the number of clients, {num_clients}; got "
+                         f"{per_round}")
     if server_optimizer not in SERVER_OPTIMIZERS:
         raise ValueError(f"unknown server optimizer {server_optimizer!r}; choose from "
                          f"{', '.join(sorted(SERVER_OPTIMIZERS))}")

@@ -1,0 +1,374 @@
+r"""AAggFF: adaptive aggregation for fair FL as an online decision problem over the simplex.
+
+Every round the server turns the participating clients' losses of the received global model into
+responses in :math:`[C_1, C_2]` through a CDF (spec section 2.2),
+
+.. math::
+   x_i = F_i \Big/ \tfrac{1}{m}\textstyle\sum_{j \in S} F_j, \qquad
+   r_i = C_1 + (C_2 - C_1)\,\mathrm{CDF}(x_i),
+
+and suffers the decision loss :math:`\ell(p) = -\log(1 + \langle p, r\rangle)` of its mixing
+coefficients p. Two online learners choose p:
+
+* :class:`AAggFFS` (cross-silo, every client every round): the Online Newton Step in its
+  FTRL/FTAL form (Alg. 3.1, eq. 3.7) on :math:`g = -r/(1 + \langle p, r\rangle)`, one exact
+  generalized simplex projection per round through :class:`fastfair.ops.OnlineNewtonStep`.
+* :class:`AAggFFD` (cross-device): FTRL with the entropic regulariser (exponentiated gradient) on
+  the doubly-robust (DR) linearised gradient. Its common part cancels in the softmax, so a round is
+  Hedge on a sparse pseudo-loss and costs O(m) whatever K (spec 2.5.6), through
+  :func:`fastfair.ops.dr_lazy_step`.
+
+The six CDFs (every scale 1, thesis Table 3.3): Weibull :math:`1 - e^{-x^2}`, Fréchet
+:math:`e^{-1/x}`, Gumbel :math:`e^{-e^{-(x-1)}}`, exponential :math:`1 - e^{-x}`, logistic
+:math:`1/(1 + e^{-(x-1)})`, normal :math:`\Phi(x - 1)`.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any, Dict, Optional, Tuple
+
+import numpy as np
+
+from fastfair import ops
+from fastfair.aggregators.base import Aggregator, Commit, check_choice, check_scalar
+
+CDFS = ("weibull", "frechet", "gumbel", "exponential", "logistic", "normal")
+VARIANTS = ("paper", "reference_code")
+
+
+def cdf_transform(x: np.ndarray, cdf: str = "weibull", *, normal_cdf: str = "paper",
+                  out: Optional[np.ndarray] = None) -> np.ndarray:
+    r"""One of the six response CDFs at ``x`` ``[m]`` (float64, ``x >= 0``).
+
+    ============  ====================================
+    ``cdf``       CDF(x)
+    ============  ====================================
+    weibull       :math:`1 - e^{-x^2}`
+    frechet       :math:`e^{-1/x}` (0 at x = 0)
+    gumbel        :math:`e^{-e^{-(x-1)}}`
+    exponential   :math:`1 - e^{-x}`
+    logistic      :math:`1/(1 + e^{-(x-1)})`
+    normal        :math:`\Phi(x-1) = \tfrac12\mathrm{erfc}(-(x-1)/\sqrt2)`
+    ============  ====================================
+
+    ``normal_cdf="reference_code"`` gives the authors' code's "normal",
+    :math:`\tfrac12(\mathrm{erfc}((x-1)/\sqrt2) + 1)`: decreasing in x, in (0.5, 1.5), not a CDF
+    (spec 2.2 [D]; the Berka runs used it). ``out`` (``[m]`` float64, may be ``x`` itself)
+    receives the result; the ufuncs run in place because a round is only m ~ 10^3 values and the
+    per-call overhead dominates.
+    """
+    y = np.empty_like(x) if out is None else out
+    if cdf == "weibull":      # -expm1(-x^2): no cancellation for small x
+        np.multiply(x, x, out=y)
+        np.negative(y, out=y)
+        np.expm1(y, out=y)
+        return np.negative(y, out=y)
+    if cdf == "exponential":
+        np.negative(x, out=y)
+        np.expm1(y, out=y)
+        return np.negative(y, out=y)
+    if cdf == "frechet":
+        with np.errstate(divide="ignore"):
+            np.divide(-1.0, x, out=y)
+        return np.exp(y, out=y)
+    if cdf == "gumbel":
+        np.subtract(1.0, x, out=y)
+        np.exp(y, out=y)
+        np.negative(y, out=y)
+        return np.exp(y, out=y)
+    if cdf == "logistic":
+        np.subtract(1.0, x, out=y)
+        np.exp(y, out=y)
+        y += 1.0
+        return np.divide(1.0, y, out=y)
+    if cdf == "normal":
+        # NumPy has no erfc: m scalar calls of the C library's (exact; ~70 us for m = 1e3).
+        sign = 1.0 if normal_cdf == "reference_code" else -1.0
+        z = (x - 1.0) * (sign / math.sqrt(2.0))
+        y[...] = np.fromiter((math.erfc(v) for v in z), np.float64, count=z.shape[0])
+        if normal_cdf == "reference_code":
+            y += 1.0
+        return np.multiply(y, 0.5, out=y)
+    raise ValueError(f"cdf must be one of {', '.join(map(repr, CDFS))}; got {cdf!r}")
+
+
+def cdf_responses(losses: np.ndarray, cdf: str = "weibull", c1: float = 0.0, c2: float = 1.0, *,
+                  normal_cdf: str = "paper") -> np.ndarray:
+    r"""Responses ``r`` ``[m]`` of the m participating clients (spec eq. 3.8).
+
+    .. math:: r_i = C_1 + (C_2 - C_1)\,\mathrm{CDF}(F_i / \bar F), \qquad
+              \bar F = \tfrac1m \textstyle\sum_{j\in S} F_j
+
+    ``losses`` ``[m]`` are non-negative. When they are all zero (so all equal) ``x = 1`` for every
+    client, the limit of equal losses.
+    """
+    total = float(losses.sum())
+    x = losses * (losses.shape[0] / total) if total > 0.0 else np.ones_like(losses)
+    r = cdf_transform(x, cdf, normal_cdf=normal_cdf, out=x)
+    r *= c2 - c1
+    r += c1
+    return r
+
+
+def dr_lipschitz(c1: float, c2: float, sample_prob: float) -> float:
+    r"""Bound on :math:`\lVert\hat g\rVert_\infty` of the DR gradient (Lemma 3.5):
+    :math:`\tilde L_\infty = C_2/(1 + C_1) + 2(C_2 - C_1)/(C(1 + C_1))` (``C + 2`` for the default
+    range ``(0, C)``)."""
+    return c2 / (1.0 + c1) + 2.0 * (c2 - c1) / (sample_prob * (1.0 + c1))
+
+
+def _check_range(response_range: Any) -> Optional[Tuple[float, float]]:
+    if response_range is None:
+        return None
+    try:
+        c1, c2 = response_range
+    except (TypeError, ValueError):
+        raise TypeError(f"response_range must be a pair (C1, C2) or None; got "
+                        f"{response_range!r}") from None
+    c1 = check_scalar(c1, "response_range[0] (C1)", lo=0.0)
+    c2 = check_scalar(c2, "response_range[1] (C2)", lo=c1, lo_open=True)
+    return c1, c2
+
+
+def _check_normal(normal_cdf: Any, cdf: str) -> str:
+    normal_cdf = check_choice(normal_cdf, "normal_cdf", VARIANTS)
+    if normal_cdf == "reference_code" and cdf != "normal":
+        raise ValueError(f"normal_cdf='reference_code' only changes cdf='normal'; got cdf={cdf!r}"
+                         " (drop normal_cdf or use cdf='normal')")
+    return normal_cdf
+
+
+def _check_losses(losses: np.ndarray) -> None:
+    if (losses < 0).any():
+        pos = int(np.flatnonzero(losses < 0)[0])
+        raise ValueError(f"losses must be non-negative (AAggFF divides them by their mean); got "
+                         f"{losses[pos]} at position {pos}")
+
+
+class AAggFFD(Aggregator):
+    r"""AAggFF-D (cross-device): exponentiated gradient on the doubly-robust linearised gradient,
+    in O(m) per round.
+
+    With sampling probability C, responses ``r_S`` in :math:`[C_1, C_2]` (default
+    :math:`[0, C]`), :math:`\bar r = \mathrm{mean}(r_S)` and the state
+    :math:`D \in \mathbb R^K` (zero at the start), one round t is (spec 2.5.6)
+
+    .. math::
+       D_i \leftarrow D_i - \frac{\hat r_i - \bar r}{1 + \bar r \mu_t}\ (i \in S),\quad
+       \eta_{t+1} = \frac{\sqrt{\log K}}{\tilde L_\infty \sqrt{t+1}},\quad
+       c_i = \frac{e^{-\eta_{t+1} D_i}}{\sum_{j\in S} e^{-\eta_{t+1} D_j}}\ (i \in S)
+
+    with :math:`\hat r_i - \bar r = (r_i - \bar r)/C` (paper) and :math:`\mu_t = \sum_j p^{(t)}_j`
+    (1 on the simplex). The coefficients equal :math:`p^{(t+1)}_S / \sum_S p^{(t+1)}` of the dense
+    FTRL-EG decision :math:`p^{(t+1)} = \mathrm{softmax}(-\eta_{t+1}\sum_\tau \hat g^{(\tau)})`
+    exactly: the DR gradient's common part is the same for all K clients and cancels.
+
+    Parameters
+    ----------
+    num_clients
+        K.
+    cdf
+        Response transform: ``"weibull"`` (default), ``"frechet"``, ``"gumbel"``,
+        ``"exponential"``, ``"logistic"`` or ``"normal"``.
+    response_range
+        ``(C1, C2)`` with ``0 <= C1 < C2``; default ``(0, C)``, the range for which
+        :math:`\tilde L_\infty = C + 2` does not blow up with 1/C (spec 2.3).
+    sample_prob
+        C. Default None: :math:`\pi = m/K` of each round (uniform sampling of m of K). A number in
+        (0, 1] is the nominal C of the authors' code (e.g. 0.00054 for CelebA where 5/9343 =
+        0.000535).
+    variant
+        ``"paper"`` (default): :math:`\hat r_S = \bar r + (r_S - \bar r)/C`;
+        ``"reference_code"``: :math:`\hat r_S = (r_S - \bar r)/C` (spec 2.5.7).
+    initial_p
+        ``"uniform"`` (default): :math:`p^{(1)} = 1/K`; ``"reference_code"``:
+        :math:`p^{(1)} = C\mathbf 1` (only the round-1 denominator changes:
+        :math:`\mu_1 = CK`).
+    normal_cdf
+        ``"paper"`` (default) or ``"reference_code"``: the authors' decreasing "normal" (only
+        with ``cdf="normal"``).
+
+    State: ``D`` ``[K]`` float64 (8 bytes per client) and the last step size ``eta``. Losses are
+    the clients' (non-negative) losses of the global model they received, before local training.
+    ``weights(client_ids, losses)`` returns ``c`` ``[m]``; :attr:`p` materialises the full decision
+    :math:`p^{(t+1)}` in O(K).
+    """
+
+    def __init__(self, num_clients: int, cdf: str = "weibull", *, response_range: Any = None,
+                 sample_prob: Optional[float] = None, variant: str = "paper",
+                 initial_p: str = "uniform", normal_cdf: str = "paper") -> None:
+        super().__init__(num_clients)
+        self.cdf = check_choice(cdf, "cdf", CDFS)
+        self.response_range = _check_range(response_range)
+        self.sample_prob = (None if sample_prob is None else
+                            check_scalar(sample_prob, "sample_prob", lo=0.0, hi=1.0, lo_open=True))
+        self.variant = check_choice(variant, "variant", VARIANTS)
+        self.initial_p = check_choice(initial_p, "initial_p", ("uniform", "reference_code"))
+        self.normal_cdf = _check_normal(normal_cdf, self.cdf)
+        self.D = np.zeros(self.num_clients)
+        self.eta = 0.0
+
+    def _config(self) -> Dict[str, Any]:
+        return {"cdf": self.cdf, "response_range": self.response_range,
+                "sample_prob": self.sample_prob, "variant": self.variant,
+                "initial_p": self.initial_p, "normal_cdf": self.normal_cdf}
+
+    def _state(self) -> Dict[str, Any]:
+        return {"D": self.D, "eta": self.eta}
+
+    def _set_state(self, state: Dict[str, Any]) -> None:
+        self.D = state["D"]
+        self.eta = float(state["eta"])
+
+    @property
+    def p(self) -> np.ndarray:
+        r"""The full decision :math:`p^{(t+1)} = \mathrm{softmax}(-\eta D)` ``[K]`` (O(K), on
+        demand; uniform before the first round)."""
+        return ops.softmax(self.D, scale=-self.eta)
+
+    def round_constants(self, m: int) -> Tuple[float, float, float]:
+        """``(C, C1, C2)`` of a round with m participants: the sampling probability (nominal, or
+        m/K) and the response range (given, or ``(0, C)``)."""
+        c = self.sample_prob if self.sample_prob is not None else m / self.num_clients
+        c1, c2 = self.response_range if self.response_range is not None else (0.0, c)
+        return c, c1, c2
+
+    def _round(self, ids, losses, num_samples, **round_inputs) -> Tuple[np.ndarray, Commit]:
+        self._no_round_inputs(round_inputs)
+        _check_losses(losses)
+        m, K = ids.shape[0], self.num_clients
+        c, c1, c2 = self.round_constants(m)
+        r = cdf_responses(losses, self.cdf, c1, c2, normal_cdf=self.normal_cdf)
+        t = self.round + 1
+        eta = math.sqrt(math.log(K)) / (dr_lipschitz(c1, c2, c) * math.sqrt(t + 1))
+        prior_mass = c * K if (self.initial_p == "reference_code" and t == 1) else 1.0
+        # The lazy step runs on a gathered copy of D_S so that nothing changes before commit.
+        d_s = self.D[ids]
+        q = ops.dr_lazy_step(d_s, np.arange(m), r, sample_prob=c, eta=eta,
+                             variant=self.variant, prior_mass=prior_mass)
+
+        def commit() -> None:
+            self.D[ids] = d_s
+            self.eta = eta
+
+        return q, commit
+
+
+def ons_constants(num_clients: int, c1: float, c2: float) -> Tuple[float, float]:
+    r"""AAggFF-S's regulariser and curvature constants (Theorem 3.1):
+    :math:`\alpha = 4 K L_\infty`, :math:`\beta = 1/(4 L_\infty)`,
+    :math:`L_\infty = C_2/(1 + C_1)` (4 and K/4 for the default range ``(0, 1/K)``)."""
+    lipschitz = c2 / (1.0 + c1)
+    return 4.0 * num_clients * lipschitz, 1.0 / (4.0 * lipschitz)
+
+
+class AAggFFS(Aggregator):
+    r"""AAggFF-S (cross-silo): Online Newton Step over the simplex on the decision loss
+    :math:`\ell(p) = -\log(1 + \langle p, r\rangle)`.
+
+    Every round all K clients report their losses; with responses ``r`` ``[K]`` and the current
+    decision :math:`p^{(t)}` (Alg. 3.1, eq. 3.7):
+
+    .. math::
+       g^{(t)} = -\frac{r^{(t)}}{1 + \langle p^{(t)}, r^{(t)}\rangle},\qquad
+       p^{(t+1)} = \operatorname*{argmin}_{p\in\Delta}\ \sum_{\tau\le t}\langle p, g^{(\tau)}
+       \rangle + \frac\alpha2\lVert p\rVert^2 + \frac\beta2\sum_{\tau\le t}
+       \langle g^{(\tau)}, p - p^{(\tau)}\rangle^2
+
+    a QP :math:`\tfrac12 p^\top H_t p - b_t^\top p` with :math:`H_t = \alpha I + \beta\sum
+    g g^\top`, solved exactly by :class:`fastfair.ops.OnlineNewtonStep` (maintained inverse,
+    warm-started active set, certified). ``weights`` returns :math:`p^{(t+1)}` at ``client_ids``:
+    the new decision mixes the same round's updates.
+
+    Parameters
+    ----------
+    num_clients
+        K.
+    cdf
+        Response transform, as :class:`AAggFFD` (default ``"weibull"``).
+    response_range
+        ``(C1, C2)``, ``0 <= C1 < C2``; default ``(0, 1/K)``, the authors' code (the thesis' text
+        reads C2 = 3; spec 2.3 [A]). Sets :math:`\alpha = 4KL_\infty`,
+        :math:`\beta = 1/(4L_\infty)`, :math:`L_\infty = C_2/(1+C_1)`.
+    variant
+        ``"paper"`` (default, eq. 3.7) or ``"reference_code"``: the authors' objective
+        :math:`\langle\sum g, p\rangle + \frac\alpha2\lVert p\rVert^2 + \frac\beta2
+        p^\top(\alpha I + \sum g g^\top)p` (spec 2.4 [D]).
+    initial_p
+        ``"uniform"`` (default): :math:`p^{(1)} = 1/K`; ``"reference_code"``: the round-1
+        gradient uses the authors' :math:`p^{(1)} = C\mathbf 1 = \mathbf 1` in its denominator.
+    normal_cdf
+        ``"paper"`` or ``"reference_code"`` (only with ``cdf="normal"``), as :class:`AAggFFD`.
+
+    State: the ONS arrays (``H`` and its inverse ``[K, K]``, ``b``, ``p`` and the cumulative
+    gradient ``[K]``, float64): O(K^2) memory and per round, plus the projection (usually 0-2
+    active-set changes). ``weights(client_ids, losses)`` needs ``client_ids`` to hold all K
+    clients (in any order); :attr:`last_certificate` is the projection's KKT certificate.
+    """
+
+    #: Every round must include all K clients (Alg. 3.1 is full participation).
+    full_participation = True
+
+    def __init__(self, num_clients: int, cdf: str = "weibull", *, response_range: Any = None,
+                 variant: str = "paper", initial_p: str = "uniform",
+                 normal_cdf: str = "paper") -> None:
+        super().__init__(num_clients)
+        self.cdf = check_choice(cdf, "cdf", CDFS)
+        self.response_range = _check_range(response_range)
+        self.variant = check_choice(variant, "variant", VARIANTS)
+        self.initial_p = check_choice(initial_p, "initial_p", ("uniform", "reference_code"))
+        self.normal_cdf = _check_normal(normal_cdf, self.cdf)
+        self.c1, self.c2 = (self.response_range if self.response_range is not None
+                            else (0.0, 1.0 / self.num_clients))
+        self.alpha, self.beta = ons_constants(self.num_clients, self.c1, self.c2)
+        self._ons = ops.OnlineNewtonStep(self.num_clients, self.alpha, self.beta,
+                                         "paper" if self.variant == "paper" else "ref_code")
+
+    def _config(self) -> Dict[str, Any]:
+        return {"cdf": self.cdf, "response_range": self.response_range, "variant": self.variant,
+                "initial_p": self.initial_p, "normal_cdf": self.normal_cdf}
+
+    _ONS_ARRAYS = ("H", "Hinv", "pending_u", "pending_c", "b", "p", "cumulative_gradient")
+
+    def _state(self) -> Dict[str, Any]:
+        sd = self._ons.state_dict()
+        return {f"ons_{name}": sd[name] for name in self._ONS_ARRAYS}
+
+    def _set_state(self, state: Dict[str, Any]) -> None:
+        sd = self._ons.state_dict()
+        sd.update({name: state[f"ons_{name}"] for name in self._ONS_ARRAYS}, round=self.round)
+        self._ons.load_state_dict(sd)
+
+    @property
+    def p(self) -> np.ndarray:
+        """The current decision :math:`p^{(t+1)}` ``[K]`` (a copy; ``1/K`` before any round)."""
+        return self._ons.p
+
+    @property
+    def last_certificate(self) -> Optional[ops.QpCertificate]:
+        """KKT certificate of the last round's projection (None before the first round)."""
+        return self._ons.last_info
+
+    def _round(self, ids, losses, num_samples, **round_inputs) -> Tuple[np.ndarray, Commit]:
+        self._no_round_inputs(round_inputs)
+        K = self.num_clients
+        if ids.shape[0] != K:
+            raise ValueError(f"client_ids must hold all {K} clients every round (AAggFF-S is "
+                             f"cross-silo, Alg. 3.1); got {ids.shape[0]}. Use AAggFFD for partial "
+                             "participation")
+        _check_losses(losses)
+        r = np.empty(K)
+        r[ids] = cdf_responses(losses, self.cdf, self.c1, self.c2, normal_cdf=self.normal_cdf)
+        # The authors' code starts from p = C 1 = 1 (cross-silo) in the first gradient only.
+        p = np.ones(K) if self.initial_p == "reference_code" and self.round == 0 else self._ons.p
+        g = -r / (1.0 + float(p @ r))
+        # The step runs on a copy so that nothing changes before commit (O(K^2), as the step).
+        ons = copy.deepcopy(self._ons)
+        coef = np.asarray(ons.step(g))[ids]
+
+        def commit() -> None:
+            self._ons = ons
+
+        return coef, commit
