@@ -32,7 +32,7 @@ SHAPES = [(6, 4), (4,)]
 
 def rules():
     """One aggregator per rule family (and a server optimiser), by name."""
-    out = {
+    return {
         "fedavg": lambda: agg.FedAvg(K),
         "fairavg": lambda: agg.FairAvg(K),
         "fedprox": lambda: agg.FedProx(K, mu=0.5),
@@ -44,10 +44,9 @@ def rules():
         "fedmgda": lambda: agg.FedMGDA(K, epsilon=0.2),
         "fedadam": lambda: agg.FedAdam(K, agg.FedMABA(K), lr=0.1),
         "fedavgm": lambda: agg.FedAvgM(K, lr=1.0, momentum=0.5),
+        "aaggff-d": lambda: agg.AAggFFD(K),
+        "afl": lambda: agg.AFL(K),
     }
-    if hasattr(agg, "AAggFFD"):  # added by the AAggFF work; generic code needs no change
-        out["aaggff-d"] = lambda: agg.AAggFFD(K)
-    return out
 
 
 # --------------------------------------------------------------------------- message helpers
@@ -380,8 +379,7 @@ def test_client_objective_matches_the_rules_client_methods():
 
 # --------------------------------------------------------------------------- real simulation
 
-SIM_RULES = ["fedavg", "fedmaba", "qfedavg", "fedcvar", "fedprox", "fedadam"] + (
-    ["aaggff-d"] if hasattr(agg, "AAggFFD") else [])
+SIM_RULES = ["fedavg", "aaggff-d", "fedmaba", "qfedavg", "fedcvar", "fedprox", "fedadam"]
 SIM_RESULTS = {}
 
 
@@ -464,7 +462,10 @@ class RecordingStrategy(FastFairStrategy):
 def _server_main(grid, context):
     init = [np.zeros(SHAPES[0], np.float32), np.zeros(SHAPES[1], np.float32)]
     for name in SIM_RULES:
+        # Flower sizes the cohort from the nodes connected so far, before waiting for
+        # min_available_nodes: min_train_nodes keeps the first round's cohort full.
         strategy = RecordingStrategy(rules()[name](), fraction_train=0.6, fraction_evaluate=0.0,
+                                     min_train_nodes=6, min_available_nodes=K,
                                      client_id_key="partition-id")
         strategy.name = name
         strategy.start(grid, ArrayRecord(init), num_rounds=3,
