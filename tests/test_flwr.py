@@ -136,8 +136,12 @@ def check_round(strategy, sent, replies, server_round=1, aggregate_train=None):
     before = copy.deepcopy(strategy.aggregator)
     record, metrics = (aggregate_train or strategy.aggregate_train)(server_round, replies)
     coef, expected, scale = reference_step(before, strategy, sent, replies)
-    assert_rule_close(strategy.last_round["coefficients"], coef)
-    assert_rule_close(np.array(metrics["fastfair-coefficients"]), coef)
+    if isinstance(getattr(before, "aggregator", before), agg.QFedAvg):
+        # The strategy sums the squared float32 differences in float32 (pairwise).
+        assert_close(strategy.last_round["coefficients"], coef, "float32")
+    else:
+        assert_rule_close(strategy.last_round["coefficients"], coef)
+    assert np.array_equal(metrics["fastfair-coefficients"], strategy.last_round["coefficients"])
     assert metrics["fastfair-clients"] == [int(i) for i in strategy.last_round["client_ids"]]
     new = [record[k].numpy() for k in record.keys()]
     for a, e, s in zip(new, expected, scale):

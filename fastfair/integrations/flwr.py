@@ -73,11 +73,40 @@ _FLOAT_DTYPES = ("float16", "float32", "float64")
 
 # --------------------------------------------------------------------------- array conversion
 
+def _npy_header(data: bytes) -> Tuple[np.dtype, Tuple[int, ...], bool, int]:
+    """(dtype, shape, fortran_order, data offset) of ``.npy`` bytes, parsed once per distinct
+    header (a model's arrays repeat the same few headers in every reply)."""
+    # Versions 1.0 and 2.0 give the header length as a little-endian uint16 / uint32.
+    size = 2 if data[6:8] == b"\x01\x00" else 4
+    end = 8 + size + int.from_bytes(data[8:8 + size], "little")
+    key = data[:end]
+    info = _HEADERS.get(key)
+    if info is None:
+        stream = io.BytesIO(key)
+        version = np.lib.format.read_magic(stream)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(stream)
+        elif version == (2, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(stream)
+        else:
+            raise ValueError(f".npy format version {version} is not read in place")
+        if dtype.hasobject:
+            raise TypeError("array holds Python objects; only numeric arrays can be aggregated")
+        info = (dtype, tuple(shape), bool(fortran), end)
+        if len(_HEADERS) < 4096:
+            _HEADERS[key] = info
+    return info
+
+
+_HEADERS: Dict[bytes, Tuple[np.dtype, Tuple[int, ...], bool, int]] = {}
+
+
 def array_to_numpy(array: Array) -> np.ndarray:
     """A Flower :class:`~flwr.app.Array` as a read-only NumPy view of its serialized bytes.
 
-    Flower stores arrays in the ``.npy`` format; the header is parsed and the data are viewed in
-    place (``Array.numpy()`` copies them). Fortran-ordered data come back as a C-ordered copy.
+    Flower stores arrays in the ``.npy`` format; the header is parsed (once per distinct header)
+    and the data are viewed in place (``Array.numpy()`` copies them). Fortran-ordered data come
+    back as a C-ordered copy; ``.npy`` format 3.0 (non-ASCII field names) is read by copying.
 
     Returns
     -------
@@ -86,18 +115,12 @@ def array_to_numpy(array: Array) -> np.ndarray:
     if array.stype != SType.NUMPY:
         raise TypeError(f"array has serialization {array.stype!r}; fastfair reads "
                         f"{SType.NUMPY!r} (arrays built from NumPy or torch)")
-    stream = io.BytesIO(array.data)
-    version = np.lib.format.read_magic(stream)
-    if version == (1, 0):
-        shape, fortran, dtype = np.lib.format.read_array_header_1_0(stream)
-    elif version == (2, 0):
-        shape, fortran, dtype = np.lib.format.read_array_header_2_0(stream)
-    else:  # format 3.0 (non-ASCII field names) is rare enough to read the slow way
+    data = array.data
+    if data[6:8] not in (b"\x01\x00", b"\x02\x00"):
         return array.numpy()
-    if dtype.hasobject:
-        raise TypeError("array holds Python objects; only numeric arrays can be aggregated")
+    dtype, shape, fortran, offset = _npy_header(data)
     count = int(np.prod(shape, dtype=np.int64))
-    flat = np.frombuffer(array.data, dtype=dtype, count=count, offset=stream.tell())
+    flat = np.frombuffer(data, dtype=dtype, count=count, offset=offset)
     if fortran:
         return flat.reshape(shape[::-1]).T.copy(order="C")
     return flat.reshape(shape)
@@ -118,32 +141,36 @@ def numpy_to_array(x: np.ndarray) -> Array:
 # --------------------------------------------------------------------------- pure aggregation
 
 def _combine(global_arrays: Sequence[np.ndarray], local_arrays: Sequence[Sequence[np.ndarray]],
-             global_weight: float, local_weights: np.ndarray) -> List[np.ndarray]:
+             global_weight: float, local_weights: np.ndarray,
+             out: Optional[List[np.ndarray]] = None) -> List[np.ndarray]:
     """``global_weight * w + sum_i local_weights[i] * w_i`` per array: one weighted_average pass
     per dtype (a model of one float dtype is one pass); integer arrays (e.g. batch-norm counters)
-    are combined in float64 and rounded back to their dtype."""
+    are combined in float64 and rounded back to their dtype. ``out``: preallocated results for
+    the float arrays (the others are always fresh)."""
     inputs = [list(global_arrays)] if global_weight != 0.0 else []
     inputs += [list(a) for a in local_arrays]
     weights = np.concatenate([[global_weight] if global_weight != 0.0 else [], local_weights])
-    out: List[Optional[np.ndarray]] = [None] * len(global_arrays)
+    result: List[Optional[np.ndarray]] = [None] * len(global_arrays)
     groups: Dict[str, List[int]] = {}
     for k, a in enumerate(global_arrays):
         groups.setdefault(str(a.dtype), []).append(k)
     for dtype, idx in groups.items():
         if dtype in _FLOAT_DTYPES:
-            res = ops.weighted_average([[client[k] for k in idx] for client in inputs], weights)
+            res = ops.weighted_average([[client[k] for k in idx] for client in inputs], weights,
+                                       out=None if out is None else [out[k] for k in idx])
         else:
             res = ops.weighted_average(
                 [[client[k].astype(np.float64) for k in idx] for client in inputs], weights)
             res = [np.rint(r).astype(dtype) for r in res]
         for k, r in zip(idx, res):
-            out[k] = r
-    return out
+            result[k] = r
+    return result
 
 
 def aggregate_arrays(global_arrays: Sequence[np.ndarray],
                      local_arrays: Sequence[Sequence[np.ndarray]], coefficients: Any, *,
-                     lr: float = 1.0) -> List[np.ndarray]:
+                     lr: float = 1.0, out: Optional[List[np.ndarray]] = None
+                     ) -> List[np.ndarray]:
     r"""The server step of a rule from the clients' models, without forming their updates.
 
     .. math:: w' = w - \eta \sum_i c_i (w - w_i) = \Big(1 - \eta\sum_i c_i\Big) w
@@ -159,6 +186,9 @@ def aggregate_arrays(global_arrays: Sequence[np.ndarray],
         ``[m]`` the rule's coefficients :math:`c` (they need not sum to 1).
     lr
         Server learning rate :math:`\eta`.
+    out
+        Optional L preallocated results (contiguous, shapes and dtypes of ``global_arrays``);
+        used for the float arrays.
 
     Returns
     -------
@@ -166,7 +196,7 @@ def aggregate_arrays(global_arrays: Sequence[np.ndarray],
     :math:`w` is skipped when its weight is exactly 0, e.g. FedAvg with lr = 1).
     """
     c = np.asarray(coefficients, dtype=np.float64)
-    return _combine(global_arrays, local_arrays, 1.0 - lr * float(c.sum()), lr * c)
+    return _combine(global_arrays, local_arrays, 1.0 - lr * float(c.sum()), lr * c, out)
 
 
 def pseudo_gradient(global_arrays: Sequence[np.ndarray],
@@ -182,15 +212,24 @@ def pseudo_gradient(global_arrays: Sequence[np.ndarray],
     return _combine(global_arrays, local_arrays, float(c.sum()), -c)
 
 
-def _sq_distance(a: Sequence[np.ndarray], b: Sequence[np.ndarray], block: int = 1 << 16) -> float:
-    """``sum_l ||a_l - b_l||^2`` in float64, one block of each array at a time (q-FedAvg's
-    update norms without materialising the updates)."""
+def _sq_distance(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> float:
+    """``sum_l ||a_l - b_l||^2``: q-FedAvg's update norms without keeping the updates. For float
+    arrays the difference and its square are formed in their dtype (the difference of nearby
+    values is exact) and summed pairwise (relative error about log2(size) units of roundoff);
+    integer arrays go through float64."""
     total = 0.0
+    buffers: Dict[np.dtype, np.ndarray] = {}
     for x, y in zip(a, b):
-        x, y = x.reshape(-1), y.reshape(-1)
-        for s in range(0, x.shape[0], block):
-            d = x[s:s + block].astype(np.float64) - y[s:s + block]
-            total += float(d @ d)
+        if x.dtype.kind != "f":
+            d = x.astype(np.float64) - y
+        else:
+            buf = buffers.get(x.dtype)
+            if buf is None or buf.size < x.size:
+                buf = buffers[x.dtype] = np.empty(max(x.size for x in a), dtype=x.dtype)
+            d = buf[:x.size].reshape(x.shape)
+            np.subtract(x, y, out=d)
+        np.square(d, out=d)
+        total += float(d.sum())
     return total
 
 
@@ -403,6 +442,7 @@ class FastFairStrategy(_FlowerFedAvg):
             self.round_input_keys.setdefault("thresholds", THRESHOLD_KEY)
         self._node_index: Dict[int, int] = {}
         self._sent: Optional[Tuple[List[str], List[np.ndarray]]] = None
+        self._out: Optional[List[np.ndarray]] = None
         #: Coefficients, client ids and node ids of the last aggregated round (for inspection).
         self.last_round: Optional[Dict[str, np.ndarray]] = None
 
@@ -466,7 +506,12 @@ class FastFairStrategy(_FlowerFedAvg):
         if isinstance(self.aggregator, _ServerOptimizer):
             new = self._optimizer_step(sent, local, coef)
         else:
-            new = aggregate_arrays(sent, local, coef, lr=self.server_lr)
+            # The results are serialised (copied) below, so one set of buffers serves every
+            # round: the pass writes to memory already mapped instead of faulting in new pages.
+            if self._out is None or any(o.shape != g.shape or o.dtype != g.dtype
+                                        for o, g in zip(self._out, sent)):
+                self._out = [np.empty_like(g) for g in sent]
+            new = aggregate_arrays(sent, local, coef, lr=self.server_lr, out=self._out)
         record = ArrayRecord({k: numpy_to_array(a) for k, a in zip(keys, new)})
 
         metrics = self.train_metrics_aggr_fn([r.content for r in usable], self.weighted_by_key)
