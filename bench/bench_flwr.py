@@ -1,5 +1,5 @@
 """Aggregation inside a Flower strategy: fastfair's strategy against Flower's own FedAvg and
-QFedAvg on the same replies (100 clients x a ResNet-18-like model, 11.2M float32 parameters).
+QFedAvg on the same replies (100 clients x a ResNet-18-like model, 11.5M float32 parameters).
 
 Run: ``python -m pytest bench/bench_flwr.py -q -s`` (needs ``fastfair[flower]``; builds 4.5 GB of
 replies). Each figure is one ``aggregate_train`` call on replies already received: reading the
