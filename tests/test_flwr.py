@@ -16,7 +16,7 @@ import pytest  # noqa: E402
 
 pytest.importorskip("flwr")
 
-from flwr.app import (Array, ArrayRecord, ConfigRecord, Context, Error, Message,  # noqa: E402
+from flwr.app import (Array, ArrayRecord, ConfigRecord, Error, Message,  # noqa: E402
                       MessageType, Metadata, MetricRecord, RecordDict)
 from flwr.serverapp.exception import AggregationError  # noqa: E402
 
@@ -370,7 +370,8 @@ def test_client_objective_matches_the_rules_client_methods():
     cvar = ClientObjective.from_config(client_config(cvar_rule))
     assert cvar.threshold == 0.75
     t = torch.tensor(cvar.threshold, requires_grad=True)
-    assert float(cvar(loss, t=t).detach()) == pytest.approx(0.9 * 0.75 + 0.9 / 0.25 * 0.75 + 0.1 * 1.5)
+    expected = 0.9 * 0.75 + 0.9 / 0.25 * 0.75 + 0.1 * 1.5
+    assert float(cvar(loss, t=t).detach()) == pytest.approx(expected)
     assert cvar.reply_metrics(0.5) == {THRESHOLD_KEY: 0.5}
 
     plain = ClientObjective.from_config(client_config(agg.FedAdam(K, agg.FedMABA(K))))
