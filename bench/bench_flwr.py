@@ -1,0 +1,109 @@
+"""Aggregation inside a Flower strategy: fastfair's strategy against Flower's own FedAvg and
+QFedAvg on the same replies (100 clients x a ResNet-18-like model, 11.5M float32 parameters).
+
+Run: ``python -m pytest bench/bench_flwr.py -q -s`` (needs ``fastfair[flower]``; builds 4.5 GB of
+replies). Each figure is one ``aggregate_train`` call on replies already received: reading the
+client arrays, the rule's coefficients, the server step and serialising the new global model.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+pytest.importorskip("flwr")
+
+from flwr.app import (Array, ArrayRecord, ConfigRecord, Message, MessageType,  # noqa: E402
+                      Metadata, MetricRecord, RecordDict)
+from flwr.serverapp.strategy import FedAvg as FlowerFedAvg  # noqa: E402
+from flwr.serverapp.strategy import QFedAvg as FlowerQFedAvg  # noqa: E402
+from flwr.supercore.task_identity import TaskIdentity  # noqa: E402
+
+from bench.bench_weighted_average import _resnet18_shapes  # noqa: E402
+from fastfair import aggregators as agg  # noqa: E402
+from fastfair.integrations.flwr import FastFairStrategy  # noqa: E402
+
+N_CLIENTS = 100
+CLIENT_LR = 0.1  # q-FedAvg's L = 1 / client lr, on both sides
+
+
+class _Grid:
+    def __init__(self, nodes):
+        self.nodes = nodes
+
+    def get_node_ids(self):
+        return self.nodes
+
+
+@pytest.fixture(scope="module")
+def round_data():
+    """The global model, 100 replies (arrays near it, count, loss of the global model) and the
+    Array objects of each reply (Flower's QFedAvg pops them out of the replies it reads)."""
+    rng = np.random.default_rng(0)
+    shapes = _resnet18_shapes()
+    global_arrays = [rng.standard_normal(s, dtype=np.float32) for s in shapes]
+    keys = [f"p{k}" for k in range(len(shapes))]
+    replies, stored = [], []
+    for node in range(N_CLIENTS):
+        arrays = {k: Array(g + np.float32(0.01) * rng.standard_normal(g.shape, dtype=np.float32))
+                  for k, g in zip(keys, global_arrays)}
+        metrics = MetricRecord({"num-examples": int(rng.integers(10, 1000)),
+                                "train_loss": float(rng.uniform(0.5, 2.5))})
+        meta = Metadata(run_id=1, message_id="", src_node_id=node, dst_node_id=0,
+                        reply_to_message_id="", group_id="", created_at=0.0, ttl=60.0,
+                        message_type=MessageType.TRAIN)
+        replies.append(Message(content=RecordDict({"arrays": ArrayRecord(arrays),
+                                                   "metrics": metrics}), metadata=meta))
+        stored.append(arrays)
+    total = sum(int(np.prod(s)) for s in shapes)
+    return ArrayRecord(dict(zip(keys, (Array(g) for g in global_arrays)))), replies, stored, total
+
+
+def _restore(replies, stored):
+    for msg, arrays in zip(replies, stored):
+        record = msg.content["arrays"]
+        for k, a in arrays.items():
+            record[k] = a
+
+
+STRATEGIES = {
+    "fastfair FedAvg": lambda: FastFairStrategy(agg.FedAvg(N_CLIENTS)),
+    "fastfair FedMABA": lambda: FastFairStrategy(agg.FedMABA(N_CLIENTS)),
+    "fastfair AAggFF-D": lambda: FastFairStrategy(agg.AAggFFD(N_CLIENTS)),
+    "fastfair q-FedAvg": lambda: FastFairStrategy(
+        agg.QFedAvg(N_CLIENTS, q=0.1, lipschitz=1.0 / CLIENT_LR)),
+    "flwr FedAvg": lambda: FlowerFedAvg(),
+    "flwr QFedAvg": lambda: FlowerQFedAvg(client_learning_rate=CLIENT_LR, q=0.1),
+}
+
+
+@pytest.mark.parametrize("impl", list(STRATEGIES))
+def test_aggregate_train_100_clients_11M(benchmark, floor_report, round_data, impl,
+                                         monkeypatch):
+    global_record, replies, stored, total = round_data
+    for attr, value in (("_run_id", 1), ("_node_id", 0), ("_task_id", 0)):
+        monkeypatch.setattr(TaskIdentity, attr, value)  # set by Flower in a real ServerApp
+    strategy = STRATEGIES[impl]()
+    grid = _Grid(list(range(N_CLIENTS)))
+
+    def setup():
+        # Flower's QFedAvg pops the arrays out of the model sent and of the replies it reads.
+        _restore(replies, stored)
+        strategy.configure_train(1, global_record, ConfigRecord(), grid)
+        return (1, replies), {}
+
+    result = {}
+
+    def run(server_round, msgs):
+        result["out"] = strategy.aggregate_train(server_round, msgs)
+
+    benchmark.pedantic(run, setup=setup, rounds=3, warmup_rounds=1)
+    arrays, _ = result["out"]
+    assert arrays is not None and len(arrays) == len(stored[0])
+    floor_report.add(f"aggregate_train {N_CLIENTS} x {total / 1e6:.1f}M params", impl,
+                     benchmark.stats.stats.min, (N_CLIENTS + 1) * total * 4)

@@ -1,0 +1,503 @@
+"""Flower strategies backed by fastfair aggregators: the strategy's server step equals the
+aggregator's own on the same replies (synthetic replies, then a real Flower simulation), failed
+and incomplete replies are dropped with a log line, checkpoints continue exactly, and the client
+objectives match the rules' client methods."""
+
+import copy
+import logging
+import os
+import pickle
+
+os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+pytest.importorskip("flwr")
+
+from flwr.app import (Array, ArrayRecord, ConfigRecord, Error, Message,  # noqa: E402
+                      MessageType, Metadata, MetricRecord, RecordDict)
+from flwr.serverapp.exception import AggregationError  # noqa: E402
+
+from fastfair import aggregators as agg  # noqa: E402
+from fastfair.integrations.flwr import (THRESHOLD_KEY, ClientObjective,  # noqa: E402
+                                        FastFairStrategy, aggregate_arrays, array_to_numpy,
+                                        client_config, numpy_to_array, pseudo_gradient)
+from tests.tolerances import assert_close, assert_rule_close  # noqa: E402
+
+K = 10
+SHAPES = [(6, 4), (4,)]
+
+
+def rules():
+    """One aggregator per rule family (and a server optimiser), by name."""
+    return {
+        "fedavg": lambda: agg.FedAvg(K),
+        "fairavg": lambda: agg.FairAvg(K),
+        "fedprox": lambda: agg.FedProx(K, mu=0.5),
+        "fedmaba": lambda: agg.FedMABA(K),
+        "qfedavg": lambda: agg.QFedAvg(K, q=1.0, lipschitz=2.0),
+        "term": lambda: agg.TERM(K, tilt=0.5),
+        "propfair": lambda: agg.PropFair(K, M=5.0),
+        "fedcvar": lambda: agg.FedCVaRAvg(K, alpha=0.3),
+        "fedmgda": lambda: agg.FedMGDA(K, epsilon=0.2),
+        "fedadam": lambda: agg.FedAdam(K, agg.FedMABA(K), lr=0.1),
+        "fedavgm": lambda: agg.FedAvgM(K, lr=1.0, momentum=0.5),
+        "aaggff-d": lambda: agg.AAggFFD(K),
+        "afl": lambda: agg.AFL(K),
+    }
+
+
+# --------------------------------------------------------------------------- message helpers
+
+class FakeGrid:
+    """The part of a Flower Grid that strategies sample from."""
+
+    def __init__(self, nodes):
+        self.nodes = list(nodes)
+
+    def get_node_ids(self):
+        return self.nodes
+
+
+def reply(node, arrays, metrics, keys=None):
+    keys = keys or [str(k) for k in range(len(arrays))]
+    content = RecordDict({"arrays": ArrayRecord({k: Array(a) for k, a in zip(keys, arrays)}),
+                          "metrics": MetricRecord(metrics)})
+    return Message(content=content, metadata=_metadata(node))
+
+
+def error_reply(node):
+    return Message(error=Error(code=1, reason="client raised"), metadata=_metadata(node))
+
+
+def _metadata(node):
+    return Metadata(run_id=1, message_id="", src_node_id=node, dst_node_id=0,
+                    reply_to_message_id="", group_id="", created_at=0.0, ttl=60.0,
+                    message_type=MessageType.TRAIN)
+
+
+def model(rng, scale=1.0):
+    return [(scale * rng.standard_normal(s)).astype(np.float32) for s in SHAPES]
+
+
+def client_replies(rng, rule, sent, nodes, round_no):
+    """Models near ``sent`` with the metrics each rule reads (loss before training, count,
+    partition id, CVaR threshold)."""
+    out = []
+    for node in nodes:
+        metrics = {"num-examples": int(rng.integers(5, 50)),
+                   "train_loss": float(rng.uniform(0.2, 3.0)), "partition-id": node % K}
+        if isinstance(rule, agg.FedCVaRAvg):
+            metrics[THRESHOLD_KEY] = float(rng.uniform(0.0, 2.0))
+        local = [(s + 0.1 * rng.standard_normal(s.shape)).astype(np.float32) for s in sent]
+        out.append(reply(node, local, metrics))
+    return out
+
+
+# --------------------------------------------------------------------------- the oracle
+
+def reference_step(before, strategy, sent, replies):
+    """The aggregator's own round on the replies the strategy used: ``weights`` then
+    ``aggregate`` on the pseudo-gradients ``w - w_i``, from Flower's own array decoding."""
+    used = [int(n) for n in strategy.last_round["node_ids"]]
+    by_node = {m.metadata.src_node_id: m for m in replies if not m.has_error()}
+    records = [by_node[n].content for n in used]
+    local = [next(iter(r.array_records.values())).to_numpy_ndarrays() for r in records]
+    metrics = [next(iter(r.metric_records.values())) for r in records]
+    ids = strategy.last_round["client_ids"]
+    rule = getattr(before, "aggregator", before)
+    losses = np.array([m["train_loss"] for m in metrics]) if rule.needs_losses else None
+    deltas = [[g - a for g, a in zip(sent, w)] for w in local]
+    inputs = {}
+    if isinstance(rule, agg.FedCVaRAvg):
+        inputs["thresholds"] = np.array([m[THRESHOLD_KEY] for m in metrics])
+    if isinstance(rule, agg.QFedAvg):  # norms of the exact float64 differences
+        inputs["sq_norms"] = np.array([sum(float(((g.astype(np.float64) - a) ** 2).sum())
+                                           for g, a in zip(sent, w)) for w in local])
+    if isinstance(rule, agg.FedMGDA):
+        inputs["updates"] = deltas
+    coef = before.weights(ids, losses, num_samples=np.array([m["num-examples"] for m in metrics],
+                                                           dtype=float), **inputs)
+    base = [g.copy() for g in sent]
+    if isinstance(before, agg.server_opt._ServerOptimizer):
+        before.aggregate(deltas, coef, base=base)
+    else:
+        before.aggregate(deltas, coef, base=base, lr=strategy.server_lr)
+    scale = [np.abs(g) + sum(abs(c) * (np.abs(g) + np.abs(w[k])) for c, w in zip(coef, local))
+             for k, g in enumerate(sent)]
+    return np.asarray(coef), base, scale
+
+
+def check_round(strategy, sent, replies, server_round=1, aggregate_train=None):
+    """Runs one aggregate_train and asserts it equals the reference on the same replies;
+    returns the new arrays, the record and the metrics."""
+    before = copy.deepcopy(strategy.aggregator)
+    record, metrics = (aggregate_train or strategy.aggregate_train)(server_round, replies)
+    coef, expected, scale = reference_step(before, strategy, sent, replies)
+    if isinstance(getattr(before, "aggregator", before), agg.QFedAvg):
+        # The strategy sums the squared float32 differences in float32 (pairwise).
+        assert_close(strategy.last_round["coefficients"], coef, "float32")
+    else:
+        assert_rule_close(strategy.last_round["coefficients"], coef)
+    assert np.array_equal(metrics["fastfair-coefficients"], strategy.last_round["coefficients"])
+    assert metrics["fastfair-clients"] == [int(i) for i in strategy.last_round["client_ids"]]
+    new = [record[k].numpy() for k in record.keys()]
+    for a, e, s in zip(new, expected, scale):
+        assert a.dtype == e.dtype
+        assert_close(a, e, "float32", scale=s)
+    # Rule state advanced exactly as the reference's.
+    assert_state_equal(strategy.aggregator.state_dict(), before.state_dict())
+    return new, record, metrics
+
+
+def assert_state_equal(a, b):
+    assert type(a) is type(b)
+    if isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for k in a:
+            if k in ("exp_avg", "exp_avg_sq", "momentum_buffer") and a[k] is not None:
+                for x, y in zip(a[k], b[k]):  # buffers follow the float32 server step
+                    assert_close(x, y, "float32", scale=np.abs(y) + 1.0)
+            else:
+                assert_state_equal(a[k], b[k])
+    elif isinstance(a, np.ndarray):
+        assert_rule_close(a, b)
+    elif isinstance(a, float) and a != b:  # (equal infinities pass)
+        assert_rule_close(np.array(a), np.array(b))
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            assert_state_equal(x, y)
+    else:
+        assert a == b
+
+
+@pytest.fixture(autouse=True)
+def server_identity(monkeypatch):
+    """Instruction messages take the run and node ids of the ServerApp process, which Flower
+    sets when it starts one; the synthetic rounds here run without it."""
+    from flwr.supercore.task_identity import TaskIdentity
+
+    for attr, value in (("_run_id", 1), ("_node_id", 0), ("_task_id", 0)):
+        monkeypatch.setattr(TaskIdentity, attr, value)
+
+
+def configure(strategy, params, nodes, config=None):
+    arrays = ArrayRecord({str(k): Array(p) for k, p in enumerate(params)})
+    return list(strategy.configure_train(1, arrays, ConfigRecord(config or {}), FakeGrid(nodes)))
+
+
+# --------------------------------------------------------------------------- arrays
+
+@pytest.mark.parametrize("x", [np.arange(12, dtype=np.float32).reshape(3, 4),
+                               np.asfortranarray(np.random.default_rng(0).random((3, 5))),
+                               np.array(2.5, np.float32), np.zeros((0, 3), np.float16),
+                               np.arange(7, dtype=np.int64)])
+def test_array_round_trip(x):
+    arr = Array(x)
+    view = array_to_numpy(arr)
+    assert view.shape == x.shape and view.dtype == x.dtype and np.array_equal(view, x)
+    if not np.isfortran(x):
+        assert not view.flags.owndata and not view.flags.writeable  # read in place
+        assert numpy_to_array(x).data == arr.data  # byte-identical to Flower's serialisation
+    assert np.array_equal(numpy_to_array(x).numpy(), x)
+
+
+def test_pure_steps_one_dtype_group_and_integers():
+    g = [np.ones(3, np.float32), np.array([11, 20])]
+    local = [[np.zeros(3, np.float32), np.array([0, 4])], [np.full(3, 2, np.float32),
+                                                          np.array([20, 40])]]
+    new = aggregate_arrays(g, local, [0.25, 0.5], lr=1.0)
+    assert np.allclose(new[0], 0.25 * 1 + 0.25 * 0 + 0.5 * 2) and new[0].dtype == np.float32
+    # 0.25 * [11, 20] + 0.25 * [0, 4] + 0.5 * [20, 40] = [12.75, 26], rounded to the int dtype
+    assert new[1].tolist() == [13, 26] and new[1].dtype == g[1].dtype
+    grad = pseudo_gradient(g, local, [0.5, 0.5])  # [11, 20] - [10, 22]
+    assert np.allclose(grad[0], 0.0) and grad[1].tolist() == [1, -2]
+
+
+# --------------------------------------------------------------------------- strategy rounds
+
+@pytest.mark.parametrize("name", sorted(rules()))
+def test_strategy_equals_aggregator_on_same_replies(name):
+    rng = np.random.default_rng(7)
+    aggregator = rules()[name]()
+    strategy = FastFairStrategy(aggregator, fraction_train=0.6, server_lr=0.8,
+                                client_id_key="partition-id")
+    params = model(rng)
+    nodes = list(range(100, 100 + K))
+    for rnd in range(3):
+        messages = configure(strategy, params, nodes)
+        assert len(messages) == 6
+        config = messages[0].content["config"]
+        assert config["fastfair-rule"] == type(getattr(aggregator, "aggregator",
+                                                       aggregator)).__name__
+        sampled = [m.metadata.dst_node_id for m in messages]
+        replies = client_replies(rng, strategy.aggregator, params, sampled, rnd)
+        params, _, metrics = check_round(strategy, params, replies, rnd + 1)
+        assert metrics["fastfair-dropped"] == 0
+        assert "train_loss" in metrics  # Flower's weighted average of client metrics
+
+
+def test_failed_and_incomplete_replies_are_dropped_with_a_log_line(caplog):
+    rng = np.random.default_rng(3)
+    strategy = FastFairStrategy(agg.FedMABA(K))
+    params = model(rng)
+    configure(strategy, params, range(K))
+    good = client_replies(rng, strategy.aggregator, params, range(5), 0)
+    bad_shape = [np.zeros((2, 2), np.float32), params[1]]
+    replies = good + [
+        error_reply(5),
+        reply(6, params, {"num-examples": 3}),                        # no loss
+        reply(7, params, {"train_loss": 1.0}),                        # no count
+        reply(8, params, {"num-examples": 3, "train_loss": float("nan")}),
+        reply(9, bad_shape, {"num-examples": 3, "train_loss": 1.0}),
+    ]
+    flwr_logger = logging.getLogger("flwr")
+    flwr_logger.addHandler(caplog.handler)
+    try:
+        with caplog.at_level(logging.INFO, logger="flwr"):
+            _, _, metrics = check_round(strategy, params, replies)
+    finally:
+        flwr_logger.removeHandler(caplog.handler)
+    assert metrics["fastfair-dropped"] == 5
+    assert sorted(strategy.last_round["node_ids"].tolist()) == [0, 1, 2, 3, 4]
+    text = caplog.text
+    for node, what in [(6, "'train_loss'"), (7, "'num-examples'"), (8, "'train_loss'"),
+                       (9, "array '0'")]:
+        assert f"dropping the reply of node {node}: " in text and what in text
+    assert "Received error in reply from node 5" in text
+    # Nodes first seen in a dropped reply were not numbered.
+    assert strategy.state_dict()["node_ids"] == [0, 1, 2, 3, 4]
+
+
+def test_round_without_usable_replies_keeps_the_model():
+    strategy = FastFairStrategy(agg.FedAvg(K))
+    params = model(np.random.default_rng(0))
+    configure(strategy, params, range(K))
+    sd = strategy.state_dict()
+    assert strategy.aggregate_train(1, [error_reply(1), reply(2, params, {})]) == (None, None)
+    assert_state_equal(strategy.state_dict(), sd)
+
+
+def test_rule_rejection_is_an_aggregation_error_and_changes_nothing():
+    strategy = FastFairStrategy(agg.QFedAvg(K, q=0.5))
+    params = model(np.random.default_rng(0))
+    configure(strategy, params, range(K))
+    sd = strategy.state_dict()
+    with pytest.raises(AggregationError, match="losses must be non-negative"):
+        strategy.aggregate_train(1, [reply(1, params, {"num-examples": 3, "train_loss": -1.0})])
+    assert_state_equal(strategy.state_dict(), sd)
+
+
+def test_more_nodes_than_clients_names_the_fix():
+    strategy = FastFairStrategy(agg.FairAvg(2))
+    params = model(np.random.default_rng(0))
+    configure(strategy, params, range(3))
+    with pytest.raises(AggregationError, match="num_clients"):
+        strategy.aggregate_train(1, [reply(n, params, {"num-examples": 1}) for n in range(3)])
+
+
+def test_unsupported_rule_and_arguments():
+    with pytest.raises(ValueError, match="form='relay'"):
+        FastFairStrategy(agg.FedCVaRAvg(K, form="fedsgd"))
+    with pytest.raises(TypeError, match="aggregator"):
+        FastFairStrategy("fedavg")
+    with pytest.raises(ValueError, match="server_lr"):
+        FastFairStrategy(agg.FedAvg(K), server_lr=0.0)
+
+
+@pytest.mark.parametrize("name", ["fedmaba", "fedadam", "fedcvar"])
+def test_checkpoint_continues_bit_identically(name):
+    def run(strategy, rng, params, rounds):
+        for _ in range(rounds):
+            sampled = [m.metadata.dst_node_id for m in configure(strategy, params, range(K))]
+            replies = client_replies(rng, strategy.aggregator, params, sampled, 0)
+            record, _ = strategy.aggregate_train(1, replies)
+            params = [record[k].numpy() for k in record.keys()]
+        return params
+
+    import random
+
+    random.seed(0)  # Flower samples nodes with the random module
+    whole = FastFairStrategy(rules()[name](), fraction_train=0.5)
+    p_whole = run(whole, np.random.default_rng(1), model(np.random.default_rng(2)), 4)
+
+    random.seed(0)
+    first = FastFairStrategy(rules()[name](), fraction_train=0.5)
+    rng = np.random.default_rng(1)
+    p_half = run(first, rng, model(np.random.default_rng(2)), 2)
+    saved = pickle.dumps(first.state_dict())
+    resumed = FastFairStrategy(rules()[name](), fraction_train=0.5)
+    resumed.load_state_dict(pickle.loads(saved))
+    p_resumed = run(resumed, rng, p_half, 2)
+    for a, b in zip(p_whole, p_resumed):
+        assert np.array_equal(a, b)
+    assert pickle.dumps(whole.state_dict()) == pickle.dumps(resumed.state_dict())
+
+
+def test_load_state_dict_rejects_another_rule_and_changes_nothing():
+    strategy = FastFairStrategy(agg.FedMABA(K))
+    sd = strategy.state_dict()
+    other = FastFairStrategy(agg.TERM(K)).state_dict()
+    with pytest.raises(ValueError):
+        strategy.load_state_dict(other)
+    with pytest.raises(ValueError, match="FastFairStrategy.state_dict"):
+        strategy.load_state_dict({"aggregator": sd["aggregator"]})
+    assert_state_equal(strategy.state_dict(), sd)
+
+
+# --------------------------------------------------------------------------- client side
+
+def test_client_objective_matches_the_rules_client_methods():
+    torch = pytest.importorskip("torch")
+    loss = torch.tensor(1.5, requires_grad=True)
+    params = [torch.ones(3, requires_grad=True)]
+    global_params = [torch.zeros(3)]
+
+    prox = ClientObjective.from_config(client_config(agg.FedProx(K, mu=0.5)))
+    value = prox(loss, params, global_params)
+    assert float(value.detach()) == pytest.approx(1.5 + 0.25 * 3)
+    value.backward()
+    assert torch.allclose(params[0].grad, torch.full((3,), 0.5))
+
+    prop = ClientObjective.from_config(client_config(agg.PropFair(K, M=5.0, epsilon=0.2)))
+    assert float(prop(loss).detach()) == pytest.approx(-np.log(1 - 1.5 / 5.0))
+    assert float(prop(4.9)) == pytest.approx(4.9 / 5.0)  # within epsilon of the pole
+
+    cvar_rule = agg.FedCVaRAvg(K, alpha=0.25, gamma=0.1, threshold=0.75)
+    cvar = ClientObjective.from_config(client_config(cvar_rule))
+    assert cvar.threshold == 0.75
+    t = torch.tensor(cvar.threshold, requires_grad=True)
+    expected = 0.9 * 0.75 + 0.9 / 0.25 * 0.75 + 0.1 * 1.5
+    assert float(cvar(loss, t=t).detach()) == pytest.approx(expected)
+    assert cvar.reply_metrics(0.5) == {THRESHOLD_KEY: 0.5}
+
+    plain = ClientObjective.from_config(client_config(agg.FedAdam(K, agg.FedMABA(K))))
+    assert plain(2.0) == 2.0 and plain.reply_metrics() == {}
+    with pytest.raises(ValueError, match="global_params"):
+        prox(loss)
+    with pytest.raises(ValueError, match="fastfair-mu"):
+        ClientObjective.from_config({"fastfair-rule": "FedProx"})
+
+
+# --------------------------------------------------------------------------- real simulation
+
+SIM_RULES = ["fedavg", "aaggff-d", "fedmaba", "qfedavg", "fedcvar", "fedprox", "fedadam"]
+SIM_RESULTS = {}
+
+
+def _client_data(partition):
+    rng = np.random.default_rng(1000 + partition)
+    n = 20 + 5 * partition
+    x = rng.standard_normal((n, SHAPES[0][0])).astype(np.float32)
+    w = rng.standard_normal(SHAPES[0]).astype(np.float32)
+    return x, x @ w + 0.1 * partition
+
+
+def _client_train(msg, context):
+    """A linear least-squares client: reports the loss of the received model before training,
+    its example count and partition id, and trains 5 gradient steps on its rule's objective."""
+    import numpy as np
+
+    from fastfair.integrations.flwr import ClientObjective
+
+    config = msg.content["config"]
+    partition = int(context.node_config["partition-id"])
+    if config.get("misbehave") and partition == 7 and config["server-round"] == 2:
+        raise RuntimeError("client 7 fails in round 2")
+    weight, bias = [a.numpy() for a in msg.content["arrays"].values()]
+    global_weight, global_bias = weight.copy(), bias.copy()
+    x, y = _client_data(partition)
+    objective = ClientObjective.from_config(config)
+
+    def loss_and_grads(w, b):
+        r = x @ w + b - y
+        return float((r ** 2).mean()), 2 * x.T @ r / len(y), 2 * r.mean(0)
+
+    loss_before, _, _ = loss_and_grads(weight, bias)
+    t = objective.threshold
+    for _ in range(5):
+        loss, gw, gb = loss_and_grads(weight, bias)
+        if objective.rule is not None and type(objective.rule).__name__ == "FedProx":
+            gw, gb = objective.rule.proximal_gradient([gw, gb], [weight, bias],
+                                                      [global_weight, global_bias])
+        if t is not None:  # Fed-CVaR-Avg: the (theta, t) step of the rule
+            theta = np.concatenate([weight.ravel(), bias])
+            grad = np.concatenate([gw.ravel(), gb])
+            theta, t = objective.rule.client_step(theta, t, grad, loss, 0.05, 0.05)
+            weight = theta[:weight.size].reshape(weight.shape).astype(np.float32)
+            bias = theta[weight.size:].astype(np.float32)
+        else:
+            weight = (weight - 0.05 * gw).astype(np.float32)
+            bias = (bias - 0.05 * gb).astype(np.float32)
+    metrics = {"num-examples": len(y), "partition-id": partition,
+               **objective.reply_metrics(t)}
+    if not (config.get("misbehave") and partition == 8):
+        metrics["train_loss"] = loss_before
+    content = RecordDict({"arrays": ArrayRecord([weight, bias]),
+                          "metrics": MetricRecord(metrics)})
+    return Message(content=content, reply_to=msg)
+
+
+class RecordingStrategy(FastFairStrategy):
+    """Checks every round against the aggregator's own step; failures are recorded, since the
+    ServerApp runs in Flower's thread."""
+
+    def configure_train(self, server_round, arrays, config, grid):
+        self.sent_now = [a.numpy() for a in arrays.values()]
+        return super().configure_train(server_round, arrays, config, grid)
+
+    def aggregate_train(self, server_round, replies):
+        replies = list(replies)
+        out = {"replies": len(replies)}
+        record = metrics = None
+        try:
+            _, record, metrics = check_round(self, self.sent_now, replies, server_round,
+                                             super().aggregate_train)
+            out["nodes"] = len(self.last_round["node_ids"])
+            out["dropped"] = metrics["fastfair-dropped"]
+        except Exception as exc:  # recorded for the test body to report
+            out["error"] = repr(exc)
+        SIM_RESULTS.setdefault(self.name, []).append(out)
+        return record, metrics
+
+
+def _server_main(grid, context):
+    init = [np.zeros(SHAPES[0], np.float32), np.zeros(SHAPES[1], np.float32)]
+    for name in SIM_RULES:
+        # Flower sizes the cohort from the nodes connected so far, before waiting for
+        # min_available_nodes: min_train_nodes keeps the first round's cohort full.
+        strategy = RecordingStrategy(rules()[name](), fraction_train=0.6, fraction_evaluate=0.0,
+                                     min_train_nodes=6, min_available_nodes=K,
+                                     client_id_key="partition-id")
+        strategy.name = name
+        strategy.start(grid, ArrayRecord(init), num_rounds=3,
+                       train_config=ConfigRecord({"misbehave": name == "fedmaba"}))
+
+
+def test_flower_simulation_per_rule_family():
+    from flwr.clientapp import ClientApp
+    from flwr.serverapp import ServerApp
+    from flwr.simulation import run_simulation
+
+    client = ClientApp()
+    client.train()(_client_train)
+    server = ServerApp()
+    server.main()(_server_main)
+    SIM_RESULTS.clear()
+    run_simulation(server_app=server, client_app=client, num_supernodes=K,
+                   backend_config={"client_resources": {"num_cpus": 1},
+                                   "init_args": {"num_cpus": 2, "include_dashboard": False}})
+    assert sorted(SIM_RESULTS) == sorted(SIM_RULES)
+    for name, rounds in SIM_RESULTS.items():
+        assert len(rounds) == 3, name
+        for r, out in enumerate(rounds, 1):
+            assert "error" not in out, f"{name} round {r}: {out['error']}"
+            assert out["replies"] == 6
+            if name == "fedmaba":  # client 7 fails in round 2; client 8 never reports its loss
+                assert out["nodes"] == out["replies"] - out["dropped"]
+            else:
+                assert out["nodes"] == 6 and out["dropped"] == 0
+    assert sum(out["dropped"] for out in SIM_RESULTS["fedmaba"]) >= 1
