@@ -88,7 +88,11 @@ def energy_classifier(num_features: int, num_classes: int, hidden: int,
                 bound = 1.0 / layer.in_features ** 0.5
                 layer.weight.copy_(torch.rand(layer.weight.shape, generator=generator) * 2 * bound - bound)
                 layer.bias.copy_(torch.rand(layer.bias.shape, generator=generator) * 2 * bound - bound)
-    net[4] = torch.nn.utils.parametrizations.spectral_norm(net[4])
+    # spectral_norm draws its power-iteration vectors from the global generator: seed it locally
+    # so that a client's model is a function of its key alone (exact resumption).
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(torch.randint(0, 2 ** 62, (1,), generator=generator)))
+        net[4] = torch.nn.utils.parametrizations.spectral_norm(net[4])
     return net
 
 
