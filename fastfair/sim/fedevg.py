@@ -23,7 +23,7 @@ import torch
 from fastfair import ops
 from fastfair.sim.availability import build_availability
 from fastfair.sim.data import FederatedDataset, client_hash
-from fastfair.sim.methods import MethodRunner, options_of, single_process
+from fastfair.sim.methods import MethodRunner, options_of, single_process, torch_threads
 
 
 @dataclass
@@ -189,6 +189,10 @@ class FedEvgSimulation(MethodRunner):
 
     # ------------------------------------------------------------------ one round
     def step(self) -> Dict[str, Any]:
+        with torch_threads(1):
+            return self._step()
+
+    def _step(self) -> Dict[str, Any]:
         """Plays round ``self.round + 1`` (Alg. 4.1)."""
         o, cfg = self.opts, self.config
         t = self.round + 1
@@ -231,7 +235,7 @@ class FedEvgSimulation(MethodRunner):
                 opt.step()
         return net.eval()
 
-    def evaluate(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _evaluate(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(accuracy, loss, test counts)`` per evaluation client of the server classifier."""
         net = self.server_classifier()
         b = self._eval_batch

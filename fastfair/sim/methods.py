@@ -9,11 +9,13 @@ Each runner plays rounds like :class:`~fastfair.sim.engine.Simulation` and has i
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from typing import Any, Dict, List, Optional, Tuple, Type
 
 import numpy as np
+import torch
 
 from fastfair.sim.data import ClientBatch, FederatedDataset
 from fastfair.sim.metrics import fairness_metrics
@@ -64,6 +66,11 @@ class MethodRunner:
         return record
 
     def evaluate(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(accuracy [E], loss [E], test counts [E])`` per evaluation client."""
+        with torch_threads(1):
+            return self._evaluate()
+
+    def _evaluate(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise NotImplementedError
 
     def extra_metrics(self) -> Dict[str, float]:
@@ -93,6 +100,19 @@ class MethodRunner:
         self._load(state)
         self.round = int(state["round"])
         self.history = [dict(r) for r in state["history"]]
+
+
+@contextlib.contextmanager
+def torch_threads(n: int):
+    """Runs the block with ``n`` intra-op torch threads (restored after). The runners' models are
+    tiny: their ops run in microseconds on one thread, while several threads contending for busy
+    cores turn each into milliseconds of synchronisation."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def make_simulation(config: Any, dist: Optional[Any] = None, **kwargs: Any) -> Any:

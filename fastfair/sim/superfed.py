@@ -24,7 +24,7 @@ import torch
 from fastfair import ops
 from fastfair.sim.availability import build_availability
 from fastfair.sim.data import ClientBatch, FederatedDataset, client_hash
-from fastfair.sim.methods import MethodRunner, options_of, single_process
+from fastfair.sim.methods import MethodRunner, options_of, single_process, torch_threads
 from fastfair.sim.models import FlatModel, make_model
 from fastfair.sim.training import ClientObjective, LocalTrainingConfig, minibatch_schedule
 
@@ -188,6 +188,10 @@ class SuperFedSimulation(MethodRunner):
         return f, l, float(first_loss if first_loss is not None else float("nan"))
 
     def step(self) -> Dict[str, Any]:
+        with torch_threads(1):
+            return self._step()
+
+    def _step(self) -> Dict[str, Any]:
         """Plays round ``self.round + 1``: cohort update, then FedAvg of the federated models."""
         cfg = self.config
         t = self.round + 1
@@ -221,7 +225,7 @@ class SuperFedSimulation(MethodRunner):
             losses.append(loss)
         return lams, np.array(accs), np.array(losses)
 
-    def evaluate(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _evaluate(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per evaluation client: accuracy, loss and test count at the lambda of the grid with the
         best count-weighted mean accuracy (the personalised accuracy the thesis reports)."""
         lams, acc, loss = self.evaluate_grid()
