@@ -86,8 +86,8 @@ def energy_classifier(num_features: int, num_classes: int, hidden: int,
         for layer in net:
             if isinstance(layer, torch.nn.Linear):
                 bound = 1.0 / layer.in_features ** 0.5
-                layer.weight.copy_(torch.rand(layer.weight.shape, generator=generator) * 2 * bound - bound)
-                layer.bias.copy_(torch.rand(layer.bias.shape, generator=generator) * 2 * bound - bound)
+                for p in (layer.weight, layer.bias):  # PyTorch's default U(-1/sqrt(fan_in), ...)
+                    p.copy_((torch.rand(p.shape, generator=generator) * 2 - 1) * bound)
     # spectral_norm draws its power-iteration vectors from the global generator: seed it locally
     # so that a client's model is a function of its key alone (exact resumption).
     with torch.random.fork_rng(devices=[]):

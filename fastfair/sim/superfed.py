@@ -35,7 +35,8 @@ class SuperFedOptions:
 
     ``start`` is L (mixing starts after round floor(L T)); ``nu`` and ``mu`` weigh the
     orthogonality and proximity terms; ``prox='code'`` uses the reference code's
-    :math:`\\mu \\sum_s \\|f_s - g_s\\|` instead of the paper's :math:`\\frac{\\mu}{2}\\|f - g\\|^2`.
+    :math:`\\mu \\sum_s \\|f_s - g_s\\|` instead of the paper's
+    :math:`\\frac{\\mu}{2}\\|f - g\\|^2`.
     ``mode`` comes from the rule name (superfed-mm / superfed-lm).
     """
 
