@@ -42,6 +42,7 @@ def _rule_options(pairs: Sequence[str], rules: Sequence[str]) -> Dict[str, Dict[
 
 def _parser() -> argparse.ArgumentParser:
     from fastfair.sim.engine import SimulationConfig
+    from fastfair.sim.methods import METHODS
     from fastfair.sim.rules import RULES, SERVER_OPTIMIZERS
 
     d = SimulationConfig()
@@ -55,7 +56,7 @@ def _parser() -> argparse.ArgumentParser:
                     " on Synthetic(1, 1).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     g = p.add_argument_group("rules")
-    g.add_argument("--rule", choices=sorted(RULES), help="run one rule")
+    g.add_argument("--rule", choices=sorted(RULES) + list(METHODS), help="run one rule")
     g.add_argument("--compare", metavar="R1,R2,...",
                    help=f"run several rules side by side (default {','.join(DEFAULT_RULES)})")
     g.add_argument("--rule-option", action="append", default=[], metavar="[RULE:]KEY=VALUE",
@@ -64,7 +65,8 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--clients", type=int, default=d.clients, help="K, the client population")
     g.add_argument("--per-round", type=int, default=d.per_round, help="m, clients per round")
     g.add_argument("--rounds", type=int, default=d.rounds)
-    g.add_argument("--dataset", choices=["synthetic", "digits"], default=d.dataset)
+    g.add_argument("--dataset", choices=["synthetic", "digits"],
+                   help=f"default {d.dataset}; digits for " + ", ".join(METHODS))
     g.add_argument("--seed", type=int, default=d.seed)
     g.add_argument("--synthetic-alpha", type=float, default=d.synthetic_alpha)
     g.add_argument("--synthetic-beta", type=float, default=d.synthetic_beta)
@@ -133,7 +135,8 @@ def simulate(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from fastfair.sim import report
-    from fastfair.sim.engine import Distributed, Simulation, SimulationConfig
+    from fastfair.sim.engine import Distributed, SimulationConfig
+    from fastfair.sim.methods import METHODS, check_options, make_simulation
     from fastfair.sim.rules import build_rule
 
     dist = Distributed.from_environment()
@@ -152,8 +155,10 @@ def simulate(args: argparse.Namespace) -> int:
             raise ValueError("pass --rule or --compare, not both")
         rules = [args.rule] if args.rule else list(report.parse_rules(args.compare or
                                                                       ",".join(DEFAULT_RULES)))
+        dataset = args.dataset or ("digits" if set(rules) & set(METHODS)
+                                   else SimulationConfig().dataset)
         base = SimulationConfig(
-            dataset=args.dataset, clients=args.clients, per_round=args.per_round,
+            dataset=dataset, clients=args.clients, per_round=args.per_round,
             rounds=args.rounds, seed=args.seed, synthetic_alpha=args.synthetic_alpha,
             synthetic_beta=args.synthetic_beta, max_samples=args.max_samples,
             partition=args.partition, dirichlet_alpha=args.dirichlet_alpha,
@@ -167,7 +172,10 @@ def simulate(args: argparse.Namespace) -> int:
             eval_every=args.eval_every, eval_clients=args.eval_clients)
         options = _rule_options(args.rule_option, rules)
         for rule in rules:  # every rule name and option is checked before anything is written
-            build_rule(rule, base.clients, options[rule], per_round=base.per_round)
+            if rule in METHODS:
+                check_options(rule, options[rule])
+            else:
+                build_rule(rule, base.clients, options[rule], per_round=base.per_round)
         checkpoint_every = args.checkpoint_every
         out = args.out or _fresh_folder()
         state = None
@@ -188,7 +196,7 @@ def simulate(args: argparse.Namespace) -> int:
     eval_ids = None
     for rule in rules:
         config = dataclasses.replace(base, rule=rule, rule_options=options[rule])
-        sim = Simulation(config, dist)
+        sim = make_simulation(config, dist)
         eval_ids = sim.eval_ids
         if rule in finals:
             continue

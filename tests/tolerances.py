@@ -84,3 +84,7 @@ QP_TOLERANCES = {
     "simplex_sum": 1e-12,    # |sum(p) - 1| of every returned point
     "fista": 1e-9,           # FISTA + support polish against the exact solver
 }
+
+# Normal variates of the float32 SGLD path (polynomial log / sin / cos) against the float64
+# reference stream: absolute, for |z| <= 5.9.
+GAUSSIAN_F32_ATOL = 2e-5

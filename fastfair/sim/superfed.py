@@ -1,0 +1,257 @@
+r"""SuPerFed-MM and SuPerFed-LM (thesis Ch. II, spec section 4): every client keeps a local model
+:math:`\theta^l` beside the federated one :math:`\theta^f` and trains the mixture
+:math:`\theta(\lambda) = (1-\lambda)\theta^f + \lambda\theta^l` with :math:`\lambda \sim U(0, 1)`
+per minibatch (MM) or per layer and minibatch (LM), after round :math:`\lfloor L T\rfloor`, with a
+proximity term to the global model and an orthogonality term between the two. The server
+averages the federated models (FedAvg). Personalised accuracy is the best mixture on a lambda
+grid.
+
+The whole cohort trains at once as ``[m, P]`` rows; per minibatch one backward pass gives the
+gradient at the mixed models, and two fused passes (:func:`fastfair.ops.superfed_reduce`,
+:func:`fastfair.ops.superfed_step`) do everything else.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Dict, Optional, Tuple
+
+import numpy as np
+import torch
+
+from fastfair import ops
+from fastfair.sim.availability import build_availability
+from fastfair.sim.data import ClientBatch, FederatedDataset, client_hash
+from fastfair.sim.methods import MethodRunner, options_of, single_process, torch_threads
+from fastfair.sim.models import FlatModel, make_model
+from fastfair.sim.training import ClientObjective, LocalTrainingConfig, minibatch_schedule
+
+
+@dataclass
+class SuperFedOptions:
+    """SuPerFed hyperparameters (``--rule-option KEY=VALUE``); spec section 4.4.
+
+    ``start`` is L (mixing starts after round floor(L T)); ``nu`` and ``mu`` weigh the
+    orthogonality and proximity terms; ``prox='code'`` uses the reference code's
+    :math:`\\mu \\sum_s \\|f_s - g_s\\|` instead of the paper's
+    :math:`\\frac{\\mu}{2}\\|f - g\\|^2`.
+    ``mode`` comes from the rule name (superfed-mm / superfed-lm).
+    """
+
+    mode: str = "mm"
+    start: float = 0.4
+    nu: Optional[float] = None   # code: 1 (MM), 2 (LM)
+    mu: float = 0.01
+    prox: str = "paper"
+    momentum: float = 0.9
+    weight_decay: float = 1e-4
+    grid: int = 11               # lambda in {0, 0.1, ..., 1}
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("mm", "lm"):
+            raise ValueError(f"mode must be 'mm' or 'lm'; got {self.mode!r}")
+        if self.nu is None:
+            self.nu = 1.0 if self.mode == "mm" else 2.0
+        if not 0.0 <= self.start <= 1.0:
+            raise ValueError(f"start (L) must be in [0, 1]; got {self.start}")
+        if self.nu < 0 or self.mu < 0 or self.momentum < 0 or self.weight_decay < 0:
+            raise ValueError("nu, mu, momentum and weight_decay must be >= 0")
+        if self.prox not in ("paper", "code"):
+            raise ValueError(f"prox must be 'paper' or 'code'; got {self.prox!r}")
+        if self.grid < 2:
+            raise ValueError(f"grid must be >= 2; got {self.grid}")
+
+
+def _padded(batch: ClientBatch) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(x [m, n_max, F], y [m, n_max], valid [m, n_max])`` of a ragged client batch."""
+    counts = torch.as_tensor(batch.counts)
+    m, n = len(counts), int(counts.max()) if len(counts) else 0
+    pos = torch.arange(n)
+    valid = pos[None, :] < counts[:, None]
+    rows = (torch.as_tensor(batch.offsets[:-1])[:, None] + pos[None, :]).clamp(
+        max=max(batch.x.shape[0] - 1, 0))
+    return batch.x[rows], batch.y[rows], valid
+
+
+def evaluate_personal(model: FlatModel, params: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
+                      valid: torch.Tensor) -> Tuple[np.ndarray, np.ndarray]:
+    """Loss and accuracy of client k's own model ``params[k]`` on its own padded samples."""
+    with torch.no_grad():
+        logits = model.forward(params, x)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                 y.reshape(-1), reduction="none").reshape(y.shape)
+        hit = (logits.argmax(-1) == y).double()
+        n = valid.sum(1).double().clamp(min=1)
+        v = valid.double()
+        return ((loss.double() * v).sum(1) / n).numpy(), ((hit * v).sum(1) / n).numpy()
+
+
+class SuperFedSimulation(MethodRunner):
+    """SuPerFed rounds on any federated data set and flat model of the simulator."""
+
+    def __init__(self, config: Any, dist: Optional[Any] = None, *,
+                 dataset: Optional[FederatedDataset] = None,
+                 model: Optional[FlatModel] = None) -> None:
+        from fastfair.sim.engine import build_dataset
+
+        single_process(dist, config.rule)
+        self.config = config
+        mode = config.rule.rsplit("-", 1)[1]
+        self.opts = options_of(SuperFedOptions, {**config.rule_options, "mode": mode},
+                               config.rule)
+        self.dataset = build_dataset(config) if dataset is None else dataset
+        if self.dataset.num_clients != config.clients:
+            raise ValueError(f"config.clients is {config.clients} but the dataset has "
+                             f"{self.dataset.num_clients} clients")
+        self.model = model or make_model(config.model, self.dataset.num_features,
+                                         self.dataset.num_classes, hidden=config.hidden)
+        self.layout = ops.SegmentLayout.from_shapes(self.model.shapes)
+        self.params = self.model.init(torch.Generator().manual_seed(config.seed)).float()
+        self.local = torch.zeros(config.clients, self.params.numel())
+        self.has_local = np.zeros(config.clients, dtype=bool)
+        self.availability = build_availability(config.availability, config.clients,
+                                               config.per_round, config.seed,
+                                               config.availability_options)
+        self.round = 0
+        self.history = []
+        self._eval = _padded(self._pick_eval_clients(self.dataset))
+        self._last: Dict[str, float] = {}
+
+    # ------------------------------------------------------------------ state
+    def local_models(self, ids: np.ndarray) -> torch.Tensor:
+        """Clients' local models ``[len(ids), P]``; a client's first use draws it (Xavier-normal
+        weights from its own seed, zero shared layers, as the reference code initialises)."""
+        fresh = np.unique(ids[~self.has_local[ids]])
+        for k in fresh.tolist():
+            g = torch.Generator().manual_seed(int(client_hash(self.config.seed, np.array([k]),
+                                                              0x10CA)[0] >> 1))
+            row = torch.zeros(self.params.numel())
+            for s, shape in enumerate(self.model.shapes):
+                a, b = int(self.layout.offsets[s]), int(self.layout.offsets[s + 1])
+                if self.layout.twinned[s]:
+                    std = math.sqrt(2.0 / (shape[0] + math.prod(shape[1:])))
+                    row[a:b] = torch.randn(b - a, generator=g) * std
+            self.local[k] = row
+            self.has_local[k] = True
+        return self.local[torch.as_tensor(ids)]
+
+    def _lambdas(self, rng: np.random.Generator, m: int, mixing: bool) -> np.ndarray:
+        S = self.layout.num_segments
+        if not mixing:
+            return np.zeros((m, S))
+        if self.opts.mode == "mm":
+            return np.repeat(rng.uniform(size=(m, 1)), S, axis=1)
+        return rng.uniform(size=(m, S))
+
+    # ------------------------------------------------------------------ one round
+    def client_updates(self, ids: np.ndarray, batch: ClientBatch, t: int
+                       ) -> Tuple[torch.Tensor, torch.Tensor, float]:
+        """Alg. 2.3 for the cohort: returns the trained ``(f [m, P], l [m, P])`` and the mean
+        first-minibatch loss."""
+        cfg, o = self.config, self.opts
+        m = len(ids)
+        mixing = t > int(o.start * cfg.rounds)
+        f = self.params.reshape(1, -1).repeat(m, 1)
+        l = self.local_models(ids).clone()
+        buf_f, buf_l = torch.zeros_like(f), torch.zeros_like(f)
+        rng = np.random.default_rng([cfg.seed, t, 0x5F])
+        lam = self._lambdas(rng, m, mixing)
+        mixed = ops.superfed_mix(f, l, lam, self.layout)
+        round_seed = int(client_hash(cfg.seed, np.array([t]), 0xA0D)[0] >> 1)
+        local = LocalTrainingConfig(epochs=cfg.epochs, steps=cfg.local_steps,
+                                    batch_size=cfg.batch_size, lr=cfg.lr * cfg.lr_decay ** (t - 1))
+        first_loss = None
+        nu = o.nu if mixing else 0.0
+        for take, valid in minibatch_schedule(batch.counts, local, ids, round_seed):
+            leaf = mixed.detach().requires_grad_(True)
+            logits = self.model.forward(leaf, batch.x[take])
+            per_sample = torch.nn.functional.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]), batch.y[take].reshape(-1),
+                reduction="none").reshape(take.shape)
+            loss = ClientObjective.mean_loss(per_sample, valid.to(per_sample.dtype))
+            (grad,) = torch.autograd.grad(loss.sum(), leaf)
+            if first_loss is None:
+                first_loss = float(loss.detach().mean())
+            if nu > 0 or (o.prox == "code" and o.mu > 0):
+                reduced = ops.superfed_reduce(f, l, self.params, self.layout)
+            else:
+                reduced = np.zeros((m, self.layout.num_segments, 4))
+            lam_next = self._lambdas(rng, m, mixing)
+            ops.superfed_step(f, l, self.params, grad, layout=self.layout, lam=lam,
+                              lam_next=lam_next, mixed=mixed, buf_f=buf_f, buf_l=buf_l,
+                              prox=ops.prox_coefficients(reduced, self.layout, o.mu, o.prox),
+                              orth=ops.orthogonality_coefficients(reduced, self.layout, nu),
+                              lr=local.lr, momentum=o.momentum, weight_decay=o.weight_decay,
+                              train_local=mixing, active=valid.any(1).numpy())
+            lam = lam_next
+        return f, l, float(first_loss if first_loss is not None else float("nan"))
+
+    def step(self) -> Dict[str, Any]:
+        with torch_threads(1):
+            return self._step()
+
+    def _step(self) -> Dict[str, Any]:
+        """Plays round ``self.round + 1``: cohort update, then FedAvg of the federated models."""
+        cfg = self.config
+        t = self.round + 1
+        started = time.perf_counter()
+        ids = self.availability.sample(t)
+        if ids.shape[0] == 0:
+            return self._finish(t, {"participants": 0}, started)
+        batch = self.dataset.client_data(ids, "train")
+        f, l, loss = self.client_updates(ids, batch, t)
+        self.local[torch.as_tensor(ids)] = l
+        counts = batch.counts.astype(np.float64)
+        direction = ops.weighted_average(self.params.reshape(1, -1) - f, counts / counts.sum())
+        self.params -= cfg.server_lr * direction
+        return self._finish(t, {"participants": int(ids.shape[0]), "train_loss": loss,
+                                "mixing": int(t > int(self.opts.start * cfg.rounds))}, started)
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate_grid(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(lambdas [G], accuracy [G, E], loss [G, E])`` of the personalised models
+        :math:`\\theta(\\lambda)` of the evaluation clients on their test data."""
+        x, y, valid = self._eval
+        E = len(self.eval_ids)
+        g = self.params.reshape(1, -1).repeat(E, 1)
+        l = self.local_models(self.eval_ids)
+        lams = np.linspace(0.0, 1.0, self.opts.grid)
+        accs, losses = [], []
+        for lam in lams:
+            mixed = ops.superfed_mix(g, l, np.full(E, lam), self.layout)
+            loss, acc = evaluate_personal(self.model, mixed, x, y, valid)
+            accs.append(acc)
+            losses.append(loss)
+        return lams, np.array(accs), np.array(losses)
+
+    def _evaluate(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per evaluation client: accuracy, loss and test count at the lambda of the grid with the
+        best count-weighted mean accuracy (the personalised accuracy the thesis reports)."""
+        lams, acc, loss = self.evaluate_grid()
+        counts = valid_counts = self._eval[2].sum(1).numpy()
+        keep = valid_counts > 0
+        w = counts[keep] / counts[keep].sum()
+        means = acc[:, keep] @ w
+        best = int(np.argmax(means))
+        self._last = {"best_lambda": float(lams[best]), "acc_global": float(means[0]),
+                      "acc_local": float(means[-1])}
+        return acc[best, keep], loss[best, keep], counts[keep]
+
+    def extra_metrics(self) -> Dict[str, float]:
+        return dict(self._last)
+
+    # ------------------------------------------------------------------ checkpoints
+    def _state(self) -> Dict[str, Any]:
+        return {"params": self.params.clone(), "local": self.local.clone(),
+                "has_local": self.has_local.copy()}
+
+    def _load(self, state: Dict[str, Any]) -> None:
+        params = torch.as_tensor(state["params"]).float()
+        if params.shape != self.params.shape:
+            raise ValueError(f"checkpoint parameters have shape {tuple(params.shape)}; the model "
+                             f"has {tuple(self.params.shape)}")
+        self.params = params.clone()
+        self.local = torch.as_tensor(state["local"]).float().clone()
+        self.has_local = np.asarray(state["has_local"], dtype=bool).copy()
