@@ -103,6 +103,15 @@ def test_cli_writes_metrics_plots_and_table(tmp_path, capsys):
     assert len(rows) == 1 + 8
 
 
+def test_cli_digits_with_clients_lacking_test_data(tmp_path):
+    out = tmp_path / "digits"
+    assert main(["simulate", "--rule", "fedavg", "--dataset", "digits", "--clients", "300",
+                 "--per-round", "20", "--rounds", "2", "--dirichlet-alpha", "0.05", "--out",
+                 str(out), "--quiet"]) == 0
+    rows = (out / "final_accuracy.csv").read_text().strip().splitlines()
+    assert 1 < len(rows) <= 301
+
+
 def test_cli_rejects_bad_input(tmp_path, capsys):
     (tmp_path / "x").mkdir()
     (tmp_path / "x" / "f").write_text("")

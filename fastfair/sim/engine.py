@@ -186,8 +186,12 @@ class Simulation:
         k = min(config.eval_clients, config.clients)
         ids = np.arange(config.clients) if k == config.clients else np.sort(
             rng.choice(config.clients, size=k, replace=False))
+        batch = self.dataset.client_data(ids, "test")
+        if (batch.counts == 0).any():  # a client without test samples has no accuracy
+            ids = ids[batch.counts > 0]
+            batch = self.dataset.client_data(ids, "test")
         self.eval_ids = ids
-        self._eval_batch = self.dataset.client_data(ids, "test")
+        self._eval_batch = batch
 
     # ------------------------------------------------------------------ one round
     def step(self) -> Dict[str, Any]:
@@ -236,12 +240,10 @@ class Simulation:
         return record
 
     def evaluate(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(accuracy [E], loss [E], test counts [E])`` of the global model on the evaluation
-        clients' test data (clients with no test samples are left out)."""
+        """``(accuracy [E], loss [E], test counts [E])`` of the global model on the test data of
+        the evaluation clients ``eval_ids`` (those with at least one test sample)."""
         loss, acc = evaluate_clients(self.model, self.params, self._eval_batch)
-        counts = self._eval_batch.counts
-        keep = counts > 0
-        return acc[keep], loss[keep], counts[keep]
+        return acc, loss, self._eval_batch.counts
 
     def evaluate_metrics(self) -> Dict[str, float]:
         acc, loss, counts = self.evaluate()
