@@ -86,6 +86,17 @@ def _numpy_dtype(dtype: str) -> Any:
     return np.dtype(dtype)
 
 
+def _host(values: Any, name: str) -> Any:
+    """Array-library ``values`` as a NumPy view for a CPU computation (lists pass through);
+    ValueError when they live on a GPU."""
+    if framework_or_none(values) in ("torch", "cupy", "dlpack"):
+        if is_cuda(values):
+            raise ValueError(f"{name} is on a CUDA device but the arrays are on the CPU; "
+                             "move them to one device")
+        return np.from_dlpack(detach(values))
+    return values
+
+
 def float64_like(values: Any, like: Any, name: str) -> Any:
     """``values`` (any sequence or array) as a contiguous float64 1-D array on ``like``'s device.
 
@@ -104,13 +115,7 @@ def float64_like(values: Any, like: Any, name: str) -> Any:
             with like.device:
                 return cupy.ascontiguousarray(cupy.asarray(values, dtype=cupy.float64).reshape(-1))
         raise TypeError(f"{name}: cannot convert for a CUDA array of type {type(like).__name__}")
-    if framework_or_none(values) in ("torch", "cupy", "dlpack"):
-        if is_cuda(values):
-            raise ValueError(f"{name} is on a CUDA device but the arrays are on the CPU; "
-                             "move them to one device")
-        values = np.from_dlpack(detach(values))
-    arr = np.ascontiguousarray(np.asarray(values, dtype=np.float64)).reshape(-1)
-    return arr
+    return np.ascontiguousarray(np.asarray(_host(values, name), dtype=np.float64)).reshape(-1)
 
 
 def framework_or_none(x: Any) -> Optional[str]:
@@ -174,12 +179,23 @@ def int64_like(values: Any, like: Any, name: str) -> Any:
                     raise TypeError(f"{name} must hold integer ids; got {v.dtype}")
                 return cupy.ascontiguousarray(v.astype(cupy.int64))
         raise TypeError(f"{name}: cannot convert for a CUDA array of type {type(like).__name__}")
-    if framework_or_none(values) in ("torch", "cupy", "dlpack"):
-        if is_cuda(values):
-            raise ValueError(f"{name} is on a CUDA device but the arrays are on the CPU; "
-                             "move them to one device")
-        values = np.from_dlpack(detach(values))
-    arr = np.asarray(values)
+    arr = np.asarray(_host(values, name))
     if arr.size and arr.dtype.kind not in "iu":
         raise TypeError(f"{name} must hold integer ids; got {arr.dtype}")
     return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+def from_host(values: np.ndarray, like: Any) -> Any:
+    """Host NumPy ``values`` in the framework and on the device of ``like`` (NumPy when ``like``
+    is not a torch tensor or CuPy array)."""
+    kind = framework_or_none(like)
+    if kind == "torch":
+        import torch
+
+        return torch.from_numpy(values).to(like.device)
+    if kind == "cupy":
+        import cupy
+
+        with like.device:
+            return cupy.asarray(values)
+    return values

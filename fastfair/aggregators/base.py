@@ -53,7 +53,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import numpy as np
 
 from fastfair import ops
-from fastfair._arrays import framework_or_none, is_cuda
+from fastfair._arrays import framework_or_none, from_host, is_cuda
 
 FORMAT_VERSION = 1
 
@@ -78,22 +78,6 @@ def host_array(x: Any, name: str) -> np.ndarray:
                             "pass a torch tensor, a CuPy array or host memory")
         return np.from_dlpack(x)
     return np.asarray(x)
-
-
-def like_input(values: np.ndarray, like: Any) -> Any:
-    """``values`` in the framework and on the device of ``like`` (NumPy when ``like`` is not a
-    torch tensor or CuPy array)."""
-    kind = framework_or_none(like)
-    if kind == "torch":
-        import torch
-
-        return torch.from_numpy(values).to(like.device)
-    if kind == "cupy":
-        import cupy
-
-        with like.device:
-            return cupy.asarray(values)
-    return values
 
 
 def check_ids(client_ids: Any, num_clients: int, *, allow_duplicates: bool = False) -> np.ndarray:
@@ -232,7 +216,7 @@ class Aggregator:
         coef, commit = self._round(ids, loss_v, counts, **round_inputs)
         commit()
         self.round += 1
-        return like_input(coef, losses if losses is not None else client_ids)
+        return from_host(coef, losses if losses is not None else client_ids)
 
     def _round(self, ids: np.ndarray, losses: Optional[np.ndarray],
                num_samples: Optional[np.ndarray], **round_inputs: Any) -> Tuple[np.ndarray, Commit]:

@@ -19,7 +19,8 @@ from typing import Any, Dict, Optional, Tuple, Union
 import numpy as np
 
 from fastfair import _C
-from fastfair._arrays import (check_finite, current_stream, detach, empty, framework, is_cuda)
+from fastfair._arrays import (check_finite, current_stream, detach, empty, framework, from_host,
+                              is_cuda)
 
 Array = Any
 
@@ -70,21 +71,6 @@ def _host_f64(x: Any, name: str, ndim: int) -> np.ndarray:
         raise ValueError(f"{name} must have {ndim} axes; got shape {arr.shape}")
     check_finite(arr.reshape(-1), name)
     return arr
-
-
-def _like(values: np.ndarray, like: Any) -> Array:
-    """Host result ``values`` returned in the framework of ``like`` (NumPy stays NumPy)."""
-    kind = framework(like) if hasattr(like, "__dlpack__") else "numpy"
-    if kind == "torch":
-        import torch
-
-        return torch.from_numpy(values).to(like.device)
-    if kind == "cupy":
-        import cupy
-
-        with like.device:
-            return cupy.asarray(values)
-    return values
 
 
 def ons_project(H: Array, b: Array, *, warm_start: Optional[Array] = None, max_iter: int = 0,
@@ -138,7 +124,7 @@ def ons_project(H: Array, b: Array, *, warm_start: Optional[Array] = None, max_i
         info = _C.simplex_qp(Hh, bh, warm, p, int(max_iter))
     except RuntimeError as exc:
         raise ValueError(str(exc)) from None
-    p = _like(p, H)
+    p = from_host(p, H)
     return (p, QpCertificate(**info)) if return_info else p
 
 
@@ -182,8 +168,8 @@ def ons_project_batched(H: Array, b: Array, *, method: str = "auto", tol: float 
             p, info = ons_project_batched(H.cpu() if framework(H) == "torch" else H.get(),
                                           b.cpu() if framework(b) == "torch" else b.get(),
                                           method="active_set", return_info=True)
-            p = _like(np.asarray(p), H)
-            info = {k: _like(np.asarray(v), H) for k, v in info.items()}
+            p = from_host(np.asarray(p), H)
+            info = {k: from_host(np.asarray(v), H) for k, v in info.items()}
             return (p, info) if return_info else p
         H, b = detach(H), detach(b)
         if len(H.shape) != 3 or len(b.shape) != 2:
@@ -212,7 +198,7 @@ def ons_project_batched(H: Array, b: Array, *, method: str = "auto", tol: float 
                                   int(max_iter), float(tol), -1)
         except RuntimeError as exc:
             raise ValueError(str(exc)) from None
-        p, kkt, iters, support = (_like(a, H) for a in (p, kkt, iters, support))
+        p, kkt, iters, support = (from_host(a, H) for a in (p, kkt, iters, support))
     if return_info:
         return p, {"kkt_residual": kkt, "iterations": iters, "support_size": support}
     return p
@@ -324,7 +310,7 @@ class OnlineNewtonStep:
         self._cumulative_gradient += gh
         self.round += 1
         self.last_info = QpCertificate(**info)
-        return _like(self._p.copy(), g)
+        return from_host(self._p.copy(), g)
 
     def state_dict(self) -> Dict[str, Any]:
         """Everything needed to resume bit for bit: the constants and copies of all arrays."""

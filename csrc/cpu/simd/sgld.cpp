@@ -19,17 +19,11 @@
 #endif
 
 #include "fastfair/fast_exp.h"
+#include "fastfair/simd_width.h"
 
 namespace fastfair::cpu::FASTFAIR_ISA {
 namespace {
 
-#if defined(__AVX512F__)
-constexpr int kVecBytes = 64;
-#elif defined(__AVX2__)
-constexpr int kVecBytes = 32;
-#else
-constexpr int kVecBytes = 16;
-#endif
 constexpr int W = kVecBytes / 4;  // float lanes: 16, 8 or 4, a divisor of kGaussCounters
 typedef float VF __attribute__((vector_size(kVecBytes)));
 typedef int32_t VI __attribute__((vector_size(kVecBytes)));

@@ -11,18 +11,11 @@
 #include <vector>
 
 #include "fastfair/fast_exp.h"
+#include "fastfair/simd_width.h"
 
 namespace fastfair::cpu::FASTFAIR_ISA {
 namespace {
 
-// One native register per vector: 64 bytes with AVX-512, 32 with AVX2, 16 otherwise.
-#if defined(__AVX512F__)
-constexpr int kVecBytes = 64;
-#elif defined(__AVX2__)
-constexpr int kVecBytes = 32;
-#else
-constexpr int kVecBytes = 16;
-#endif
 typedef float VF __attribute__((vector_size(kVecBytes)));
 typedef float VFHalf __attribute__((vector_size(kVecBytes / 2)));
 typedef uint32_t VU32 __attribute__((vector_size(kVecBytes)));
