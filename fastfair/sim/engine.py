@@ -24,12 +24,9 @@ from fastfair import ops
 from fastfair.sim import rules
 from fastfair.sim.availability import build_availability
 from fastfair.sim.data import FederatedDataset, SyntheticDataset, client_hash, digits_dataset
-from fastfair.sim.metrics import fairness_metrics
 from fastfair.sim.models import FlatModel, make_model
+from fastfair.sim.runner import Runner
 from fastfair.sim.training import LocalTrainingConfig, evaluate_clients, train_clients
-
-CHECKPOINT_VERSION = 1
-
 
 @dataclass
 class SimulationConfig:
@@ -152,7 +149,7 @@ class Distributed:
         return tensor
 
 
-class Simulation:
+class Simulation(Runner):
     """A federated run of one rule: ``step()`` plays one round, ``evaluate()`` scores the global
     model on the evaluation clients, ``state_dict()`` captures everything needed to continue."""
 
@@ -182,16 +179,7 @@ class Simulation:
                                                config.availability_options)
         self.round = 0
         self.history: List[Dict[str, Any]] = []
-        rng = np.random.default_rng([config.seed, 0xE7A1])
-        k = min(config.eval_clients, config.clients)
-        ids = np.arange(config.clients) if k == config.clients else np.sort(
-            rng.choice(config.clients, size=k, replace=False))
-        batch = self.dataset.client_data(ids, "test")
-        if (batch.counts == 0).any():  # a client without test samples has no accuracy
-            ids = ids[batch.counts > 0]
-            batch = self.dataset.client_data(ids, "test")
-        self.eval_ids = ids
-        self._eval_batch = batch
+        self._eval_batch = self._pick_eval_clients(self.dataset)
 
     # ------------------------------------------------------------------ one round
     def step(self) -> Dict[str, Any]:
@@ -230,48 +218,18 @@ class Simulation:
         return self._finish(t, {"participants": int(m), "train_loss": float(np.mean(losses)),
                                 "max_coefficient": float(np.max(coef))}, started)
 
-    def _finish(self, t: int, record: Dict[str, Any], started: float) -> Dict[str, Any]:
-        """Closes round t: its record, with evaluation metrics on evaluation rounds."""
-        self.round = t
-        record = {"round": t, **record, "seconds": time.perf_counter() - started}
-        if t % self.config.eval_every == 0 or t == self.config.rounds:
-            record.update(self.evaluate_metrics())
-        self.history.append(record)
-        return record
-
-    def evaluate(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(accuracy [E], loss [E], test counts [E])`` of the global model on the test data of
-        the evaluation clients ``eval_ids`` (those with at least one test sample)."""
+    def _evaluate(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         loss, acc = evaluate_clients(self.model, self.params, self._eval_batch)
         return acc, loss, self._eval_batch.counts
 
-    def evaluate_metrics(self) -> Dict[str, float]:
-        acc, loss, counts = self.evaluate()
-        summary = fairness_metrics(acc, weights=counts)
-        out = {f"acc_{k}": v for k, v in summary.items()}
-        out["test_loss"] = float(np.dot(loss, counts) / counts.sum())
-        return out
-
     # ------------------------------------------------------------------ checkpoints
-    def state_dict(self) -> Dict[str, Any]:
-        """Everything that changes between rounds; with the config it continues a run exactly."""
-        return {
-            "version": CHECKPOINT_VERSION,
-            "round": self.round,
-            "params": self.params.clone(),
-            "rule": self.rule.state_dict(),
-            "history": [dict(r) for r in self.history],
-        }
+    def _state(self) -> Dict[str, Any]:
+        return {"params": self.params.clone(), "rule": self.rule.state_dict()}
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
-        if state.get("version") != CHECKPOINT_VERSION:
-            raise ValueError(f"checkpoint version {state.get('version')!r} is not "
-                             f"{CHECKPOINT_VERSION}")
+    def _load(self, state: Dict[str, Any]) -> None:
         params = torch.as_tensor(state["params"]).float()
         if params.shape != self.params.shape:
             raise ValueError(f"checkpoint parameters have shape {tuple(params.shape)}; the "
                              f"model has {tuple(self.params.shape)}")
         self.rule.load_state_dict(state["rule"])
         self.params = params.clone()
-        self.round = int(state["round"])
-        self.history = [dict(r) for r in state["history"]]

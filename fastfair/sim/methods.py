@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import time
-from typing import Any, Dict, List, Optional, Tuple, Type
+from typing import Any, Dict, Optional, Tuple, Type
 
 import numpy as np
 import torch
 
-from fastfair.sim.data import ClientBatch, FederatedDataset
-from fastfair.sim.metrics import fairness_metrics
+from fastfair.sim.runner import Runner
 
 METHODS = ("fedevg", "superfed-mm", "superfed-lm")
 
@@ -33,73 +31,13 @@ def options_of(cls: Type, options: Dict[str, Any], rule: str) -> Any:
     return cls(**options)
 
 
-class MethodRunner:
-    """Bookkeeping shared by the runners: round records, evaluation rounds, checkpoints."""
-
-    version = 1
-    config: Any
-    history: List[Dict[str, Any]]
-    round: int
-    eval_ids: np.ndarray
-
-    def _pick_eval_clients(self, dataset: FederatedDataset) -> ClientBatch:
-        """Chooses the evaluation clients (the engine's choice, less those without test data, so
-        that ``eval_ids`` lines up with what :meth:`evaluate` returns); returns their test data."""
-        cfg = self.config
-        rng = np.random.default_rng([cfg.seed, 0xE7A1])
-        k = min(cfg.eval_clients, cfg.clients)
-        ids = np.arange(cfg.clients) if k == cfg.clients else np.sort(
-            rng.choice(cfg.clients, size=k, replace=False))
-        ids = ids[dataset.client_data(ids, "test").counts > 0]
-        if ids.size == 0:
-            raise ValueError("no evaluation client has test data; raise --eval-clients")
-        self.eval_ids = ids
-        return dataset.client_data(ids, "test")
-
-    def _finish(self, t: int, record: Dict[str, Any], started: float) -> Dict[str, Any]:
-        self.round = t
-        record = {"round": t, **record}
-        if t % self.config.eval_every == 0 or t == self.config.rounds:
-            record.update(self.evaluate_metrics())
-        record["seconds"] = time.perf_counter() - started
-        self.history.append(record)
-        return record
+class MethodRunner(Runner):
+    """A runner whose tiny per-client models evaluate on one torch thread (see
+    :func:`torch_threads`)."""
 
     def evaluate(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(accuracy [E], loss [E], test counts [E])`` per evaluation client."""
         with torch_threads(1):
             return self._evaluate()
-
-    def _evaluate(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-        raise NotImplementedError
-
-    def extra_metrics(self) -> Dict[str, float]:
-        """Method-specific numbers recorded beside the accuracy summary."""
-        return {}
-
-    def evaluate_metrics(self) -> Dict[str, float]:
-        acc, loss, counts = self.evaluate()
-        out = {f"acc_{k}": v for k, v in fairness_metrics(acc, weights=counts).items()}
-        out["test_loss"] = float(np.dot(loss, counts) / counts.sum())
-        out.update(self.extra_metrics())
-        return out
-
-    def _state(self) -> Dict[str, Any]:
-        raise NotImplementedError
-
-    def _load(self, state: Dict[str, Any]) -> None:
-        raise NotImplementedError
-
-    def state_dict(self) -> Dict[str, Any]:
-        return {"version": self.version, "round": self.round,
-                "history": [dict(r) for r in self.history], **self._state()}
-
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
-        if state.get("version") != self.version:
-            raise ValueError(f"checkpoint version {state.get('version')!r} is not {self.version}")
-        self._load(state)
-        self.round = int(state["round"])
-        self.history = [dict(r) for r in state["history"]]
 
 
 @contextlib.contextmanager

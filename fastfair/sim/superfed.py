@@ -67,7 +67,7 @@ class SuperFedOptions:
 def _padded(batch: ClientBatch) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(x [m, n_max, F], y [m, n_max], valid [m, n_max])`` of a ragged client batch."""
     counts = torch.as_tensor(batch.counts)
-    m, n = len(counts), int(counts.max()) if len(counts) else 0
+    n = int(counts.max()) if len(counts) else 0
     pos = torch.arange(n)
     valid = pos[None, :] < counts[:, None]
     rows = (torch.as_tensor(batch.offsets[:-1])[:, None] + pos[None, :]).clamp(
