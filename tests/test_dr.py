@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fastfair import ops, reference
-from tests.conftest import has_cuda, requires_cuda, torch  # noqa: F401 (has_cuda: skipif)
+from tests.conftest import requires_cuda, torch
 
 # Spec aaggff_fedevg_superfed.md section 2.5.6: K = 6, Weibull, C2 = C = m/K = 1/3, p^(1) = 1/6.
 GOLDEN_ROUNDS = [([0, 3], [0.5, 1.5]), ([1, 3], [2.0, 1.0]), ([2, 5], [0.3, 0.9])]

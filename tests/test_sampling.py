@@ -10,7 +10,7 @@ from scipy import stats
 
 from fastfair import ops, reference
 from fastfair.reference.sampling import philox4x32_10
-from tests.conftest import has_cuda, requires_cuda, torch  # noqa: F401 (has_cuda: skipif)
+from tests.conftest import requires_cuda, torch
 
 P_MIN = 1e-4  # chi-square p-value below which a distribution test fails (fixed seeds: no flakes)
 

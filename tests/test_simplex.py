@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fastfair import ops, reference
-from tests.conftest import has_cuda, requires_cuda, torch  # noqa: F401 (has_cuda: skipif)
+from tests.conftest import requires_cuda, torch
 
 
 def test_hand_cases():

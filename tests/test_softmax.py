@@ -9,7 +9,7 @@ import pytest
 
 import fastfair
 from fastfair import ops, reference
-from tests.conftest import has_cuda, requires_cuda, torch  # noqa: F401 (has_cuda: skipif)
+from tests.conftest import requires_cuda, torch
 from tests.tolerances import TOLERANCES, assert_softmax_close
 
 BLOCK = 1 << 16  # elements per pass-1 block: sizes around it cross block boundaries
