@@ -13,7 +13,6 @@ on any number of processes, makes the same choices as an uninterrupted single-pr
 from __future__ import annotations
 
 import dataclasses
-import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -182,16 +181,9 @@ class Simulation(Runner):
         self._eval_batch = self._pick_eval_clients(self.dataset)
 
     # ------------------------------------------------------------------ one round
-    def step(self) -> Dict[str, Any]:
-        """Plays round ``self.round + 1``; returns its record (with evaluation metrics on
-        evaluation rounds)."""
+    def _play(self, t: int, ids: np.ndarray) -> Dict[str, Any]:
         cfg = self.config
-        t = self.round + 1
-        started = time.perf_counter()
-        ids = self.availability.sample(t)
         m = ids.shape[0]
-        if m == 0:  # nobody available (Bernoulli availability): the model stays as it is
-            return self._finish(t, {"participants": 0}, started)
         mine = self.dist.my_slice(m)
         batch = self.dataset.client_data(ids[mine], "train")
         losses_mine, _ = evaluate_clients(self.model, self.params, batch)
@@ -215,8 +207,8 @@ class Simulation(Runner):
         self.dist.sum(direction)
         step = {"lr": cfg.server_lr} if rules.takes_server_lr(self.rule) else {}
         self.rule.aggregate(direction[None], [1.0], base=self.params, **step)
-        return self._finish(t, {"participants": int(m), "train_loss": float(np.mean(losses)),
-                                "max_coefficient": float(np.max(coef))}, started)
+        return {"participants": int(m), "train_loss": float(np.mean(losses)),
+                "max_coefficient": float(np.max(coef))}
 
     def _evaluate(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         loss, acc = evaluate_clients(self.model, self.params, self._eval_batch)

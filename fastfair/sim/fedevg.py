@@ -13,7 +13,6 @@ gradient clip 3).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
@@ -23,7 +22,7 @@ import torch
 from fastfair import ops
 from fastfair.sim.availability import build_availability
 from fastfair.sim.data import FederatedDataset, client_hash
-from fastfair.sim.methods import MethodRunner, options_of, single_process, torch_threads
+from fastfair.sim.methods import MethodRunner, options_of, single_process
 
 
 @dataclass
@@ -188,18 +187,9 @@ class FedEvgSimulation(MethodRunner):
         return e, G.float(), float(np.mean(losses))
 
     # ------------------------------------------------------------------ one round
-    def step(self) -> Dict[str, Any]:
-        with torch_threads(1):
-            return self._step()
-
-    def _step(self) -> Dict[str, Any]:
-        """Plays round ``self.round + 1`` (Alg. 4.1)."""
+    def _play(self, t: int, ids: np.ndarray) -> Dict[str, Any]:
+        """Round t (Alg. 4.1)."""
         o, cfg = self.opts, self.config
-        t = self.round + 1
-        started = time.perf_counter()
-        ids = self.availability.sample(t)
-        if ids.shape[0] == 0:
-            return self._finish(t, {"participants": 0}, started)
         batch = self.dataset.client_data(ids, "train")
         es, Gs, losses = [], [], []
         for k, client in enumerate(ids.tolist()):
@@ -213,8 +203,8 @@ class FedEvgSimulation(MethodRunner):
                                batch.counts.astype(np.float64), step=beta,
                                noise_std=o.server_noise, seed=_seed(cfg.seed, t, 0x5E),
                                offset=0, clamp=(0.0, 1.0) if o.server_clamp else None)
-        return self._finish(t, {"participants": int(ids.shape[0]),
-                                "train_loss": float(np.mean(losses)), "beta": beta}, started)
+        return {"participants": int(ids.shape[0]), "train_loss": float(np.mean(losses)),
+                "beta": beta}
 
     # ------------------------------------------------------------------ evaluation
     def server_classifier(self) -> torch.nn.Module:

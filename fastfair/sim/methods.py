@@ -32,8 +32,12 @@ def options_of(cls: Type, options: Dict[str, Any], rule: str) -> Any:
 
 
 class MethodRunner(Runner):
-    """A runner whose tiny per-client models evaluate on one torch thread (see
+    """A runner whose tiny per-client models train and evaluate on one torch thread (see
     :func:`torch_threads`)."""
+
+    def step(self) -> Dict[str, Any]:
+        with torch_threads(1):
+            return super().step()
 
     def evaluate(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         with torch_threads(1):

@@ -16,14 +16,28 @@ from fastfair.sim.metrics import fairness_metrics
 
 class Runner:
     """Subclasses set ``config`` (with ``seed``, ``clients``, ``eval_clients``, ``eval_every``,
-    ``rounds``), ``history`` and ``round``, and implement ``_evaluate``, ``_state`` and
-    ``_load``."""
+    ``rounds``), ``availability``, ``history`` and ``round``, and implement ``_play`` (one round
+    with a non-empty cohort), ``_evaluate``, ``_state`` and ``_load``."""
 
     version = 1
     config: Any
     history: List[Dict[str, Any]]
     round: int
     eval_ids: np.ndarray
+
+    def step(self) -> Dict[str, Any]:
+        """Plays round ``self.round + 1``; returns its record (with evaluation metrics on
+        evaluation rounds)."""
+        t = self.round + 1
+        started = time.perf_counter()
+        ids = self.availability.sample(t)
+        # Nobody available (Bernoulli availability): the model stays as it is.
+        record = self._play(t, ids) if ids.shape[0] else {"participants": 0}
+        return self._finish(t, record, started)
+
+    def _play(self, t: int, ids: np.ndarray) -> Dict[str, Any]:
+        """Round ``t`` with the sampled clients ``ids`` (m >= 1); returns the round's record."""
+        raise NotImplementedError
 
     def _pick_eval_clients(self, dataset: FederatedDataset) -> ClientBatch:
         """Chooses the evaluation clients (all, or a fixed random subset of ``eval_clients`` for

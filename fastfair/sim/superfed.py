@@ -14,7 +14,6 @@ gradient at the mixed models, and two fused passes (:func:`fastfair.ops.superfed
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
@@ -24,7 +23,7 @@ import torch
 from fastfair import ops
 from fastfair.sim.availability import build_availability
 from fastfair.sim.data import ClientBatch, FederatedDataset, client_hash
-from fastfair.sim.methods import MethodRunner, options_of, single_process, torch_threads
+from fastfair.sim.methods import MethodRunner, options_of, single_process
 from fastfair.sim.models import FlatModel, make_model
 from fastfair.sim.training import ClientObjective, LocalTrainingConfig, minibatch_schedule
 
@@ -188,26 +187,17 @@ class SuperFedSimulation(MethodRunner):
             lam = lam_next
         return f, l, float(first_loss if first_loss is not None else float("nan"))
 
-    def step(self) -> Dict[str, Any]:
-        with torch_threads(1):
-            return self._step()
-
-    def _step(self) -> Dict[str, Any]:
-        """Plays round ``self.round + 1``: cohort update, then FedAvg of the federated models."""
+    def _play(self, t: int, ids: np.ndarray) -> Dict[str, Any]:
+        """Round t: cohort update, then FedAvg of the federated models."""
         cfg = self.config
-        t = self.round + 1
-        started = time.perf_counter()
-        ids = self.availability.sample(t)
-        if ids.shape[0] == 0:
-            return self._finish(t, {"participants": 0}, started)
         batch = self.dataset.client_data(ids, "train")
         f, l, loss = self.client_updates(ids, batch, t)
         self.local[torch.as_tensor(ids)] = l
         counts = batch.counts.astype(np.float64)
         direction = ops.weighted_average(self.params.reshape(1, -1) - f, counts / counts.sum())
         self.params -= cfg.server_lr * direction
-        return self._finish(t, {"participants": int(ids.shape[0]), "train_loss": loss,
-                                "mixing": int(t > int(self.opts.start * cfg.rounds))}, started)
+        return {"participants": int(ids.shape[0]), "train_loss": loss,
+                "mixing": int(t > int(self.opts.start * cfg.rounds))}
 
     # ------------------------------------------------------------------ evaluation
     def evaluate_grid(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
