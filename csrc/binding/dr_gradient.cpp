@@ -27,6 +27,17 @@ ArrayView f64_vector(py::handle obj, const std::string& name, const ArrayView& r
   return v;
 }
 
+// The per-client float64 vector [K] (K >= 1) a round reads or updates: p, or the lazy state D.
+ArrayView client_vector(py::handle obj, const std::string& name, int64_t stream, bool writable) {
+  ArrayView v = view(obj, name, stream);
+  require_cuda_built(v, name);
+  require_dtype(v, name, DType::f64);
+  require_contiguous(v, name);
+  if (writable) require_writable(v, name);
+  if (v.ndim() != 1 || v.shape[0] == 0) throw py::value_error(name + " must have shape [K], K >= 1");
+  return v;
+}
+
 void check_round(double sample_prob) {
   if (!(sample_prob > 0.0 && sample_prob <= 1.0))
     throw py::value_error("sample_prob must be in (0, 1]; got " + std::to_string(sample_prob));
@@ -51,11 +62,7 @@ void dr_gradient(py::handle responses, py::handle ids, py::handle p, double samp
                  py::handle workspace, int64_t stream) {
   const DrVariant var = parse_variant(variant);
   check_round(sample_prob);
-  ArrayView pv = view(p, "p", stream);
-  require_cuda_built(pv, "p");
-  require_dtype(pv, "p", DType::f64);
-  require_contiguous(pv, "p");
-  if (pv.ndim() != 1 || pv.shape[0] == 0) throw py::value_error("p must have shape [K], K >= 1");
+  ArrayView pv = client_vector(p, "p", stream, false);
   const int64_t K = pv.shape[0];
   ArrayView iv = view(ids, "ids", stream);
   require_same_device(iv, "ids", pv, "p");
@@ -98,12 +105,7 @@ void dr_lazy_step(py::handle state, py::handle ids, py::handle responses, double
   if (!(prior_mass > 0.0 && std::isfinite(prior_mass)))
     throw py::value_error("prior_mass must be positive and finite; got " +
                           std::to_string(prior_mass));
-  ArrayView sv = view(state, "state", stream);
-  require_cuda_built(sv, "state");
-  require_dtype(sv, "state", DType::f64);
-  require_contiguous(sv, "state");
-  require_writable(sv, "state");
-  if (sv.ndim() != 1 || sv.shape[0] == 0) throw py::value_error("state must have shape [K], K >= 1");
+  ArrayView sv = client_vector(state, "state", stream, true);
   const int64_t K = sv.shape[0];
   ArrayView iv = view(ids, "ids", stream);
   require_same_device(iv, "ids", sv, "state");
