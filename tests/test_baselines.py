@@ -117,6 +117,16 @@ def test_propfair_weights_and_client_loss(rng):
     x = torch.tensor(2.0, requires_grad=True)
     client.client_loss(x).backward()
     assert float(x.grad) == pytest.approx(1.0 / (5.0 - 2.0))
+    # Elementwise over a cohort's losses, NumPy and torch alike, with per-client gradients.
+    cohort = [0.0, 1.0, 4.79, 4.81, 7.0]
+    expected = [ref.propfair_loss(v, 5.0, 0.2) for v in cohort]
+    np.testing.assert_allclose(client.client_loss(np.array(cohort)), expected, rtol=1e-15, atol=0)
+    xs = torch.tensor(cohort, dtype=torch.float64, requires_grad=True)
+    out = client.client_loss(xs)
+    np.testing.assert_allclose(out.detach().numpy(), expected, rtol=1e-15, atol=0)
+    out.sum().backward()
+    np.testing.assert_allclose(xs.grad.numpy()[:3], 1.0 / (5.0 - np.array(cohort[:3])), rtol=1e-14)
+    np.testing.assert_allclose(xs.grad.numpy()[3:], [0.2, 0.2], rtol=1e-15)
 
 
 # ----------------------------------------------------------------------------- FedMGDA

@@ -74,12 +74,16 @@ class PropFair(Aggregator):
 
     def client_loss(self, loss: Any) -> Any:
         r"""The transformed training loss of a batch: :math:`-\log(1 - \ell/M)`, or
-        :math:`\ell/M` when :math:`M - \ell < \epsilon`. ``loss`` is a float, a NumPy scalar or
-        a torch scalar tensor (autograd flows through it)."""
-        is_torch = type(loss).__module__.split(".")[0] == "torch"
-        value = float(loss.detach()) if is_torch else float(loss)
-        if self.M - value < self.epsilon:
-            return loss / self.M
-        if is_torch:
-            return -(1.0 - loss / self.M).log()
-        return -np.log1p(-loss / self.M)
+        :math:`\ell/M` when :math:`M - \ell < \epsilon`, elementwise. ``loss`` is a float, a
+        NumPy array or a torch tensor of any shape, e.g. ``[m]`` mean losses of m clients
+        (autograd flows through it); the result has its type and shape."""
+        if type(loss).__module__.split(".")[0] == "torch":
+            import torch
+
+            near = (self.M - loss.detach()) < self.epsilon
+            safe = torch.where(near, torch.zeros_like(loss), loss)  # keeps log's gradient finite
+            return torch.where(near, loss / self.M, -(1.0 - safe / self.M).log())
+        value = np.asarray(loss, dtype=np.float64)
+        near = (self.M - value) < self.epsilon
+        out = np.where(near, value / self.M, -np.log1p(-np.where(near, 0.0, value) / self.M))
+        return float(out) if out.ndim == 0 else out

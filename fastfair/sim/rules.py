@@ -78,17 +78,14 @@ class ProximalObjective(ClientObjective):
 
 
 class PropFairObjective(ClientObjective):
-    r"""PropFair: :math:`-\log(1 - \ell/M)`, or :math:`\ell/M` within ``epsilon`` of M (the
-    rule's :meth:`~fastfair.aggregators.PropFair.client_loss`, per client)."""
+    """PropFair: the rule's :meth:`~fastfair.aggregators.PropFair.client_loss` of each client's
+    mean minibatch loss."""
 
-    def __init__(self, M: float, epsilon: float) -> None:
-        self.M, self.epsilon = M, epsilon
+    def __init__(self, rule: agg.PropFair) -> None:
+        self.rule = rule
 
     def __call__(self, per_sample_loss, mask, params, global_params, extra):
-        loss = self.mean_loss(per_sample_loss, mask)
-        near = (self.M - loss) < self.epsilon
-        safe = torch.where(near, torch.zeros_like(loss), loss)
-        return torch.where(near, loss / self.M, -torch.log1p(-safe / self.M))
+        return self.rule.client_loss(self.mean_loss(per_sample_loss, mask))
 
 
 class CVaRObjective(ClientObjective):
@@ -117,7 +114,7 @@ def client_objective(rule: agg.Aggregator, lr: float) -> ClientObjective:
     if isinstance(base, agg.FedProx):
         return ProximalObjective(base.mu)
     if isinstance(base, agg.PropFair):
-        return PropFairObjective(base.M, base.epsilon)
+        return PropFairObjective(base)
     if isinstance(base, agg.FedCVaRAvg) and base.form == "relay":
         return CVaRObjective(base, base.lr_threshold or lr)
     return ClientObjective()
