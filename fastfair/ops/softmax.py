@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Optional, Sequence, Union
 
 from fastfair import _C
@@ -158,9 +159,10 @@ def eg_step(G: Array, g: Optional[Array] = None, *, eta: Scale, ids: Optional[An
     if ids is not None:
         sparse_ids = int64_like(ids, G, "ids")
         sparse_values = float64_like(values, G, "values")
-        if sparse_values.shape[0] != sparse_ids.size:
+        n_ids = math.prod(sparse_ids.shape)  # numpy .size is a number, torch .size a method
+        if sparse_values.shape[0] != n_ids:
             raise ValueError(f"values has {sparse_values.shape[0]} entries but ids has "
-                             f"{sparse_ids.size}; pass one value per id")
+                             f"{n_ids}; pass one value per id")
         sparse_values = sparse_values.reshape(tuple(sparse_ids.shape))
     _C.eg_step(G, None if g is None else detach(g), sparse_ids, sparse_values, scale, detach(out),
                empty(G, [rows], "float64"), _workspace(G, rows), current_stream(G, stream))
