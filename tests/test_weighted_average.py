@@ -142,6 +142,21 @@ def test_strided_rows(rng):
                  scale=sum_scale(X, w))
 
 
+def test_torch_views_parameters_and_offsets(rng):
+    """torch tensors are read through their attributes: storage offsets, row strides and
+    nn.Parameter subclasses must come through as they would through DLPack."""
+    base = torch.from_numpy(rng.standard_normal(7 * 40 + 3))
+    X = base[3:].view(7, 40)[1::2]  # storage offset and a row stride of 80
+    w = rng.random(X.shape[0])
+    expected = reference.weighted_average(X.numpy(), w)
+    assert_close(ops.weighted_average(X, w), expected, "float64", scale=sum_scale(X.numpy(), w))
+    params = [[torch.nn.Parameter(row.clone())] for row in X]
+    got = ops.weighted_average(params, w)[0]
+    assert_close(got.detach(), expected, "float64", scale=sum_scale(X.numpy(), w))
+    with pytest.raises(ValueError, match="must be C-contiguous"):
+        ops.weighted_average([[X.T]], [1.0])
+
+
 def test_negative_row_stride(rng):
     X = rng.standard_normal((6, 33))[::-1]
     w = rng.random(6)
@@ -360,6 +375,53 @@ def test_cuda_lists_server_step_and_stream(rng):
     for got, exp in zip(acc.result(), reference.weighted_average(
             [[d.cpu() for d in c] for c in deltas], [1 / 3] * 3)):
         assert_close(got.cpu(), exp, "float32", scale=np.abs(exp) + 3)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cuda_vector_scalar_paths_and_lanes(rng, dtype):
+    """16-byte loads where every row and length allow them, element loads otherwise (odd D or a
+    misaligned start), and 1 to 32 row lanes: each against the reference, bit-identical on rerun."""
+    for n, d, offset in [(1, 8, 0), (7, 4096, 0), (33, 1001, 0), (257, 64, 1), (1000, 100003, 0),
+                         (100, 2 ** 16, 3)]:
+        flat = make_array(rng.standard_normal(n * d + offset), dtype, "torch", "cuda")
+        X = flat[offset:].view(n, d)
+        w = torch.as_tensor(rng.random(n) - 0.2, device="cuda")
+        out = ops.weighted_average(X, w)
+        assert_close(out.cpu(), reference.weighted_average(X.cpu(), w.cpu()), dtype,
+                     scale=sum_scale(X.cpu(), w.cpu()))
+        assert torch.equal(out, ops.weighted_average(X, w))
+
+
+@requires_cuda
+def test_cuda_many_segments_and_accumulator(rng):
+    shapes = [(3,), (64, 3, 7, 7), (1,), (1000, 51), (17, 5), (4096,)]
+    clients = [[torch.randn(s, device="cuda", dtype=torch.float64) for s in shapes]
+               for _ in range(9)]
+    w = rng.random(9)
+    expected = reference.weighted_average([[t.cpu() for t in c] for c in clients], w)
+    for got, exp in zip(ops.weighted_average(clients, w), expected):
+        assert_close(got.cpu(), exp, "float64", scale=np.abs(exp) + 3)
+    acc = ops.Accumulator()
+    acc.add_rows(torch.stack([c[3] for c in clients]), w)
+    mean = expected[3] / w.sum()  # result() normalises by the total weight
+    assert_close(acc.result().cpu(), mean, "float64", scale=np.abs(mean) + 3)
+
+
+@requires_cuda
+def test_cuda_explicit_stream_waits_for_the_current_one(rng):
+    """With stream=, the kernel runs there but must still see what torch's current stream wrote
+    before the call (the ordering a DLPack exchange gives)."""
+    src = torch.randn(64, 4096, device="cuda")
+    X = torch.zeros_like(src)
+    w = torch.rand(64, device="cuda", dtype=torch.float64)
+    expected = reference.weighted_average(src.cpu(), w.cpu())
+    side = torch.cuda.Stream()
+    torch.cuda._sleep(50_000_000)  # keeps the current stream busy, so a missed wait reads zeros
+    X.copy_(src)
+    out = ops.weighted_average(X, w, stream=side.cuda_stream)
+    side.synchronize()
+    assert_close(out.cpu(), expected, "float32", scale=sum_scale(src.cpu(), w.cpu()))
 
 
 @requires_cuda

@@ -1,11 +1,12 @@
 #include "cuda_utils.h"
 
+#include <cstring>
 #include <map>
 #include <memory>
 
 namespace fastfair::cuda_detail {
 
-Status HostTableRing::acquire(size_t bytes, Lease* lease) {
+Status HostTableRing::acquire(size_t bytes, int* slot_out) {
   std::lock_guard<std::mutex> lock(mu_);
   const int slot = next_;
   Slab& s = slabs_[slot];
@@ -23,21 +24,49 @@ Status HostTableRing::acquire(size_t bytes, Lease* lease) {
     s.bytes = 0;
     size_t grown = 4096;
     while (grown < bytes) grown *= 2;
-    Status st = check(cudaHostAlloc(&s.host, grown, cudaHostAllocMapped | cudaHostAllocPortable),
-                      "cudaHostAlloc");
+    Status st = check(cudaHostAlloc(&s.host, grown, cudaHostAllocPortable), "cudaHostAlloc");
     if (!st.ok) return st;
     s.bytes = grown;
   }
-  Status st = check(cudaHostGetDevicePointer(&lease->device, s.host, 0), "cudaHostGetDevicePointer");
-  if (!st.ok) return st;
-  lease->host = s.host;
-  lease->slot = slot;
+  *slot_out = slot;
   next_ = (next_ + 1) % kSlabs;
+  return Status::success();
+}
+
+Status HostTableRing::stage(std::initializer_list<Part> parts, cudaStream_t stream, Lease* lease) {
+  if (parts.size() > size_t(kMaxParts)) return Status::error("too many table parts");
+  size_t offsets[kMaxParts];
+  size_t total = 0;
+  int k = 0;
+  for (const Part& p : parts) {
+    offsets[k++] = total;
+    total += (p.bytes + 15) / 16 * 16;
+  }
+  total = total > 0 ? total : 16;
+  Status st = acquire(total, &lease->slot);
+  if (!st.ok) return st;
+  auto* host = static_cast<unsigned char*>(slabs_[lease->slot].host);
+  k = 0;
+  for (const Part& p : parts) std::memcpy(host + offsets[k++], p.data, p.bytes);
+  st = check(cudaMallocAsync(&lease->device, total, stream), "cudaMallocAsync");
+  if (st.ok)
+    st = check(cudaMemcpyAsync(lease->device, host, total, cudaMemcpyHostToDevice, stream),
+               "cudaMemcpyAsync");
+  if (!st.ok) {
+    release(*lease, stream);
+    return st;
+  }
+  for (k = 0; k < int(parts.size()); ++k)
+    lease->parts[k] = static_cast<unsigned char*>(lease->device) + offsets[k];
   return Status::success();
 }
 
 Status HostTableRing::release(const Lease& lease, cudaStream_t stream) {
   if (lease.slot < 0) return Status::success();
+  if (lease.device != nullptr) {
+    Status st = check(cudaFreeAsync(lease.device, stream), "cudaFreeAsync");
+    if (!st.ok) return st;
+  }
   return check(cudaEventRecord(slabs_[lease.slot].done, stream), "cudaEventRecord");
 }
 

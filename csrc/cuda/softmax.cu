@@ -1,5 +1,3 @@
-#include <cstring>
-
 #include "cuda_utils.h"
 #include "fastfair/softmax.h"
 #include "reduce.cuh"
@@ -123,13 +121,12 @@ namespace cuda {
 Status softmax(const SoftmaxArgs& a, void* stream_ptr) {
   auto stream = static_cast<cudaStream_t>(stream_ptr);
   if (a.rows > 65535) return Status::error("CUDA softmax supports at most 65535 rows per call");
-  // The per-row scales travel in a mapped host table: no allocation, no synchronising copy.
+  // The per-row scales travel in a stream-ordered table: no synchronising copy.
   auto& ring = cuda_detail::table_ring();
   cuda_detail::HostTableRing::Lease lease;
-  Status st = ring.acquire(size_t(a.rows) * sizeof(double), &lease);
+  Status st = ring.stage({{a.scale, size_t(a.rows) * sizeof(double)}}, stream, &lease);
   if (!st.ok) return st;
-  std::memcpy(lease.host, a.scale, size_t(a.rows) * sizeof(double));
-  const double* scale = static_cast<const double*>(lease.device);
+  const double* scale = static_cast<const double*>(lease.parts[0]);
   if (a.x_dtype == DType::f64)
     st = a.out_dtype == DType::f32 ? launch<double, float>(a, scale, stream)
                                    : launch<double, double>(a, scale, stream);
