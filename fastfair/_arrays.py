@@ -35,6 +35,10 @@ def framework(x: Any) -> str:
 
 def is_cuda(x: Any) -> bool:
     """True when ``x`` lives in CUDA device memory."""
+    if isinstance(x, np.ndarray):
+        return False
+    if framework(x) == "torch":  # Tensor.__dlpack_device__ is slow Python; is_cuda is a field
+        return bool(x.is_cuda)
     return int(x.__dlpack_device__()[0]) in (_KDL_CUDA, _KDL_CUDA_MANAGED)
 
 
@@ -139,13 +143,23 @@ def current_stream(x: Any, stream: Optional[int]) -> int:
     stream of ``x``'s framework. -1 for CPU arrays (no stream)."""
     if not is_cuda(x):
         return -1
-    if stream is not None:
-        return int(stream)
     kind = framework(x)
     if kind == "torch":
         import torch
 
-        handle = torch.cuda.current_stream(x.device).cuda_stream
+        current = torch.cuda.current_stream(x.device)
+        if stream is None:
+            handle = current.cuda_stream
+        else:
+            # The kernel reads torch tensors without Tensor.__dlpack__, so order the given stream
+            # after torch's current one here, as the DLPack exchange would (once per call).
+            handle = int(stream)
+            if handle not in (current.cuda_stream, 1 if current.cuda_stream == 0 else None):
+                ready = torch.cuda.Event()
+                ready.record(current)
+                torch.cuda.ExternalStream(handle, device=x.device).wait_event(ready)
+    elif stream is not None:
+        handle = int(stream)
     elif kind == "cupy":
         import cupy
 

@@ -1,6 +1,7 @@
 #include "array.h"
 
 #include <sstream>
+#include <utility>
 
 #include "dlpack.h"
 
@@ -57,15 +58,121 @@ py::object export_capsule(py::handle obj, const std::string& name, bool cuda, in
   return method(**kwargs);
 }
 
+// torch.Tensor's types and the DLPack codes of its dtypes, looked up once torch is imported by
+// the caller (fastfair never imports it). Leaked on purpose: it must outlive interpreter teardown.
+struct TorchTypes {
+  PyObject* tensor;
+  PyObject* strided;
+  std::vector<std::pair<PyObject*, std::pair<int, int>>> dtypes;  // dtype -> (code, bits)
+};
+
+const TorchTypes* torch_types() {
+  static const TorchTypes* types = nullptr;
+  if (types != nullptr) return types;
+  PyObject* torch = PyDict_GetItemString(PyImport_GetModuleDict(), "torch");
+  if (torch == nullptr) return nullptr;
+  py::module_ mod = py::reinterpret_borrow<py::module_>(torch);
+  auto* t = new TorchTypes;
+  t->tensor = py::object(mod.attr("Tensor")).release().ptr();
+  t->strided = py::object(mod.attr("strided")).release().ptr();
+  const std::pair<const char*, std::pair<int, int>> codes[] = {
+      {"float32", {kDLFloat, 32}}, {"float64", {kDLFloat, 64}}, {"float16", {kDLFloat, 16}},
+      {"bfloat16", {kDLBfloat, 16}}, {"int64", {kDLInt, 64}}, {"int32", {kDLInt, 32}},
+      {"int16", {kDLInt, 16}}, {"int8", {kDLInt, 8}}, {"uint8", {kDLUInt, 8}}, {"bool", {kDLBool, 8}}};
+  for (const auto& [dtype, code] : codes) t->dtypes.push_back({py::object(mod.attr(dtype)).release().ptr(), code});
+  types = t;
+  return types;
+}
+
+// The attribute names torch_view reads, interned once.
+struct TorchNames {
+  PyObject *requires_grad, *detach, *is_neg, *layout, *dtype, *is_cuda, *is_cpu, *get_device,
+      *shape, *stride, *data_ptr;
+};
+
+const TorchNames& torch_names() {
+  static const TorchNames names{
+      PyUnicode_InternFromString("requires_grad"), PyUnicode_InternFromString("detach"),
+      PyUnicode_InternFromString("is_neg"), PyUnicode_InternFromString("layout"),
+      PyUnicode_InternFromString("dtype"), PyUnicode_InternFromString("is_cuda"),
+      PyUnicode_InternFromString("is_cpu"), PyUnicode_InternFromString("get_device"),
+      PyUnicode_InternFromString("shape"), PyUnicode_InternFromString("stride"),
+      PyUnicode_InternFromString("data_ptr")};
+  return names;
+}
+
+py::object get(py::handle obj, PyObject* name) {
+  PyObject* r = PyObject_GetAttr(obj.ptr(), name);
+  if (r == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(r);
+}
+
+py::object call(py::handle obj, PyObject* name) {
+  PyObject* r = PyObject_CallMethodNoArgs(obj.ptr(), name);
+  if (r == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(r);
+}
+
+std::vector<int64_t> int_tuple(const py::object& t) {
+  std::vector<int64_t> v(static_cast<size_t>(PyTuple_GET_SIZE(t.ptr())));
+  for (size_t k = 0; k < v.size(); ++k) v[k] = PyLong_AsLongLong(PyTuple_GET_ITEM(t.ptr(), k));
+  return v;
+}
+
+// torch tensors are read through their attributes: Tensor.__dlpack__ is Python code with stream
+// bookkeeping (about 20 us per CUDA tensor), which would dominate a list of thousands of
+// parameters. Stream ordering for an explicit stream= is arranged once per call by the Python
+// layer (fastfair._arrays.current_stream); tensors that need grad are read through a detached
+// alias. Returns false for what this path does not cover (sparse or negated views, other dtypes
+// or devices): __dlpack__ then handles them, with its own errors.
+bool torch_view(py::handle obj, ArrayView* v) {
+  const TorchTypes* torch = torch_types();
+  if (torch == nullptr || PyObject_IsInstance(obj.ptr(), torch->tensor) != 1) return false;
+  const TorchNames& n = torch_names();
+  py::object t = py::reinterpret_borrow<py::object>(obj);
+  if (get(t, n.requires_grad).ptr() == Py_True) t = call(t, n.detach);
+  if (call(t, n.is_neg).ptr() == Py_True || get(t, n.layout).ptr() != torch->strided) return false;
+  const PyObject* dtype = get(t, n.dtype).ptr();  // torch dtypes are singletons: no dangling
+  const std::pair<int, int>* code = nullptr;
+  for (const auto& entry : torch->dtypes)
+    if (dtype == entry.first) code = &entry.second;
+  if (code == nullptr) return false;
+  const bool cuda = get(t, n.is_cuda).ptr() == Py_True;
+  if (!cuda && get(t, n.is_cpu).ptr() != Py_True) return false;
+  v->device = cuda ? Device::cuda : Device::cpu;
+  v->device_id = cuda ? static_cast<int>(PyLong_AsLong(call(t, n.get_device).ptr())) : 0;
+  v->dlpack_code = code->first;
+  v->dlpack_bits = code->second;
+  v->shape = int_tuple(get(t, n.shape));
+  v->strides = int_tuple(call(t, n.stride));
+  v->data = PyLong_AsVoidPtr(call(t, n.data_ptr).ptr());
+  v->capsule = std::move(t);
+  return true;
+}
+
+void set_float_dtype(ArrayView* v) {
+  const int code = v->dlpack_code, bits = v->dlpack_bits;
+  v->is_float = true;
+  if (code == kDLFloat && bits == 32) v->dtype = DType::f32;
+  else if (code == kDLFloat && bits == 64) v->dtype = DType::f64;
+  else if (code == kDLFloat && bits == 16) v->dtype = DType::f16;
+  else if (code == kDLBfloat && bits == 16) v->dtype = DType::bf16;
+  else v->is_float = false;
+}
+
 }  // namespace
 
 ArrayView view(py::handle obj, const std::string& name, int64_t stream) {
+  ArrayView v;
+  if (torch_view(obj, &v)) {
+    set_float_dtype(&v);
+    return v;
+  }
   bool cuda = false;
   if (py::hasattr(obj, "__dlpack_device__")) {
     py::tuple dev = obj.attr("__dlpack_device__")();
     cuda = dev[0].cast<int>() == kDLCUDA;
   }
-  ArrayView v;
   v.capsule = export_capsule(obj, name, cuda, stream);
   PyObject* cap = v.capsule.ptr();
   const DLTensor* t = nullptr;
@@ -90,12 +197,7 @@ ArrayView view(py::handle obj, const std::string& name, int64_t stream) {
   v.device_id = t->device.device_id;
   v.dlpack_code = t->dtype.code;
   v.dlpack_bits = t->dtype.bits;
-  if (t->dtype.lanes == 1) {
-    if (t->dtype.code == kDLFloat && t->dtype.bits == 32) { v.dtype = DType::f32; v.is_float = true; }
-    if (t->dtype.code == kDLFloat && t->dtype.bits == 64) { v.dtype = DType::f64; v.is_float = true; }
-    if (t->dtype.code == kDLFloat && t->dtype.bits == 16) { v.dtype = DType::f16; v.is_float = true; }
-    if (t->dtype.code == kDLBfloat && t->dtype.bits == 16) { v.dtype = DType::bf16; v.is_float = true; }
-  }
+  if (t->dtype.lanes == 1) set_float_dtype(&v);
   v.shape.assign(t->shape, t->shape + t->ndim);
   v.strides.resize(t->ndim);
   int64_t expected = 1;
@@ -125,7 +227,7 @@ void require_same_device(const ArrayView& a, const std::string& name, const Arra
 
 void require_same_dtype(const ArrayView& a, const std::string& name, const ArrayView& ref,
                         const std::string& ref_name) {
-  if (a.dtype_str() != ref.dtype_str())
+  if (a.dlpack_code != ref.dlpack_code || a.dlpack_bits != ref.dlpack_bits)
     throw py::value_error(name + " has dtype " + a.dtype_str() + " but " + ref_name + " has " +
                           ref.dtype_str() + "; cast them to one dtype");
 }
