@@ -5,7 +5,8 @@ Run: ``python -m pytest bench/bench_client_weights.py -q -s -p no:cacheprovider`
 
 Floors (bytes moved): softmax = three K-length streams (read x twice, write p once); logsumexp =
 one stream; the AAggFF-D round and sampling are latency-bound, so their floor row uses the bytes
-they touch (the lazy round: m ids, m responses, m weights, m state reads and writes).
+they touch (the lazy round: m ids, m responses, m weights, m state reads and writes). The
+``cuda`` cases run the same ops on the GPU against torch, floored by its device-to-device copy.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import math
 import numpy as np
 import pytest
 
-from bench.conftest import best_time
+from bench.conftest import best_time, gpu_time
 
 import fastfair
 from fastfair import ops
@@ -152,3 +153,54 @@ def test_project_simplex(floor_report, K):
                      3 * 8 * K)
     floor_report.add(case, "reference (sort)",
                      best_time(lambda: fastfair.reference.project_simplex(v), repeat=2), 3 * 8 * K)
+
+
+@pytest.mark.parametrize("K", SIZES)
+def test_softmax_cuda(cuda_floor_report, K):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(K, device="cuda", generator=g)
+    out = torch.empty_like(x)
+    size = f"K=1e{round(math.log10(K))}"
+    cuda_floor_report.add(f"softmax f32 {size}", "fastfair",
+                          gpu_time(lambda: ops.softmax(x, out=out)), 3 * 4 * K)
+    cuda_floor_report.add(f"softmax f32 {size}", "torch.softmax",
+                          gpu_time(lambda: torch.softmax(x, 0, out=out)), 3 * 4 * K)
+    cuda_floor_report.add(f"logsumexp f32 {size}", "fastfair", gpu_time(lambda: ops.logsumexp(x)),
+                          4 * K)
+    cuda_floor_report.add(f"logsumexp f32 {size}", "torch.logsumexp",
+                          gpu_time(lambda: torch.logsumexp(x, 0)), 4 * K)
+
+
+@pytest.mark.parametrize("K", SIZES)
+def test_aaggffd_round_cuda(cuda_floor_report, K):
+    """The dense O(K) AAggFF-D round (DR gradient + EG step) on the GPU, with its sampling."""
+    m = 1000
+    g = torch.Generator(device="cuda").manual_seed(2)
+    r = torch.rand(m, device="cuda", dtype=torch.float64, generator=g) * (m / K)
+    G = torch.zeros(K, device="cuda", dtype=torch.float64)
+    p = torch.full((K,), 1.0 / K, device="cuda", dtype=torch.float64)
+    grad = torch.empty_like(p)
+    ids = torch.empty(m, device="cuda", dtype=torch.int64)
+    rounds = iter(range(10 ** 6))
+
+    def dense():
+        ops.sample_clients(K, m, seed=0, round=next(rounds), out=ids)
+        ops.dr_gradient(r, ids, p, sample_prob=m / K, out=grad)
+        ops.eg_step(G, grad, eta=0.1, out=p)
+
+    cuda_floor_report.add(f"AAggFF-D round K=1e{round(math.log10(K))} m=1e3", "fastfair dense O(K)",
+                          gpu_time(dense), 8 * 8 * K)
+
+
+@pytest.mark.parametrize("K", [10 ** 6, 10 ** 7])
+def test_project_simplex_cuda(cuda_floor_report, K):
+    v = torch.randn(K, device="cuda", dtype=torch.float64,
+                    generator=torch.Generator(device="cuda").manual_seed(4))
+    out = torch.empty_like(v)
+    cuda_floor_report.add(f"project_simplex f64 K=1e{round(math.log10(K))}", "fastfair",
+                          gpu_time(lambda: ops.project_simplex(v, out=out), calls=3), 3 * 8 * K)
+    rows = v.reshape(1000, K // 1000)
+    rows_out = torch.empty_like(rows)
+    cuda_floor_report.add(f"project_simplex f64 1000 rows x 1e{round(math.log10(K)) - 3}",
+                          "fastfair (row per block)",
+                          gpu_time(lambda: ops.project_simplex(rows, out=rows_out)), 3 * 8 * K)

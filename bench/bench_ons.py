@@ -151,23 +151,15 @@ def test_batched_cpu(benchmark, floor_report, method):
     floor_report.add("batched B=1e4 K=16", f"fastfair cpu {method}", seconds, H.nbytes + b.nbytes)
 
 
-def test_batched_cuda(benchmark, floor_report):
+def test_batched_cuda(cuda_floor_report):
     torch = pytest.importorskip("torch")
-    import fastfair
+    from bench.conftest import gpu_time
 
-    if not (fastfair.build_info()["cuda"] and torch.cuda.is_available()):
-        pytest.skip("needs a GPU and a CUDA build")
     B, K = 10_000, 16
     g = torch.Generator(device="cuda").manual_seed(0)
     G = torch.randn(B, K, 4, device="cuda", dtype=torch.float64, generator=g) / 4
     H = (0.5 * torch.eye(K, device="cuda", dtype=torch.float64) + G @ G.transpose(1, 2)).contiguous()
     b = torch.randn(B, K, device="cuda", dtype=torch.float64, generator=g)
-
-    def solve():
-        ons_project_batched(H, b)
-        torch.cuda.synchronize()
-
-    seconds = run(benchmark, solve, 20)
-    floor_report.add("batched B=1e4 K=16", "fastfair cuda fista", seconds,
-                     H.numel() * 8 + b.numel() * 8)
-
+    seconds = gpu_time(lambda: ons_project_batched(H, b), calls=5)
+    cuda_floor_report.add("batched B=1e4 K=16", "fastfair cuda fista", seconds,
+                          H.numel() * 8 + b.numel() * 8)

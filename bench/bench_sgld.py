@@ -3,7 +3,7 @@
 Run: ``python -m pytest bench/bench_sgld.py -q -s`` (``-k sgld`` or ``-k fedevg``). Every figure
 is reported beside the copy floor of the same run (bench/conftest.py). ``fastfair (no noise)``
 is the same fused pass without the normal variates: the gap to ``fastfair`` is what the Philox +
-Box-Muller path costs.
+Box-Muller path costs. The ``cuda`` cases repeat the SGLD cases on the GPU.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bench.conftest import best_time
+from bench.conftest import best_time, gpu_time
 from fastfair import ops
 
 SAMPLES = [256, 1024, 4096, 16384, 65536]
@@ -37,6 +37,14 @@ def _sgld(impl, x, grad):
                                      grad_clip=CLIP, clamp=(0.0, 1.0))
     return lambda: x.copy_((x - STEP * grad.clamp(-CLIP, CLIP)
                             + NOISE * torch.randn_like(x)).clamp_(0.0, 1.0))
+
+
+@pytest.mark.parametrize("impl", SGLD_IMPLS)
+def test_sgld_step_cuda(cuda_floor_report, images, impl):
+    n, x, grad = images
+    x, grad = x.cuda(), grad.cuda()
+    cuda_floor_report.add(f"sgld_step {n} x 3x32x32 fp32", impl, gpu_time(_sgld(impl, x, grad)),
+                          3 * x.numel() * 4)
 
 
 @pytest.mark.parametrize("impl", SGLD_IMPLS)

@@ -1,11 +1,14 @@
 """Weighted averaging: fastfair against the ways people write it today.
 
 Run: ``python -m pytest bench/bench_weighted_average.py -q -s`` (add ``-k list`` or ``-k flat``).
-Every figure is reported beside the copy floor of the same run (bench/conftest.py).
+Every figure is reported beside the copy floor of the same run (bench/conftest.py). The
+``cuda`` cases (same shapes, on the GPU, floor from its device-to-device copy) run where fastfair
+was built with ``FASTFAIR_CUDA=ON`` and a GPU is visible.
 """
 
 from __future__ import annotations
 
+import operator
 from functools import reduce
 
 import numba
@@ -13,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from bench.conftest import best_time
+from bench.conftest import best_time, gpu_time
 from fastfair import ops
 
 FLAT_CASES = [(100, 10**4), (100, 10**5), (100, 10**6), (1000, 10**5)]
@@ -36,10 +39,11 @@ def _numba_weighted_sum(X, w, out):
 
 
 def flower_aggregate(results):
-    """Flower's ``aggregate()``: per-client per-layer weighted copies, then a reduce per layer."""
+    """Flower's ``aggregate()``: per-client per-layer weighted copies, then a reduce per layer
+    (``operator.add`` is ``np.add`` on NumPy arrays and also takes CUDA tensors)."""
     total = sum(n for _, n in results)
     weighted = [[layer * n for layer in layers] for layers, n in results]
-    return [reduce(np.add, layer_updates) / total for layer_updates in zip(*weighted)]
+    return [reduce(operator.add, layer_updates) / total for layer_updates in zip(*weighted)]
 
 
 def _flat_impl(impl, X, w):
@@ -88,6 +92,40 @@ def test_flat_fp32(benchmark, floor_report, flat_data, n, d, impl):
     floor_report.add(f"flat fp32 N={n} D={d:.0e} (N*D={n * d:.0e})", impl, seconds, (n * d + d) * 4)
 
 
+FLAT_CUDA_IMPLS = ["fastfair", "torch (w[:,None]*X).sum(0)", "torch.mv", "cupy w @ X",
+                   "flower-style loop (torch)"]
+
+
+def _flat_cuda_impl(impl, X, w):
+    out = torch.empty(X.shape[1], dtype=X.dtype, device=X.device)
+    if impl == "fastfair":
+        return lambda: ops.weighted_average(X, w, out=out)
+    if impl == "torch (w[:,None]*X).sum(0)":
+        return lambda: (w[:, None] * X).sum(0)
+    if impl == "torch.mv":
+        return lambda: torch.mv(X.T, w)
+    if impl == "cupy w @ X":
+        cupy = pytest.importorskip("cupy")
+        Xc, wc = cupy.from_dlpack(X), cupy.from_dlpack(w)
+        return lambda: wc @ Xc
+    if impl == "flower-style loop (torch)":
+        counts = (w * 1e6).long().tolist()
+        results = [([X[i]], counts[i]) for i in range(X.shape[0])]
+        return lambda: flower_aggregate(results)
+    raise ValueError(impl)
+
+
+@pytest.mark.parametrize("impl", FLAT_CUDA_IMPLS)
+@pytest.mark.parametrize("n,d", FLAT_CASES)
+def test_flat_fp32_cuda(cuda_floor_report, n, d, impl):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    X = torch.rand(n, d, device="cuda", generator=g)
+    w = torch.rand(n, device="cuda", generator=g) / n
+    seconds = gpu_time(_flat_cuda_impl(impl, X, w))
+    cuda_floor_report.add(f"flat fp32 N={n} D={d:.0e} (N*D={n * d:.0e})", impl, seconds,
+                          (n * d + d) * 4)
+
+
 def _resnet18_shapes() -> list:
     """Parameter shapes of a ResNet-18-like model (about 11.2M parameters in 62 arrays)."""
     shapes = [(64, 3, 7, 7), (64,), (64,)]
@@ -112,23 +150,44 @@ def list_data():
     return clients, w, total
 
 
-@pytest.mark.parametrize("impl", LIST_IMPLS)
-def test_list_100_clients_11M(benchmark, floor_report, list_data, impl):
-    clients, w, total = list_data
+def _list_impl(impl, clients, w):
+    """The list case's implementations over ``clients`` (per-client lists of tensors, CPU or
+    CUDA) with host weights ``w``."""
     n = len(clients)
     if impl == "fastfair":
         out = [torch.empty_like(t) for t in clients[0]]
-        fn = lambda: ops.weighted_average(clients, w, out=out)  # noqa: E731
-    elif impl == "torch._foreach_add_":
+        w_like = torch.as_tensor(w, device=clients[0][0].device)
+        return lambda: ops.weighted_average(clients, w_like, out=out)
+    if impl == "torch._foreach_add_":
         acc = [torch.empty_like(t) for t in clients[0]]
 
-        def fn():
+        def foreach():
             torch._foreach_zero_(acc)
             for i in range(n):
                 torch._foreach_add_(acc, clients[i], alpha=float(w[i]))
-    else:
-        results = [([t.numpy() for t in c], 1) for c in clients]
-        fn = lambda: flower_aggregate(results)  # noqa: E731
+        return foreach
+    on_cpu = clients[0][0].device.type == "cpu"
+    results = [([t.numpy() if on_cpu else t for t in c], 1) for c in clients]
+    return lambda: flower_aggregate(results)
+
+
+def _list_case(clients, total):
+    return f"list 100 x {total / 1e6:.1f}M params ({len(clients[0])} arrays)"
+
+
+@pytest.mark.parametrize("impl", LIST_IMPLS)
+def test_list_100_clients_11M(benchmark, floor_report, list_data, impl):
+    clients, w, total = list_data
+    fn = _list_impl(impl, clients, w)
     benchmark.pedantic(fn, rounds=3, iterations=1, warmup_rounds=1)
-    floor_report.add(f"list 100 x {total / 1e6:.1f}M params ({len(clients[0])} arrays)", impl,
-                     benchmark.stats.stats.min, (n + 1) * total * 4)
+    floor_report.add(_list_case(clients, total), impl, benchmark.stats.stats.min,
+                     (len(clients) + 1) * total * 4)
+
+
+@pytest.mark.parametrize("impl", LIST_IMPLS)
+def test_list_100_clients_11M_cuda(cuda_floor_report, list_data, impl):
+    clients, w, total = list_data
+    clients = [[t.cuda() for t in c] for c in clients]
+    cuda_floor_report.add(_list_case(clients, total), impl,
+                          gpu_time(_list_impl(impl, clients, w), calls=3),
+                          (len(clients) + 1) * total * 4)

@@ -30,18 +30,37 @@ def best_time(fn, repeat: int = 7, warmup: int = 1) -> float:
     return min(times)
 
 
+def gpu_time(fn, repeat: int = 5, calls: int = 20) -> float:
+    """Seconds per call of ``fn()`` on the current CUDA stream: ``calls`` back-to-back calls between
+    two CUDA events (launch gaps included, as a loop of rounds sees them), best of ``repeat``."""
+    fn()
+    torch.cuda.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(repeat):
+        start.record()
+        for _ in range(calls):
+            fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) / 1e3 / calls)
+    return min(times)
+
+
+def cuda_ready() -> bool:
+    """A CUDA build of fastfair and a visible GPU."""
+    import fastfair
+    return bool(fastfair.build_info()["cuda"]) and torch.cuda.is_available()
+
+
 def measure_copy_bandwidth(nbytes: int = 1 << 28, device: str = "cpu") -> float:
     """Bytes per second of ``torch.Tensor.copy_`` between two large buffers, counting each byte
     read and each byte written (2 * nbytes per copy)."""
     src = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
     dst = torch.empty_like(src)
-    sync = torch.cuda.synchronize if device != "cpu" else (lambda: None)
-
-    def copy():
-        dst.copy_(src)
-        sync()
-
-    return 2 * nbytes / best_time(copy, repeat=9)
+    if device != "cpu":
+        return 2 * nbytes / gpu_time(lambda: dst.copy_(src))
+    return 2 * nbytes / best_time(lambda: dst.copy_(src), repeat=9)
 
 
 @dataclass
@@ -78,11 +97,22 @@ def floor_report() -> FloorReport:
     return report
 
 
+@pytest.fixture(scope="session")
+def cuda_floor_report() -> FloorReport:
+    """Floors against the GPU's device-to-device copy bandwidth; skips without a CUDA build + GPU."""
+    if not cuda_ready():
+        pytest.skip("needs a GPU and a fastfair build with FASTFAIR_CUDA=ON")
+    report = FloorReport(device="cuda")
+    _REPORT.append(report)
+    return report
+
+
 def pytest_terminal_summary(terminalreporter):
     for report in _REPORT:
         tr = terminalreporter
-        tr.write_sep("=", "time vs copy floor (floor = bytes read + written / torch copy_ bandwidth "
-                          "measured within 10 s of the figure)")
+        where = torch.cuda.get_device_name() if report.device == "cuda" else "CPU"
+        tr.write_sep("=", f"{where}: time vs copy floor (floor = bytes read + written / torch "
+                          "copy_ bandwidth measured within 10 s of the figure)")
         tr.write_line(f"{'case':<44} {'implementation':<26} {'time':>11} {'floor':>11} "
                       f"{'ratio':>7} {'copy GB/s':>10}")
         for case, impl, secs, floor, ratio, bandwidth in report.rows:
