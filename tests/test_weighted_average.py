@@ -157,6 +157,22 @@ def test_torch_views_parameters_and_offsets(rng):
         ops.weighted_average([[X.T]], [1.0])
 
 
+def test_torch_negated_views_and_unusual_inputs(rng):
+    """torch's lazy negation (neg bit) is honoured on inputs and refused on outputs; a plain list
+    of arrays and complex inputs get errors that say what to pass."""
+    X = torch.from_numpy(rng.standard_normal((3, 9)))
+    w = [0.2, 0.3, 0.5]
+    expected = -reference.weighted_average(X.numpy(), w)
+    assert_close(ops.weighted_average(torch._neg_view(X), w), expected, "float64",
+                 scale=sum_scale(X.numpy(), w))
+    with pytest.raises(ValueError, match="out is read-only"):
+        ops.weighted_average(X, w, out=torch._neg_view(torch.zeros(9, dtype=torch.float64)))
+    with pytest.raises(ValueError, match=r"one list of arrays per client: pass \[\[u_1\]"):
+        ops.weighted_average([X[0], X[1]], [1, 1])
+    with pytest.raises(ValueError, match="got complex64"):
+        ops.weighted_average(torch.ones(3, 4, dtype=torch.complex64), w)
+
+
 def test_negative_row_stride(rng):
     X = rng.standard_normal((6, 33))[::-1]
     w = rng.random(6)

@@ -29,7 +29,8 @@ bool ArrayView::inner_contiguous(int dims) const {
 std::string ArrayView::dtype_str() const {
   if (is_float) return dtype_name(dtype);
   const char* kind = dlpack_code == kDLInt ? "int" : dlpack_code == kDLUInt ? "uint"
-                     : dlpack_code == kDLBool ? "bool" : "code";
+                     : dlpack_code == kDLBool ? "bool" : dlpack_code == kDLComplex ? "complex"
+                     : "code";
   return std::string(kind) + std::to_string(dlpack_bits);
 }
 
@@ -86,14 +87,15 @@ const TorchTypes* torch_types() {
 
 // The attribute names torch_view reads, interned once.
 struct TorchNames {
-  PyObject *requires_grad, *detach, *is_neg, *layout, *dtype, *is_cuda, *is_cpu, *get_device,
+  PyObject *requires_grad, *detach, *is_neg, *resolve_neg, *layout, *dtype, *is_cuda, *is_cpu, *get_device,
       *shape, *stride, *data_ptr;
 };
 
 const TorchNames& torch_names() {
   static const TorchNames names{
       PyUnicode_InternFromString("requires_grad"), PyUnicode_InternFromString("detach"),
-      PyUnicode_InternFromString("is_neg"), PyUnicode_InternFromString("layout"),
+      PyUnicode_InternFromString("is_neg"), PyUnicode_InternFromString("resolve_neg"),
+      PyUnicode_InternFromString("layout"),
       PyUnicode_InternFromString("dtype"), PyUnicode_InternFromString("is_cuda"),
       PyUnicode_InternFromString("is_cpu"), PyUnicode_InternFromString("get_device"),
       PyUnicode_InternFromString("shape"), PyUnicode_InternFromString("stride"),
@@ -123,15 +125,21 @@ std::vector<int64_t> int_tuple(const py::object& t) {
 // bookkeeping (about 20 us per CUDA tensor), which would dominate a list of thousands of
 // parameters. Stream ordering for an explicit stream= is arranged once per call by the Python
 // layer (fastfair._arrays.current_stream); tensors that need grad are read through a detached
-// alias. Returns false for what this path does not cover (sparse or negated views, other dtypes
-// or devices): __dlpack__ then handles them, with its own errors.
+// alias, negated views (torch's lazy neg bit, which DLPack exports without the sign) through a
+// resolved copy marked read-only so that no output is written into a copy. Returns false for
+// what this path does not cover (sparse layouts, other dtypes or devices): __dlpack__ then
+// handles them, with its own errors.
 bool torch_view(py::handle obj, ArrayView* v) {
   const TorchTypes* torch = torch_types();
   if (torch == nullptr || PyObject_IsInstance(obj.ptr(), torch->tensor) != 1) return false;
   const TorchNames& n = torch_names();
   py::object t = py::reinterpret_borrow<py::object>(obj);
   if (get(t, n.requires_grad).ptr() == Py_True) t = call(t, n.detach);
-  if (call(t, n.is_neg).ptr() == Py_True || get(t, n.layout).ptr() != torch->strided) return false;
+  if (get(t, n.layout).ptr() != torch->strided) return false;
+  if (call(t, n.is_neg).ptr() == Py_True) {
+    t = call(t, n.resolve_neg);
+    v->read_only = true;
+  }
   const PyObject* dtype = get(t, n.dtype).ptr();  // torch dtypes are singletons: no dangling
   const std::pair<int, int>* code = nullptr;
   for (const auto& entry : torch->dtypes)
