@@ -158,7 +158,8 @@ def test_batched_cuda(cuda_floor_report):
     B, K = 10_000, 16
     g = torch.Generator(device="cuda").manual_seed(0)
     G = torch.randn(B, K, 4, device="cuda", dtype=torch.float64, generator=g) / 4
-    H = (0.5 * torch.eye(K, device="cuda", dtype=torch.float64) + G @ G.transpose(1, 2)).contiguous()
+    eye = torch.eye(K, device="cuda", dtype=torch.float64)
+    H = (0.5 * eye + G @ G.transpose(1, 2)).contiguous()
     b = torch.randn(B, K, device="cuda", dtype=torch.float64, generator=g)
     seconds = gpu_time(lambda: ons_project_batched(H, b), calls=5)
     cuda_floor_report.add("batched B=1e4 K=16", "fastfair cuda fista", seconds,

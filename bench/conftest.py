@@ -99,7 +99,8 @@ def floor_report() -> FloorReport:
 
 @pytest.fixture(scope="session")
 def cuda_floor_report() -> FloorReport:
-    """Floors against the GPU's device-to-device copy bandwidth; skips without a CUDA build + GPU."""
+    """Floors against the GPU's device-to-device copy bandwidth; skips without a CUDA build and
+    a GPU."""
     if not cuda_ready():
         pytest.skip("needs a GPU and a fastfair build with FASTFAIR_CUDA=ON")
     report = FloorReport(device="cuda")

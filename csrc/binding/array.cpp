@@ -60,7 +60,8 @@ py::object export_capsule(py::handle obj, const std::string& name, bool cuda, in
 }
 
 // torch.Tensor's types and the DLPack codes of its dtypes, looked up once torch is imported by
-// the caller (fastfair never imports it). Leaked on purpose: it must outlive interpreter teardown.
+// the caller (fastfair never imports it). Leaked on purpose: it must outlive interpreter
+// teardown.
 struct TorchTypes {
   PyObject* tensor;
   PyObject* strided;
@@ -79,24 +80,26 @@ const TorchTypes* torch_types() {
   const std::pair<const char*, std::pair<int, int>> codes[] = {
       {"float32", {kDLFloat, 32}}, {"float64", {kDLFloat, 64}}, {"float16", {kDLFloat, 16}},
       {"bfloat16", {kDLBfloat, 16}}, {"int64", {kDLInt, 64}}, {"int32", {kDLInt, 32}},
-      {"int16", {kDLInt, 16}}, {"int8", {kDLInt, 8}}, {"uint8", {kDLUInt, 8}}, {"bool", {kDLBool, 8}}};
-  for (const auto& [dtype, code] : codes) t->dtypes.push_back({py::object(mod.attr(dtype)).release().ptr(), code});
+      {"int16", {kDLInt, 16}}, {"int8", {kDLInt, 8}}, {"uint8", {kDLUInt, 8}},
+      {"bool", {kDLBool, 8}}};
+  for (const auto& [dtype, code] : codes)
+    t->dtypes.push_back({py::object(mod.attr(dtype)).release().ptr(), code});
   types = t;
   return types;
 }
 
 // The attribute names torch_view reads, interned once.
 struct TorchNames {
-  PyObject *requires_grad, *detach, *is_neg, *resolve_neg, *layout, *dtype, *is_cuda, *is_cpu, *get_device,
-      *shape, *stride, *data_ptr;
+  PyObject *requires_grad, *detach, *is_neg, *resolve_neg, *layout, *dtype, *is_cuda, *is_cpu,
+      *get_device, *shape, *stride, *data_ptr;
 };
 
 const TorchNames& torch_names() {
   static const TorchNames names{
       PyUnicode_InternFromString("requires_grad"), PyUnicode_InternFromString("detach"),
       PyUnicode_InternFromString("is_neg"), PyUnicode_InternFromString("resolve_neg"),
-      PyUnicode_InternFromString("layout"),
-      PyUnicode_InternFromString("dtype"), PyUnicode_InternFromString("is_cuda"),
+      PyUnicode_InternFromString("layout"), PyUnicode_InternFromString("dtype"),
+      PyUnicode_InternFromString("is_cuda"),
       PyUnicode_InternFromString("is_cpu"), PyUnicode_InternFromString("get_device"),
       PyUnicode_InternFromString("shape"), PyUnicode_InternFromString("stride"),
       PyUnicode_InternFromString("data_ptr")};
@@ -136,10 +139,6 @@ bool torch_view(py::handle obj, ArrayView* v) {
   py::object t = py::reinterpret_borrow<py::object>(obj);
   if (get(t, n.requires_grad).ptr() == Py_True) t = call(t, n.detach);
   if (get(t, n.layout).ptr() != torch->strided) return false;
-  if (call(t, n.is_neg).ptr() == Py_True) {
-    t = call(t, n.resolve_neg);
-    v->read_only = true;
-  }
   const PyObject* dtype = get(t, n.dtype).ptr();  // torch dtypes are singletons: no dangling
   const std::pair<int, int>* code = nullptr;
   for (const auto& entry : torch->dtypes)
@@ -147,6 +146,10 @@ bool torch_view(py::handle obj, ArrayView* v) {
   if (code == nullptr) return false;
   const bool cuda = get(t, n.is_cuda).ptr() == Py_True;
   if (!cuda && get(t, n.is_cpu).ptr() != Py_True) return false;
+  if (call(t, n.is_neg).ptr() == Py_True) {
+    t = call(t, n.resolve_neg);
+    v->read_only = true;
+  }
   v->device = cuda ? Device::cuda : Device::cpu;
   v->device_id = cuda ? static_cast<int>(PyLong_AsLong(call(t, n.get_device).ptr())) : 0;
   v->dlpack_code = code->first;

@@ -80,9 +80,9 @@ def weighted_average(X: Updates, w: Any, *, out: Optional[Updates] = None,
         # state of hundreds of arrays times hundreds of clients must not loop in Python.
         updates = X
         if updates and not _is_list_form(updates[0]):
-            raise ValueError("X is a list of arrays, but the list form takes one list of arrays per "
-                             "client: pass [[u_1], [u_2], ...], or stack the updates into one "
-                             "[N, ...] array")
+            raise ValueError("X is a list of arrays, but the list form takes one list of "
+                             "arrays per client: pass [[u_1], [u_2], ...], or stack the updates "
+                             "into one [N, ...] array")
         if not updates or not updates[0]:
             raise ValueError("X is empty: pass at least one client update with at least one array")
         first = updates[0][0]
