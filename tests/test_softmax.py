@@ -184,6 +184,21 @@ def test_eg_errors_leave_state_unchanged(rng):
         ops.eg_step(ro, np.zeros(10), eta=1.0)
 
 
+
+@requires_cuda
+@pytest.mark.parametrize("rows", [1, 4, 5, 9])
+def test_cuda_per_row_scales(rng, rows):
+    """Up to four row scales travel in the kernel parameters, more in a device table: both give
+    each row its own eta, as on the CPU."""
+    G = rng.standard_normal((rows, 300))
+    g = rng.standard_normal((rows, 300))
+    eta = list(rng.uniform(0.1, 2.0, rows))
+    p_cpu = ops.eg_step(G.copy(), g, eta=eta)
+    Gc = torch.from_numpy(G).cuda()
+    p = ops.eg_step(Gc, torch.from_numpy(g).cuda(), eta=eta)
+    np.testing.assert_allclose(p.cpu().numpy(), p_cpu, rtol=1e-12, atol=1e-300)
+    np.testing.assert_array_equal(Gc.cpu().numpy(), G + g)
+
 @requires_cuda
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_cuda_matches_cpu(rng, dtype):

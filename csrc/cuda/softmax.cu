@@ -8,6 +8,20 @@ namespace {
 using cuda_detail::MaxSum;
 
 constexpr int kThreads = 256;
+constexpr int kInlineRows = 4;
+
+// Per-row scales: up to kInlineRows travel in the kernel parameters (the usual one-row call needs
+// no table and no copy), more in a stream-ordered device table.
+struct RowScales {
+  const double* table;
+  double inline_rows[kInlineRows];
+  __device__ double operator[](int64_t b) const {
+    if (table != nullptr) return table[b];
+    // A select chain rather than a dynamic index, which would copy the parameters to local memory.
+    return b == 0 ? inline_rows[0] : b == 1 ? inline_rows[1] : b == 2 ? inline_rows[2]
+                                                                      : inline_rows[3];
+  }
+};
 
 __device__ inline float exp_t(float x) { return expf(x); }
 __device__ inline double exp_t(double x) { return exp(x); }
@@ -21,7 +35,7 @@ __device__ inline T z_of(const T* x, const T* add, int64_t i, T s) {
 // A NaN or +inf z makes the pair NaN, which poisons the row.
 template <typename T>
 __global__ void softmax_partials(const T* __restrict__ x, int64_t x_stride, const T* __restrict__ add,
-                                 int64_t add_stride, const double* __restrict__ scale, int64_t cols,
+                                 int64_t add_stride, RowScales scale, int64_t cols,
                                  double* __restrict__ ws) {
   __shared__ double smax[kThreads], ssum[kThreads];
   const int64_t b = blockIdx.y, k = blockIdx.x, nb = gridDim.x;
@@ -72,7 +86,7 @@ __global__ void softmax_rows(const double* __restrict__ ws, int64_t nb, int64_t 
 
 template <typename T, typename To>
 __global__ void softmax_write(T* __restrict__ x, int64_t x_stride, const T* __restrict__ add,
-                              int64_t add_stride, const double* __restrict__ scale, int64_t cols,
+                              int64_t add_stride, RowScales scale, int64_t cols,
                               const double* __restrict__ row_stat, To* __restrict__ out) {
   const int64_t b = blockIdx.y;
   T* xr = x + b * x_stride;
@@ -93,7 +107,7 @@ __global__ void softmax_write(T* __restrict__ x, int64_t x_stride, const T* __re
 }
 
 template <typename T, typename To>
-Status launch(const SoftmaxArgs& a, const double* scale, cudaStream_t stream) {
+Status launch(const SoftmaxArgs& a, const RowScales& scale, cudaStream_t stream) {
   const int64_t nb = softmax_blocks(a.cols);
   double* pairs = a.workspace;
   double* row_stat = a.workspace + 2 * a.rows * nb;
@@ -121,12 +135,17 @@ namespace cuda {
 Status softmax(const SoftmaxArgs& a, void* stream_ptr) {
   auto stream = static_cast<cudaStream_t>(stream_ptr);
   if (a.rows > 65535) return Status::error("CUDA softmax supports at most 65535 rows per call");
-  // The per-row scales travel in a stream-ordered table: no synchronising copy.
   auto& ring = cuda_detail::table_ring();
   cuda_detail::HostTableRing::Lease lease;
-  Status st = ring.stage({{a.scale, size_t(a.rows) * sizeof(double)}}, stream, &lease);
-  if (!st.ok) return st;
-  const double* scale = static_cast<const double*>(lease.parts[0]);
+  RowScales scale{};
+  Status st = Status::success();
+  if (a.rows <= kInlineRows) {
+    for (int64_t b = 0; b < a.rows; ++b) scale.inline_rows[b] = a.scale[b];
+  } else {
+    st = ring.stage({{a.scale, size_t(a.rows) * sizeof(double)}}, stream, &lease);
+    if (!st.ok) return st;
+    scale.table = static_cast<const double*>(lease.parts[0]);
+  }
   if (a.x_dtype == DType::f64)
     st = a.out_dtype == DType::f32 ? launch<double, float>(a, scale, stream)
                                    : launch<double, double>(a, scale, stream);
