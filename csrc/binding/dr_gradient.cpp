@@ -43,18 +43,27 @@ void check_round(double sample_prob) {
     throw py::value_error("sample_prob must be in (0, 1]; got " + std::to_string(sample_prob));
 }
 
-// ids / responses of one round, checked against K (CPU arrays only: CUDA ids are not inspected).
-int64_t check_sample(const ArrayView& iv, const ArrayView& rv, int64_t K) {
-  if (iv.ndim() != 1) throw py::value_error("ids must have shape [m]");
-  const int64_t m = iv.shape[0];
-  if (rv.ndim() != 1 || rv.shape[0] != m)
-    throw py::value_error("responses must have shape [m] = [" + std::to_string(m) +
-                          "], one per id");
-  if (iv.device == Device::cpu) {
-    check_ids(static_cast<const int64_t*>(iv.data), m, K, "ids");
-    check_finite(static_cast<const double*>(rv.data), m, "responses");
+// The ids [m] (int64) and responses [m] (float64) of one round, on `ref`'s device and checked
+// against K clients (CPU arrays only: CUDA ids are not inspected).
+struct Sample {
+  ArrayView ids, responses;
+  int64_t m;
+};
+
+Sample sample_of(py::handle ids, py::handle responses, const ArrayView& ref,
+                 const std::string& ref_name, int64_t K, int64_t stream) {
+  Sample s;
+  s.ids = view(ids, "ids", stream);
+  require_same_device(s.ids, "ids", ref, ref_name);
+  require_int64(s.ids, "ids");
+  if (s.ids.ndim() != 1) throw py::value_error("ids must have shape [m]");
+  s.m = s.ids.shape[0];
+  s.responses = f64_vector(responses, "responses", ref, ref_name, s.m, stream, false);
+  if (s.ids.device == Device::cpu) {
+    check_ids(static_cast<const int64_t*>(s.ids.data), s.m, K, "ids");
+    check_finite(static_cast<const double*>(s.responses.data), s.m, "responses");
   }
-  return m;
+  return s;
 }
 
 void dr_gradient(py::handle responses, py::handle ids, py::handle p, double sample_prob,
@@ -64,14 +73,12 @@ void dr_gradient(py::handle responses, py::handle ids, py::handle p, double samp
   check_round(sample_prob);
   ArrayView pv = client_vector(p, "p", stream, false);
   const int64_t K = pv.shape[0];
-  ArrayView iv = view(ids, "ids", stream);
-  require_same_device(iv, "ids", pv, "p");
-  require_int64(iv, "ids");
-  ArrayView rv = f64_vector(responses, "responses", pv, "p", iv.numel(), stream, false);
-  const int64_t m = check_sample(iv, rv, K);
+  const Sample sample = sample_of(ids, responses, pv, "p", K, stream);
+  const int64_t m = sample.m;
   if (m == 0) throw py::value_error("ids is empty: the DR estimate needs at least one sampled client");
   ArrayView gv = f64_vector(grad, "grad", pv, "p", K, stream, true);
-  DrDenseArgs a{K, m, static_cast<const int64_t*>(iv.data), static_cast<const double*>(rv.data),
+  DrDenseArgs a{K, m, static_cast<const int64_t*>(sample.ids.data),
+                static_cast<const double*>(sample.responses.data),
                 static_cast<const double*>(pv.data), sample_prob, var,
                 static_cast<double*>(gv.data), nullptr, nullptr};
   ArrayView ev, wv;
@@ -107,13 +114,11 @@ void dr_lazy_step(py::handle state, py::handle ids, py::handle responses, double
                           std::to_string(prior_mass));
   ArrayView sv = client_vector(state, "state", stream, true);
   const int64_t K = sv.shape[0];
-  ArrayView iv = view(ids, "ids", stream);
-  require_same_device(iv, "ids", sv, "state");
-  require_int64(iv, "ids");
-  ArrayView rv = f64_vector(responses, "responses", sv, "state", iv.numel(), stream, false);
-  const int64_t m = check_sample(iv, rv, K);
+  const Sample sample = sample_of(ids, responses, sv, "state", K, stream);
+  const int64_t m = sample.m;
   ArrayView wv = f64_vector(weights, "weights", sv, "state", m, stream, true);
-  DrLazyArgs a{K, m, static_cast<const int64_t*>(iv.data), static_cast<const double*>(rv.data),
+  DrLazyArgs a{K, m, static_cast<const int64_t*>(sample.ids.data),
+               static_cast<const double*>(sample.responses.data),
                sample_prob, eta, prior_mass, var, static_cast<double*>(sv.data),
                static_cast<double*>(wv.data)};
   py::gil_scoped_release release;
