@@ -78,21 +78,20 @@ def weighted_average(X: Updates, w: Any, *, out: Optional[Updates] = None,
     if _is_list_form(X):
         # Per-array work stays in C++ (which also reads grad-tracking tensors detached): a model
         # state of hundreds of arrays times hundreds of clients must not loop in Python.
-        updates = X
-        if updates and not _is_list_form(updates[0]):
+        if X and not _is_list_form(X[0]):
             raise ValueError("X is a list of arrays, but the list form takes one list of "
                              "arrays per client: pass [[u_1], [u_2], ...], or stack the updates "
                              "into one [N, ...] array")
-        if not updates or not updates[0]:
+        if not X or not X[0]:
             raise ValueError("X is empty: pass at least one client update with at least one array")
-        first = updates[0][0]
-        weights = _weights(w, first, len(updates))
+        first = X[0][0]
+        weights = _weights(w, first, len(X))
         if target is None:
-            target = [empty(a, a.shape, dtype_name(a)) for a in updates[0]]
-        elif not _is_list_form(target) or len(target) != len(updates[0]):
-            raise ValueError(f"{target_name} must be a list of {len(updates[0])} arrays, "
+            target = [empty(a, a.shape, dtype_name(a)) for a in X[0]]
+        elif not _is_list_form(target) or len(target) != len(X[0]):
+            raise ValueError(f"{target_name} must be a list of {len(X[0])} arrays, "
                              "one per array of a client update")
-        _C.weighted_average_lists(updates, weights, [detach(a) for a in target], mode, float(lr),
+        _C.weighted_average_lists(X, weights, target, mode, float(lr),
                                   current_stream(first, stream))
         return list(target)
 
