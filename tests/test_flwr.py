@@ -10,6 +10,9 @@ import pickle
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+# Opt in to Ray's coming default (leave accelerator variables alone when no GPU is asked for),
+# which also silences its FutureWarning about the change.
+os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
