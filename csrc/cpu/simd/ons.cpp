@@ -187,14 +187,7 @@ class FreeFactor {
     std::vector<double>& l = work_;
     l.resize(size_t(n));
     for (int64_t i = 0; i < n; ++i) l[i] = H[idx_[i] * K + j];
-    // Forward substitution U' l = H_{F, j}, row by row of U.
-    for (int64_t i = 0; i < n; ++i) {
-      const double* ui = U + i * ld;
-      const double li = l[i] / ui[i];
-      l[i] = li;
-#pragma omp simd
-      for (int64_t k = i + 1; k < n; ++k) l[k] -= ui[k] * li;
-    }
+    forward(l.data());  // U' l = H_{F, j}
     const double hjj = H[j * K + j];
     const double d = hjj - dot(l.data(), l.data(), n);
     if (!(d > kPivotFloor * hjj) || !std::isfinite(d)) return false;
@@ -269,13 +262,7 @@ class FreeFactor {
   void solve(double* x) const {
     const int64_t n = n_, ld = cap_;
     const double* U = U_.data();
-    for (int64_t i = 0; i < n; ++i) {
-      const double* ui = U + i * ld;
-      const double xi = x[i] / ui[i];
-      x[i] = xi;
-#pragma omp simd
-      for (int64_t k = i + 1; k < n; ++k) x[k] -= ui[k] * xi;
-    }
+    forward(x);
     for (int64_t i = n - 1; i >= 0; --i) {
       const double* ui = U + i * ld;
       x[i] = (x[i] - dot(ui + i + 1, x + i + 1, n - i - 1)) / ui[i];
@@ -283,6 +270,19 @@ class FreeFactor {
   }
 
  private:
+  // Forward substitution U' x = rhs in place, row by row of U.
+  void forward(double* x) const {
+    const int64_t n = n_, ld = cap_;
+    const double* U = U_.data();
+    for (int64_t i = 0; i < n; ++i) {
+      const double* ui = U + i * ld;
+      const double xi = x[i] / ui[i];
+      x[i] = xi;
+#pragma omp simd
+      for (int64_t k = i + 1; k < n; ++k) x[k] -= ui[k] * xi;
+    }
+  }
+
   int64_t cap_, n_ = 0;
   std::vector<double> U_;
   std::vector<int64_t> idx_;
