@@ -66,4 +66,21 @@ class DeviceGuard {
 // Raises the Python exception for a failed kernel status.
 void throw_if_failed(const Status& s);
 
+// Runs an op where `ref` lives, with the GIL released and ref's GPU current: on_cpu() for host
+// arrays, on_cuda(stream) for CUDA arrays (never called in builds without CUDA, which refuse CUDA
+// arrays earlier). Each callable raises its own errors; the GIL is taken back while unwinding.
+template <typename OnCpu, typename OnCuda>
+void run_on_device(const ArrayView& ref, [[maybe_unused]] int64_t stream, OnCpu&& on_cpu,
+                   [[maybe_unused]] OnCuda&& on_cuda) {
+  DeviceGuard guard(ref);
+  py::gil_scoped_release release;
+  if (ref.device == Device::cpu) {
+    on_cpu();
+    return;
+  }
+#ifdef FASTFAIR_WITH_CUDA
+  on_cuda(reinterpret_cast<void*>(stream));
+#endif
+}
+
 }  // namespace fastfair::binding

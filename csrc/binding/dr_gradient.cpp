@@ -93,14 +93,8 @@ void dr_gradient(py::handle responses, py::handle ids, py::handle p, double samp
       throw py::value_error("workspace is too small; allocate dr_dense_workspace_len(K) doubles");
     a.workspace = static_cast<double*>(wv.data);
   }
-  py::gil_scoped_release release;
-  if (pv.device == Device::cpu) {
-    throw_if_failed(cpu::dr_gradient(a));
-  } else {
-#ifdef FASTFAIR_WITH_CUDA
-    throw_if_failed(cuda::dr_gradient(a, reinterpret_cast<void*>(stream)));
-#endif
-  }
+  run_on_device(pv, stream, [&] { throw_if_failed(cpu::dr_gradient(a)); },
+                [&](void* s) { throw_if_failed(cuda::dr_gradient(a, s)); });
 }
 
 void dr_lazy_step(py::handle state, py::handle ids, py::handle responses, double sample_prob,
@@ -121,14 +115,8 @@ void dr_lazy_step(py::handle state, py::handle ids, py::handle responses, double
                static_cast<const double*>(sample.responses.data),
                sample_prob, eta, prior_mass, var, static_cast<double*>(sv.data),
                static_cast<double*>(wv.data)};
-  py::gil_scoped_release release;
-  if (sv.device == Device::cpu) {
-    throw_if_failed(cpu::dr_lazy_step(a));
-  } else {
-#ifdef FASTFAIR_WITH_CUDA
-    throw_if_failed(cuda::dr_lazy_step(a, reinterpret_cast<void*>(stream)));
-#endif
-  }
+  run_on_device(sv, stream, [&] { throw_if_failed(cpu::dr_lazy_step(a)); },
+                [&](void* s) { throw_if_failed(cuda::dr_lazy_step(a, s)); });
 }
 
 void register_dr(py::module_& m) {

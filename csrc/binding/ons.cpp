@@ -103,19 +103,12 @@ void simplex_qp_batched(py::handle H, py::handle b, py::handle p, py::handle kkt
                           static_cast<double*>(kv.data), static_cast<int64_t*>(iv.data),
                           static_cast<int64_t*>(sv.data)};
   if (B == 0) return;
-  Status st;
-  {
-    py::gil_scoped_release release;
-    if (hv.device == Device::cpu) {
-      st = cpu::simplex_qp_batched(args);
-    } else {
-#ifdef FASTFAIR_WITH_CUDA
-      if (method != 1) st = Status::error("the CUDA solver is FISTA only (method 1)");
-      else st = cuda::simplex_qp_batched(args, reinterpret_cast<void*>(stream));
-#endif
-    }
-  }
-  throw_if_failed(st);
+  run_on_device(hv, stream, [&] { throw_if_failed(cpu::simplex_qp_batched(args)); },
+                [&](void* s) {
+                  if (method != 1)
+                    throw std::runtime_error("the CUDA solver is FISTA only (method 1)");
+                  throw_if_failed(cuda::simplex_qp_batched(args, s));
+                });
 }
 
 py::dict ons_step(py::handle H, py::handle Hinv, py::handle pending_u, py::handle pending_c,

@@ -26,15 +26,12 @@ void sample_clients(int64_t num_clients, int64_t m, uint64_t seed, int64_t round
   require_writable(iv, "ids");
   if (iv.numel() != m) throw py::value_error("ids must have shape [m]");
   auto* out = static_cast<int64_t*>(iv.data);
-  py::gil_scoped_release release;
-  if (iv.device == Device::cpu) {
-    throw_if_failed(cpu::sample_clients(num_clients, m, seed, uint32_t(round), out));
-  } else {
-#ifdef FASTFAIR_WITH_CUDA
-    throw_if_failed(cuda::sample_clients(num_clients, m, seed, uint32_t(round), out,
-                                         reinterpret_cast<void*>(stream)));
-#endif
-  }
+  run_on_device(
+      iv, stream,
+      [&] { throw_if_failed(cpu::sample_clients(num_clients, m, seed, uint32_t(round), out)); },
+      [&](void* s) {
+        throw_if_failed(cuda::sample_clients(num_clients, m, seed, uint32_t(round), out, s));
+      });
 }
 
 // prob: None (use prob_scalar) or [K] float32/float64 on the mask's device.
@@ -65,14 +62,8 @@ void availability(py::handle prob, double prob_scalar, uint64_t seed, int64_t ro
   } else if (!(prob_scalar >= 0.0 && prob_scalar <= 1.0)) {
     throw py::value_error("prob must be in [0, 1]; got " + std::to_string(prob_scalar));
   }
-  py::gil_scoped_release release;
-  if (mv.device == Device::cpu) {
-    throw_if_failed(cpu::availability(a));
-  } else {
-#ifdef FASTFAIR_WITH_CUDA
-    throw_if_failed(cuda::availability(a, reinterpret_cast<void*>(stream)));
-#endif
-  }
+  run_on_device(mv, stream, [&] { throw_if_failed(cpu::availability(a)); },
+                [&](void* s) { throw_if_failed(cuda::availability(a, s)); });
 }
 
 void register_sampling(py::module_& m) {

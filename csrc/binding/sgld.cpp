@@ -77,15 +77,8 @@ void sgld_step(py::handle x, py::handle grad, py::handle out, double step, py::h
   a.u.step_vec = per_sample(step_vec, "step", xv, n, stream, keep);
   a.u.noise_vec = per_sample(noise_vec, "noise_std", xv, n, stream, keep);
   if (total == 0) return;
-  DeviceGuard guard(xv);
-  py::gil_scoped_release release;
-  if (xv.device == Device::cpu) {
-    report(cpu::sgld_step(a));
-  } else {
-#ifdef FASTFAIR_WITH_CUDA
-    throw_if_failed(cuda::sgld_step(a, reinterpret_cast<void*>(stream)));
-#endif
-  }
+  run_on_device(xv, stream, [&] { report(cpu::sgld_step(a)); },
+                [&](void* s) { throw_if_failed(cuda::sgld_step(a, s)); });
 }
 
 void fedevg_server_step(py::handle x, py::handle G, py::handle e, py::handle w, py::handle out,
@@ -127,15 +120,8 @@ void fedevg_server_step(py::handle x, py::handle G, py::handle e, py::handle w, 
   a.u.step_vec = per_sample(step_vec, "step", xv, M, stream, keep);
   a.u.noise_vec = per_sample(noise_vec, "noise_std", xv, M, stream, keep);
   if (total == 0) return;
-  DeviceGuard guard(xv);
-  py::gil_scoped_release release;
-  if (xv.device == Device::cpu) {
-    report(cpu::fedevg_server_step(a));
-  } else {
-#ifdef FASTFAIR_WITH_CUDA
-    throw_if_failed(cuda::fedevg_server_step(a, reinterpret_cast<void*>(stream)));
-#endif
-  }
+  run_on_device(xv, stream, [&] { report(cpu::fedevg_server_step(a)); },
+                [&](void* s) { throw_if_failed(cuda::fedevg_server_step(a, s)); });
 }
 
 void register_sgld(py::module_& m) {

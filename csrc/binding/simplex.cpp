@@ -28,19 +28,13 @@ void project_simplex(py::handle v, py::handle out, int64_t stream) {
   if (ov.shape != vv.shape) throw py::value_error("out must have the shape of v");
   SimplexArgs a{vv.dtype, rows, cols, vv.data, vv.ndim() == 2 ? vv.strides[0] : cols, ov.data};
   if (rows == 0) return;
-  if (vv.device == Device::cpu) {
-    Status st;
-    {
-      py::gil_scoped_release release;
-      st = cpu::project_simplex(a);
-    }
-    if (!st.ok) throw py::value_error(st.message);
-  } else {
-#ifdef FASTFAIR_WITH_CUDA
-    py::gil_scoped_release release;
-    throw_if_failed(cuda::project_simplex(a, reinterpret_cast<void*>(stream)));
-#endif
-  }
+  run_on_device(
+      vv, stream,
+      [&] {
+        const Status st = cpu::project_simplex(a);
+        if (!st.ok) throw py::value_error(st.message);
+      },
+      [&](void* s) { throw_if_failed(cuda::project_simplex(a, s)); });
 }
 
 void register_simplex(py::module_& m) {

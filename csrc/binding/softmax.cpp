@@ -81,20 +81,14 @@ void fill_outputs(SoftmaxArgs& a, const ArrayView& xv, py::handle out, py::handl
   }
 }
 
-void run(const SoftmaxArgs& a, const ArrayView& xv, [[maybe_unused]] int64_t stream) {
-  if (xv.device == Device::cpu) {
-    Status st;
-    {
-      py::gil_scoped_release release;
-      st = cpu::softmax(a);
-    }
-    if (!st.ok) throw py::value_error(st.message);
-  } else {
-#ifdef FASTFAIR_WITH_CUDA
-    py::gil_scoped_release release;
-    throw_if_failed(cuda::softmax(a, reinterpret_cast<void*>(stream)));
-#endif
-  }
+void run(const SoftmaxArgs& a, const ArrayView& xv, int64_t stream) {
+  run_on_device(
+      xv, stream,
+      [&] {
+        const Status st = cpu::softmax(a);
+        if (!st.ok) throw py::value_error(st.message);
+      },
+      [&](void* s) { throw_if_failed(cuda::softmax(a, s)); });
 }
 
 void softmax_rows(py::handle x, const std::vector<double>& scale, py::handle out, py::handle lse,
@@ -175,15 +169,11 @@ void eg_step(py::handle G, py::handle g, py::handle ids, py::handle values,
     }
     return;
   }
-#ifdef FASTFAIR_WITH_CUDA
-  {
-    py::gil_scoped_release release;
+  run_on_device(gv, stream, [] {}, [&](void* s) {  // CUDA only: the host case returned above
     for (int64_t b = 0; b < r.rows; ++b)
-      throw_if_failed(cuda::scatter_add(Gd + b * r.cols, r.cols, id + b * m, val + b * m, m,
-                                        reinterpret_cast<void*>(stream)));
-  }
+      throw_if_failed(cuda::scatter_add(Gd + b * r.cols, r.cols, id + b * m, val + b * m, m, s));
+  });
   run(a, gv, stream);
-#endif
 }
 
 void register_softmax(py::module_& m) {

@@ -61,13 +61,6 @@ SuperFedLayout layout_of(const ArrayView& fv, py::handle offsets, py::handle twi
   return {fv.shape[0], P, S, off, static_cast<const uint8_t*>(tv.data)};
 }
 
-template <typename F>
-void launch(const ArrayView& fv, F&& f) {
-  DeviceGuard guard(fv);
-  py::gil_scoped_release release;
-  throw_if_failed(f(fv.device == Device::cpu));
-}
-
 void superfed_reduce(py::handle f, py::handle l, py::handle g, py::handle offsets,
                      py::handle twinned, py::handle out, int64_t stream) {
   Checked c;
@@ -85,14 +78,8 @@ void superfed_reduce(py::handle f, py::handle l, py::handle g, py::handle offset
   require_shape(outv, "out", {L.rows, L.segments, 4});
   SuperFedReduceArgs a{L, static_cast<const float*>(fv.data), static_cast<const float*>(lv.data),
                        static_cast<const float*>(gv.data), static_cast<double*>(outv.data)};
-  launch(fv, [&](bool cpu) {
-    if (cpu) return cpu::superfed_reduce(a);
-#ifdef FASTFAIR_WITH_CUDA
-    return cuda::superfed_reduce(a, reinterpret_cast<void*>(stream));
-#else
-    return Status::success();
-#endif
-  });
+  run_on_device(fv, stream, [&] { throw_if_failed(cpu::superfed_reduce(a)); },
+                [&](void* s) { throw_if_failed(cuda::superfed_reduce(a, s)); });
 }
 
 void superfed_step(py::handle f, py::handle l, py::handle g, py::handle grad, py::handle buf_f,
@@ -145,14 +132,8 @@ void superfed_step(py::handle f, py::handle l, py::handle g, py::handle grad, py
   a.momentum = momentum;
   a.weight_decay = weight_decay;
   a.train_local = train_local;
-  launch(fv, [&](bool cpu) {
-    if (cpu) return cpu::superfed_step(a);
-#ifdef FASTFAIR_WITH_CUDA
-    return cuda::superfed_step(a, reinterpret_cast<void*>(stream));
-#else
-    return Status::success();
-#endif
-  });
+  run_on_device(fv, stream, [&] { throw_if_failed(cpu::superfed_step(a)); },
+                [&](void* s) { throw_if_failed(cuda::superfed_step(a, s)); });
 }
 
 void register_superfed(py::module_& m) {

@@ -43,16 +43,9 @@ ArrayView check_weights(py::handle w, const ArrayView& ref, const std::string& r
   return wv;
 }
 
-void launch(AverageArgs& args, const ArrayView& ref, [[maybe_unused]] int64_t stream) {
-  py::gil_scoped_release release;
-  DeviceGuard guard(ref);
-  if (ref.device == Device::cpu) {
-    throw_if_failed(cpu::weighted_average(args));
-  } else {
-#ifdef FASTFAIR_WITH_CUDA
-    throw_if_failed(cuda::weighted_average(args, reinterpret_cast<void*>(stream)));
-#endif
-  }
+void launch(AverageArgs& args, const ArrayView& ref, int64_t stream) {
+  run_on_device(ref, stream, [&] { throw_if_failed(cpu::weighted_average(args)); },
+                [&](void* s) { throw_if_failed(cuda::weighted_average(args, s)); });
 }
 
 // X is [N, *shape]: the trailing axes of each row must be contiguous, the row stride is free.
