@@ -10,9 +10,12 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from fastfair.sim.engine import Distributed
 
 DEFAULT_RULES = ("fedavg", "aaggff-d", "fedmaba")
 CHECKPOINT = "checkpoint.pt"
@@ -131,15 +134,24 @@ def _save_checkpoint(out: Path, payload: Dict[str, Any]) -> None:
 
 
 def simulate(args: argparse.Namespace) -> int:
+    from fastfair.sim.engine import Distributed
+
+    dist = Distributed.from_environment()
+    try:
+        return _simulate(args, dist)
+    finally:
+        dist.close()
+
+
+def _simulate(args: argparse.Namespace, dist: Distributed) -> int:
     import torch
     from tqdm import tqdm
 
     from fastfair.sim import report
-    from fastfair.sim.engine import Distributed, SimulationConfig
+    from fastfair.sim.engine import SimulationConfig
     from fastfair.sim.methods import METHODS, check_options, make_simulation
     from fastfair.sim.rules import build_rule
 
-    dist = Distributed.from_environment()
     lead = dist.rank == 0
     if args.resume is not None:
         out = args.resume

@@ -103,6 +103,7 @@ class Distributed:
 
     rank: int = 0
     world_size: int = 1
+    joined: bool = False  # this object initialised the default group, so close() ends it
 
     @classmethod
     def from_environment(cls) -> "Distributed":
@@ -113,9 +114,19 @@ class Distributed:
             return cls()
         import torch.distributed as dist
 
-        if not dist.is_initialized():
+        joined = not dist.is_initialized()
+        if joined:
             dist.init_process_group("gloo")
-        return cls(dist.get_rank(), dist.get_world_size())
+        return cls(dist.get_rank(), dist.get_world_size(), joined)
+
+    def close(self) -> None:
+        """Ends the process group that :meth:`from_environment` joined (a no-op otherwise).
+        A group left to interpreter shutdown can abort the process from gloo's threads."""
+        if self.joined:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+            self.joined = False
 
     def my_slice(self, m: int) -> slice:
         bounds = np.linspace(0, m, self.world_size + 1).round().astype(int)
