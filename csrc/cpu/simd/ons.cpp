@@ -734,15 +734,9 @@ bool active_set_schur(SchurSolver& solver, const double* wb, int64_t K, double t
     const int64_t z = int64_t(Z.size());
     if (z > zmax || z >= K || !solver.set_zero_set(Z)) return false;
     solver.solve(wb, 1.0, q.data(), nu, &mu);
-    // Ratio test over the free coordinates.
-    double step = 1.0;
-    int64_t block = -1;
-    for (int64_t i = 0; i < K; ++i) {
-      if (q[i] < 0.0) {
-        const double s = cur[i] > 0.0 ? cur[i] / (cur[i] - q[i]) : 0.0;
-        if (block < 0 || s < step) { step = s; block = i; }
-      }
-    }
+    // Over all K coordinates: the zero set's have q = 0 and never block.
+    double step;
+    const int64_t block = ratio_test(cur.data(), q.data(), K, &step);
     if (block >= 0) {
       for (int64_t i = 0; i < K; ++i) cur[i] = std::max(cur[i] + step * (q[i] - cur[i]), 0.0);
       cur[block] = 0.0;
