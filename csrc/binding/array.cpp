@@ -293,4 +293,8 @@ void throw_if_failed(const Status& s) {
   if (!s.ok) throw std::runtime_error(s.message);
 }
 
+void throw_value_error_if_failed(const Status& s) {
+  if (!s.ok) throw py::value_error(s.message);
+}
+
 }  // namespace fastfair::binding

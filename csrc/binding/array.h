@@ -63,8 +63,10 @@ class DeviceGuard {
   int previous_ = -1;
 };
 
-// Raises the Python exception for a failed kernel status.
+// Raises the Python exception for a failed kernel status: RuntimeError, or ValueError where the
+// kernel's failures are about the input values (CPU kernels that check their data).
 void throw_if_failed(const Status& s);
+void throw_value_error_if_failed(const Status& s);
 
 // Runs an op where `ref` lives, with the GIL released and ref's GPU current: on_cpu() for host
 // arrays, on_cuda(stream) for CUDA arrays (never called in builds without CUDA, which refuse CUDA

@@ -55,10 +55,6 @@ LangevinArgs langevin(double step, double noise, double grad_clip, double lo, do
   return {step, nullptr, noise, nullptr, grad_clip, lo, hi, seed, offset};
 }
 
-void report(const Status& st) {
-  if (!st.ok) throw py::value_error(st.message);
-}
-
 void sgld_step(py::handle x, py::handle grad, py::handle out, double step, py::handle step_vec,
                double noise, py::handle noise_vec, double grad_clip, double lo, double hi,
                uint64_t seed, uint64_t offset, int64_t stream) {
@@ -77,7 +73,7 @@ void sgld_step(py::handle x, py::handle grad, py::handle out, double step, py::h
   a.u.step_vec = per_sample(step_vec, "step", xv, n, stream, keep);
   a.u.noise_vec = per_sample(noise_vec, "noise_std", xv, n, stream, keep);
   if (total == 0) return;
-  run_on_device(xv, stream, [&] { report(cpu::sgld_step(a)); },
+  run_on_device(xv, stream, [&] { throw_value_error_if_failed(cpu::sgld_step(a)); },
                 [&](void* s) { throw_if_failed(cuda::sgld_step(a, s)); });
 }
 
@@ -120,7 +116,7 @@ void fedevg_server_step(py::handle x, py::handle G, py::handle e, py::handle w, 
   a.u.step_vec = per_sample(step_vec, "step", xv, M, stream, keep);
   a.u.noise_vec = per_sample(noise_vec, "noise_std", xv, M, stream, keep);
   if (total == 0) return;
-  run_on_device(xv, stream, [&] { report(cpu::fedevg_server_step(a)); },
+  run_on_device(xv, stream, [&] { throw_value_error_if_failed(cpu::fedevg_server_step(a)); },
                 [&](void* s) { throw_if_failed(cuda::fedevg_server_step(a, s)); });
 }
 

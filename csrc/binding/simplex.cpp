@@ -28,13 +28,8 @@ void project_simplex(py::handle v, py::handle out, int64_t stream) {
   if (ov.shape != vv.shape) throw py::value_error("out must have the shape of v");
   SimplexArgs a{vv.dtype, rows, cols, vv.data, vv.ndim() == 2 ? vv.strides[0] : cols, ov.data};
   if (rows == 0) return;
-  run_on_device(
-      vv, stream,
-      [&] {
-        const Status st = cpu::project_simplex(a);
-        if (!st.ok) throw py::value_error(st.message);
-      },
-      [&](void* s) { throw_if_failed(cuda::project_simplex(a, s)); });
+  run_on_device(vv, stream, [&] { throw_value_error_if_failed(cpu::project_simplex(a)); },
+                [&](void* s) { throw_if_failed(cuda::project_simplex(a, s)); });
 }
 
 void register_simplex(py::module_& m) {

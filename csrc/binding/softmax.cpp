@@ -82,13 +82,8 @@ void fill_outputs(SoftmaxArgs& a, const ArrayView& xv, py::handle out, py::handl
 }
 
 void run(const SoftmaxArgs& a, const ArrayView& xv, int64_t stream) {
-  run_on_device(
-      xv, stream,
-      [&] {
-        const Status st = cpu::softmax(a);
-        if (!st.ok) throw py::value_error(st.message);
-      },
-      [&](void* s) { throw_if_failed(cuda::softmax(a, s)); });
+  run_on_device(xv, stream, [&] { throw_value_error_if_failed(cpu::softmax(a)); },
+                [&](void* s) { throw_if_failed(cuda::softmax(a, s)); });
 }
 
 void softmax_rows(py::handle x, const std::vector<double>& scale, py::handle out, py::handle lse,
