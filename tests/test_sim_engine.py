@@ -71,6 +71,7 @@ def test_own_arrays_and_module():
         y = rng.integers(0, 3, 40)
         clients.append((centers[y] + rng.normal(size=(40, 4)), y))
     data = ArrayDataset(clients, num_classes=3)
+    torch.manual_seed(0)  # the module's initial weights must not depend on the tests run before
     net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
     config = SimulationConfig(clients=8, per_round=4, rounds=20, eval_every=20, lr=0.2)
     sim = Simulation(config, dataset=data, model=ModuleModel(net))
