@@ -172,17 +172,17 @@ def test_tv7_expected_threshold_drift(alpha, gamma, drift):
     assert_rule_close(got, drift, "golden")
 
 
-def test_client_objective_autograd_matches_step():
+def test_client_loss_autograd_matches_step():
     agg = FedCVaRAvg(1, alpha=0.3, gamma=0.2)
     theta = torch.tensor([0.7], dtype=torch.float64, requires_grad=True)
     t = torch.tensor(0.1, dtype=torch.float64, requires_grad=True)
     loss = 0.5 * ((theta - 2.0) ** 2).sum()
-    agg.client_objective(loss, t).backward()
+    agg.client_loss(loss, t).backward()
     new_theta, new_t = agg.client_step(np.array([0.7]), 0.1, np.array([0.7 - 2.0]),
                                        float(loss.detach()), lr=1.0, lr_threshold=1.0)
     assert_rule_close(0.7 - theta.grad.numpy(), new_theta, "golden")
     assert_rule_close(0.1 - float(t.grad), new_t, "golden")
-    assert float(agg.client_objective(2.0, 1.0)) == pytest.approx(0.8 + 0.8 / 0.3 + 0.4)
+    assert float(agg.client_loss(2.0, 1.0)) == pytest.approx(0.8 + 0.8 / 0.3 + 0.4)
 
 
 def test_random_fedsgd_rounds_match_reference(rng):

@@ -1,8 +1,11 @@
 """Aggregation rules as drop-in aggregators: one module per rule, each a small stateful object over
-pure functions. The common contract (construction, ``weights``, ``aggregate``, validation before
-mutation, versioned ``state_dict``) is documented in :mod:`fastfair.aggregators.base`.
+pure functions; server optimisers apart from the rules; what clients minimise; and the registry
+that names them all. The common contract (construction, ``weights``, ``aggregate``, validation
+before mutation, versioned ``state_dict``, what a rule declares) is documented in
+:mod:`fastfair.aggregators.base`.
 """
 
+from fastfair.aggregators import registry
 from fastfair.aggregators.aaggff import AAggFFD, AAggFFS
 from fastfair.aggregators.afl import AFL
 from fastfair.aggregators.base import FORMAT_VERSION, Aggregator
@@ -10,11 +13,15 @@ from fastfair.aggregators.fedavg import FairAvg, FedAvg, FedProx
 from fastfair.aggregators.fedcvar import FedCVaRAvg
 from fastfair.aggregators.fedmaba import FedMABA
 from fastfair.aggregators.fedmgda import FedMGDA
+from fastfair.aggregators.objectives import ClientObjective
 from fastfair.aggregators.propfair import PropFair
 from fastfair.aggregators.qfedavg import QFedAvg
-from fastfair.aggregators.server_opt import FedAdagrad, FedAdam, FedAvgM, FedYogi
+from fastfair.aggregators.registry import RULES, build, build_server_optimizer
+from fastfair.aggregators.server_opt import (SERVER_OPTIMIZERS, SGD, FedAdagrad, FedAdam, FedAvgM,
+                                             FedYogi, ServerOptimizer)
 from fastfair.aggregators.term import TERM
 
-__all__ = ["AAggFFD", "AAggFFS", "AFL", "FORMAT_VERSION", "Aggregator", "FairAvg", "FedAdagrad",
-           "FedAdam", "FedAvg", "FedAvgM", "FedCVaRAvg", "FedMABA", "FedMGDA", "FedProx", "FedYogi",
-           "PropFair", "QFedAvg", "TERM"]
+__all__ = ["AAggFFD", "AAggFFS", "AFL", "FORMAT_VERSION", "Aggregator", "ClientObjective",
+           "FairAvg", "FedAdagrad", "FedAdam", "FedAvg", "FedAvgM", "FedCVaRAvg", "FedMABA",
+           "FedMGDA", "FedProx", "FedYogi", "PropFair", "QFedAvg", "RULES", "SERVER_OPTIMIZERS",
+           "SGD", "ServerOptimizer", "TERM", "build", "build_server_optimizer", "registry"]

@@ -196,6 +196,8 @@ class AAggFFD(Aggregator):
     :math:`p^{(t+1)}` in O(K).
     """
 
+    name = "aaggff-d"
+
     def __init__(self, num_clients: int, cdf: str = "weibull", *, response_range: Any = None,
                  sample_prob: Optional[float] = None, variant: str = "paper",
                  initial_p: str = "uniform", normal_cdf: str = "paper") -> None:
@@ -308,6 +310,7 @@ class AAggFFS(Aggregator):
     clients (in any order); :attr:`last_certificate` is the projection's KKT certificate.
     """
 
+    name = "aaggff-s"
     #: Every round must include all K clients (Alg. 3.1 is full participation).
     full_participation = True
 

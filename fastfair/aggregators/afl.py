@@ -46,6 +46,8 @@ class AFL(Aggregator):
     not. ``weights(client_ids, losses)`` returns ``c`` ``[m]``. O(m) per round.
     """
 
+    name = "afl"
+
     def __init__(self, num_clients: int, step_size: float = 0.1, *,
                  coefficients: str = "updated") -> None:
         super().__init__(num_clients)

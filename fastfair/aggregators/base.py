@@ -34,9 +34,24 @@ State
     loaded state is bit-identical to one never interrupted) and rejects another rule, population,
     configuration or format version, leaving the state untouched.
 
+What a rule declares
+    ``name``: its one public name (``"aaggff-d"``), used by :mod:`fastfair.aggregators.registry`,
+    the command line, the simulator, Flower and ``state_dict``. ``round_inputs``: the names of the
+    extra per-round inputs ``weights`` takes as configured; ``"updates"`` (the cohort's
+    pseudo-gradients ``[m, *S]``) and ``"sq_norms"`` (their squared norms ``[m]``) are computed
+    by the caller from the updates, every other name is reported by the clients' objective.
+    ``client_objective()``: what the clients minimise (a
+    :class:`~fastfair.aggregators.objectives.ClientObjective`, whose ``to_config()`` carries it to
+    a client), or None for the plain loss. ``needs_losses``, ``allow_duplicates``,
+    ``full_participation`` (every client every round) and ``expects_gradients`` (the
+    coefficients apply to gradients at the received model, not to local training's deltas)
+    complete the declaration. No code outside :mod:`fastfair.aggregators` needs to know a
+    rule's class.
+
 Client side
     Rules that change what clients optimise (PropFair's loss transform, Fed-CVaR-Avg's (θ, t) step,
-    FedProx's proximal term) expose it as methods of the same class, usable in any training loop.
+    FedProx's proximal term) also expose it as methods of the same class, usable in any training
+    loop.
 
 Writing a rule
     Subclass :class:`Aggregator`; implement ``_round(ids, losses, num_samples, **inputs)``, which
@@ -48,14 +63,20 @@ Writing a rule
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, ClassVar, Dict, Optional, Tuple
 
 import numpy as np
 
 from fastfair import ops
 from fastfair._arrays import framework_or_none, from_host, is_cuda
+from fastfair.aggregators.objectives import ClientObjective
 
-FORMAT_VERSION = 1
+#: Version of the ``state_dict`` format (2: ``"rule"`` holds the rule's public name).
+FORMAT_VERSION = 2
+
+#: Round inputs a caller computes from the cohort's pseudo-gradients; every other input a rule
+#: declares is reported by the clients' objective.
+UPDATE_INPUTS = ("updates", "sq_norms")
 
 Commit = Callable[[], None]
 
@@ -163,10 +184,18 @@ class Aggregator:
     See the module docstring of :mod:`fastfair.aggregators.base` for the contract.
     """
 
+    #: The rule's one public name (registry, command line, Flower, ``state_dict``).
+    name: ClassVar[str] = ""
     #: Whether ``weights`` requires ``losses`` (FedAvg and FairAvg do not).
     needs_losses = True
     #: Whether a round may list a client twice (Fed-CVaR-Avg relays with replacement).
     allow_duplicates = False
+    #: Whether every client must take part in every round (cross-silo rules such as AAggFF-S).
+    full_participation: ClassVar[bool] = False
+    #: Whether the coefficients apply to gradients the clients report at the received model
+    #: (Fed-CVaR-Avg's one-step form) rather than to the deltas ``w - w_i`` of local training;
+    #: a caller that aggregates trained models (Flower) refuses such a rule.
+    expects_gradients = False
 
     def __init__(self, num_clients: int, num_samples: Any = None) -> None:
         if isinstance(num_clients, bool) or not isinstance(num_clients, (int, np.integer)):
@@ -179,6 +208,18 @@ class Aggregator:
             self._num_samples = check_vector(num_samples, self.num_clients, "num_samples",
                                              nonnegative=True).copy()
         self.round = 0
+
+    # ------------------------------------------------------------------ declarations
+    @property
+    def round_inputs(self) -> Tuple[str, ...]:
+        """Names of the extra keyword inputs ``weights`` takes in this configuration (see the
+        module docstring); empty for most rules."""
+        return ()
+
+    def client_objective(self) -> Optional[ClientObjective]:
+        """What this round's clients minimise, or None for their plain mean loss. Call it every
+        round: an objective may carry server state (Fed-CVaR-Avg's current threshold)."""
+        return None
 
     # ------------------------------------------------------------------ round protocol
     def weights(self, client_ids: Any, losses: Any = None, num_samples: Any = None,
@@ -281,7 +322,7 @@ class Aggregator:
         if self._num_samples is not None:
             state["num_samples"] = self._num_samples
         state.update(self._state())
-        return {"format_version": FORMAT_VERSION, "rule": type(self).__name__,
+        return {"format_version": FORMAT_VERSION, "rule": self.name,
                 "num_clients": self.num_clients, "config": dict(self._config()),
                 "state": {k: (np.array(v, copy=True) if isinstance(v, np.ndarray) else v)
                           for k, v in state.items()}}
@@ -291,12 +332,13 @@ class Aggregator:
         if not isinstance(state_dict, dict):
             raise TypeError("state_dict must be a dict returned by state_dict()")
         version = state_dict.get("format_version")
-        if version != FORMAT_VERSION:
+        if version not in (1, FORMAT_VERSION):
             raise ValueError(f"state_dict has format_version {version!r}; this fastfair reads "
-                             f"version {FORMAT_VERSION}")
-        if state_dict.get("rule") != type(self).__name__:
-            raise ValueError(f"state_dict is for rule {state_dict.get('rule')!r}, not "
-                             f"{type(self).__name__!r}")
+                             f"versions 1 and {FORMAT_VERSION}")
+        # Version 1 named the rule by its class.
+        rule = self.name if version == FORMAT_VERSION else type(self).__name__
+        if state_dict.get("rule") != rule:
+            raise ValueError(f"state_dict is for rule {state_dict.get('rule')!r}, not {rule!r}")
         if state_dict.get("num_clients") != self.num_clients:
             raise ValueError(f"state_dict has num_clients {state_dict.get('num_clients')!r}; "
                              f"this aggregator has {self.num_clients}")

@@ -11,11 +11,13 @@ Both weightings are O(m) per round and keep no per-client state beyond FedAvg's 
 
 from __future__ import annotations
 
-from typing import Any, Dict, Sequence, Tuple, Union
+from typing import Any, Dict, Tuple
 
 import numpy as np
 
 from fastfair.aggregators.base import Aggregator, Commit, check_choice, check_scalar
+from fastfair.aggregators.objectives import (Params, ProximalObjective, param_pairs,
+                                             proximal_term)
 
 _NOTHING: Commit = lambda: None  # noqa: E731  (stateless rules commit nothing)
 
@@ -53,6 +55,7 @@ class FedAvg(Aggregator):
     given, otherwise unused). O(m) per round.
     """
 
+    name = "fedavg"
     needs_losses = False
 
     def __init__(self, num_clients: int, num_samples: Any = None, *,
@@ -75,14 +78,12 @@ class FairAvg(Aggregator):
     ``weights(client_ids, losses=None)``; no state besides the round counter. O(m) per round.
     """
 
+    name = "fairavg"
     needs_losses = False
 
     def _round(self, ids, losses, num_samples, **round_inputs) -> Tuple[np.ndarray, Commit]:
         self._no_round_inputs(round_inputs)
         return np.full(ids.shape[0], 1.0 / ids.shape[0]), _NOTHING
-
-
-Params = Union[Any, Sequence[Any]]
 
 
 class FedProx(FedAvg):
@@ -93,8 +94,10 @@ class FedProx(FedAvg):
 
     where ``w^t`` is the global model the client received. Use :meth:`proximal_term` in an
     autograd loop (add it to the loss) or :meth:`proximal_gradient` in a hand-written one.
-    ``mu`` >= 0; ``mu = 0`` is FedAvg.
+    ``mu`` >= 0; ``mu = 0`` is FedAvg. :meth:`client_objective` is the proximal objective.
     """
+
+    name = "fedprox"
 
     def __init__(self, num_clients: int, num_samples: Any = None, *, mu: float = 0.1,
                  zero_total: str = "uniform") -> None:
@@ -104,25 +107,19 @@ class FedProx(FedAvg):
     def _config(self) -> Dict[str, Any]:
         return {"zero_total": self.zero_total, "mu": self.mu}
 
+    def client_objective(self) -> ProximalObjective:
+        return ProximalObjective(self.mu)
+
     def proximal_term(self, params: Params, global_params: Params) -> Any:
         r"""``(mu/2) * sum_l ||params_l - global_l||^2`` for one array or a list of arrays (torch
         tensors keep their autograd graph; ``global_params`` should be detached)."""
-        pairs = _pairs(params, global_params)
-        total = sum(((p - g) ** 2).sum() for p, g in pairs)
-        return 0.5 * self.mu * total
+        return proximal_term(params, global_params, self.mu)
 
     def proximal_gradient(self, grads: Params, params: Params, global_params: Params) -> Params:
         r"""``grad_l + mu * (params_l - global_l)`` for each array: the gradient of the proximal
         objective given the gradient of the plain loss. Returns new arrays."""
         if isinstance(grads, (list, tuple)):
-            pairs = _pairs(params, global_params)
+            pairs = param_pairs(params, global_params)
             return [g + self.mu * (p - w) for g, (p, w) in zip(grads, pairs)]
         return grads + self.mu * (params - global_params)
 
-
-def _pairs(params: Params, global_params: Params):
-    if isinstance(params, (list, tuple)):
-        if not isinstance(global_params, (list, tuple)) or len(params) != len(global_params):
-            raise ValueError("global_params must be a list with one array per entry of params")
-        return list(zip(params, global_params))
-    return [(params, global_params)]

@@ -21,10 +21,11 @@ moves t by :math:`-\eta_t(1-\gamma)(1 - \frac{1}{m\alpha}\sum_i 1[\ell_i > t])`.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
+from fastfair.aggregators.objectives import CVaRObjective, cvar_objective
 from fastfair.aggregators.base import (Aggregator, Commit, check_choice, check_scalar,
                                        check_vector, host_array)
 
@@ -119,7 +120,7 @@ class FedCVaRAvg(Aggregator):
         Initial threshold :math:`t_0` (default 0, as the authors' code).
     form
         ``"relay"`` (default, the paper's algorithm): clients train locally with
-        :meth:`client_step` / :meth:`client_objective` and report (θ', t');
+        :meth:`client_step` / :meth:`client_loss` and report (θ', t');
         ``weights(client_ids, thresholds=[m])`` returns ``1/m`` and sets t to the mean of the
         reported thresholds. ``"fedsgd"``: clients report a loss and a gradient at the current
         (θ, t); ``weights(client_ids, losses)`` returns :math:`c_i/m` (sum in
@@ -134,7 +135,11 @@ class FedCVaRAvg(Aggregator):
         Accept a client listed twice in a round (relays drawn with replacement count twice).
 
     State: the threshold ``t`` (float64) and the round counter; nothing per client.
+    In the relay form :meth:`client_objective` is the CVaR objective from the current t, and
+    the round input ``thresholds`` is what it reports.
     """
+
+    name = "fedcvar"
 
     def __init__(self, num_clients: int, alpha: float = 0.5, gamma: float = 0.0, *,
                  threshold: float = 0.0, form: str = "relay", lr_threshold: float = 0.0,
@@ -146,7 +151,7 @@ class FedCVaRAvg(Aggregator):
         self.lr_threshold = check_scalar(lr_threshold, "lr_threshold", lo=0.0)
         self.normalize = bool(normalize)
         self.allow_duplicates = bool(allow_duplicates)
-        self.needs_losses = self.form == "fedsgd"
+        self.needs_losses = self.expects_gradients = self.form == "fedsgd"
         self.initial_threshold = check_scalar(threshold, "threshold")
         self.t = self.initial_threshold
 
@@ -192,19 +197,25 @@ class FedCVaRAvg(Aggregator):
         """The current global threshold t, broadcast with θ."""
         return self.t
 
+    @property
+    def round_inputs(self) -> Tuple[str, ...]:
+        return ("thresholds",) if self.form == "relay" else ()
+
+    def client_objective(self) -> Optional[CVaRObjective]:
+        """The relay form's objective, trained jointly in t from the current threshold (t's step
+        size ``lr_threshold``, or the client learning rate when it is 0); None for the one-step
+        form, whose clients report plain losses and gradients."""
+        if self.form != "relay":
+            return None
+        return CVaRObjective(self.alpha, self.gamma, self.t, self.lr_threshold or None)
+
     # ------------------------------------------------------------------ client
-    def client_objective(self, batch_loss: Any, t: Any) -> Any:
+    def client_loss(self, batch_loss: Any, t: Any) -> Any:
         r"""The client's training objective on one batch,
         :math:`G = (1-\gamma)t + \frac{1-\gamma}{\alpha}[\ell - t]_+ + \gamma\ell`, with ℓ the
         **mean** batch loss (a scalar). Works on floats, NumPy and torch (autograd through ℓ and
         a tensor t; the subgradient at ℓ = t is the cold one, as relu'(0) = 0)."""
-        gap = batch_loss - t
-        if type(gap).__module__.split(".")[0] == "torch":
-            positive = gap.clamp(min=0)
-        else:
-            positive = np.maximum(gap, 0.0)
-        return ((1.0 - self.gamma) * t + (1.0 - self.gamma) / self.alpha * positive
-                + self.gamma * batch_loss)
+        return cvar_objective(batch_loss, t, self.alpha, self.gamma)
 
     def client_step(self, theta: Any, t: float, grad: Any, loss: float, lr: float,
                     lr_threshold: float) -> Tuple[Any, float]:

@@ -141,6 +141,8 @@ class FedMABA(Aggregator):
     status and the iteration count of the last round. O(m) per round.
     """
 
+    name = "fedmaba"
+
     def __init__(self, num_clients: int, step_size: float = 0.5, rho: float = 1.0,
                  alpha: float = 0.5, *, kl_reference: str = "sampled",
                  sync: str = "mass_preserving", lambda_max: float = math.inf) -> None:

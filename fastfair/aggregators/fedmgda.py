@@ -219,7 +219,9 @@ class FedMGDA(Aggregator):
     the Gram matrix (O(m² d)) plus the QP (a few O(m³) solves at most).
     """
 
+    name = "fedmgda"
     needs_losses = False
+    round_inputs = ("updates",)
 
     def __init__(self, num_clients: int, epsilon: float = 0.1, *,
                  normalize_updates: bool = True) -> None:

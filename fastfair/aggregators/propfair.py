@@ -15,12 +15,13 @@ response :math:`-\log(M - F_k)`), which needs :math:`F_k < M`.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
 from fastfair.aggregators.base import Aggregator, Commit, check_choice, check_scalar
 from fastfair.aggregators.fedavg import fedavg_weights
+from fastfair.aggregators.objectives import PropFairObjective, propfair_loss
 
 
 class PropFair(Aggregator):
@@ -42,6 +43,8 @@ class PropFair(Aggregator):
     ``weights(client_ids, losses=None, num_samples=None)``: losses are required by ``"eg"``
     only. Stateless, O(m) per round.
     """
+
+    name = "propfair"
 
     def __init__(self, num_clients: int, M: float = 5.0, epsilon: float = 0.2, *,
                  num_samples: Any = None, weighting: str = "fedavg") -> None:
@@ -72,18 +75,14 @@ class PropFair(Aggregator):
                              "undefined")
         return score / total, lambda: None
 
+    def client_objective(self) -> Optional[PropFairObjective]:
+        r"""The client loss transform with ``weighting="fedavg"``; None with ``"eg"``, whose
+        server weights :math:`n_k/(M - \ell_k)` already carry the transform's gradient scale."""
+        return PropFairObjective(self.M, self.epsilon) if self.weighting == "fedavg" else None
+
     def client_loss(self, loss: Any) -> Any:
         r"""The transformed training loss of a batch: :math:`-\log(1 - \ell/M)`, or
         :math:`\ell/M` when :math:`M - \ell < \epsilon`, elementwise. ``loss`` is a float, a
         NumPy array or a torch tensor of any shape, e.g. ``[m]`` mean losses of m clients
         (autograd flows through it); the result has its type and shape."""
-        if type(loss).__module__.split(".")[0] == "torch":
-            import torch
-
-            near = (self.M - loss.detach()) < self.epsilon
-            safe = torch.where(near, torch.zeros_like(loss), loss)  # keeps log's gradient finite
-            return torch.where(near, loss / self.M, -(1.0 - safe / self.M).log())
-        value = np.asarray(loss, dtype=np.float64)
-        near = (self.M - value) < self.epsilon
-        out = np.where(near, value / self.M, -np.log1p(-np.where(near, 0.0, value) / self.M))
-        return float(out) if out.ndim == 0 else out
+        return propfair_loss(loss, self.M, self.epsilon)

@@ -74,6 +74,8 @@ class QFedAvg(Aggregator):
     O(m) per round plus one pass over the updates for their norms.
     """
 
+    name = "qfedavg"
+
     def __init__(self, num_clients: int, q: float = 0.1, lipschitz: float = 1.0, *,
                  num_samples: Any = None, form: str = "qffl") -> None:
         super().__init__(num_clients, num_samples)
@@ -83,6 +85,10 @@ class QFedAvg(Aggregator):
 
     def _config(self) -> Dict[str, Any]:
         return {"q": self.q, "lipschitz": self.lipschitz, "form": self.form}
+
+    @property
+    def round_inputs(self) -> Tuple[str, ...]:
+        return ("sq_norms",) if self.form == "qffl" else ()
 
     def _round(self, ids, losses, num_samples, **round_inputs) -> Tuple[np.ndarray, Commit]:
         updates = round_inputs.pop("updates", None)

@@ -1,10 +1,11 @@
-r"""Server optimisers usable with any rule's coefficients: FedAvgM, FedAdam, FedYogi, FedAdagrad.
+r"""Server optimisers, apart from the rules: SGD (the default), FedAvgM, FedAdam, FedYogi, FedAdagrad.
 
-Each wraps an aggregator (FedAvg by default): ``weights`` is the wrapped rule's, and
-``aggregate(updates, coef, base=params)`` turns the combined pseudo-gradient into an adaptive
-server step. With :math:`X_i = w - w_i` and :math:`\Delta = -\sum_i c_i X_i`:
+A rule chooses the coefficients c of a round; an optimiser turns the combined pseudo-gradient
+:math:`g = \sum_i c_i X_i` (with :math:`X_i = w - w_i`) into the server step, so any rule
+combines with any optimiser. With :math:`\Delta = -g`:
 
 .. math::
+   \text{SGD: } & w \leftarrow w + \eta \Delta \\
    \text{FedAvgM: } & m \leftarrow \beta m + \Delta, \quad w \leftarrow w + \eta m \\
    \text{FedAdagrad: } & v \leftarrow v + \Delta^2 \\
    \text{FedYogi: } & v \leftarrow v - (1-\beta_2)\Delta^2 \operatorname{sign}(v - \Delta^2) \\
@@ -13,19 +14,18 @@ server step. With :math:`X_i = w - w_i` and :math:`\Delta = -\sum_i c_i X_i`:
    w \leftarrow w + \eta\, \frac{m}{\sqrt{v} + \tau}
 
 with :math:`m_0 = 0` and :math:`v_0 = \tau^2` (adaptive federated optimisation, no bias
-correction). The moment buffers live in the framework, device and dtype of the parameters; the
-wrapped rule's state and the buffers share one ``state_dict``.
+correction). The moment buffers live in the framework, device and dtype of the parameters.
+:data:`SERVER_OPTIMIZERS` lists them by name and :func:`build_server_optimizer` builds one.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, ClassVar, Dict, List, Optional, Tuple, Type
 
 import numpy as np
 
 from fastfair._arrays import framework_or_none
-from fastfair.aggregators.base import FORMAT_VERSION, Aggregator, check_scalar
-from fastfair.aggregators.fedavg import FedAvg
+from fastfair.aggregators.base import FORMAT_VERSION, check_scalar
 
 
 def _clone(x: Any) -> Any:
@@ -43,63 +43,43 @@ def _sign(x: Any) -> Any:
     return np.sign(x)
 
 
-class _ServerOptimizer(Aggregator):
-    """Shared machinery: delegation to the wrapped rule, buffers, state_dict."""
+class ServerOptimizer:
+    r"""A server step on the combined pseudo-gradient :math:`g = \sum_i c_i X_i` of a round.
 
-    _buffers: tuple = ()
+    ``step(params, pseudo_gradient)`` updates ``params`` (one array or a list of arrays of any
+    framework) in place and returns them; ``pseudo_gradient`` has the same structure and shapes.
+    Moment buffers are created at the first step in the framework, device and dtype of the
+    parameters. ``state_dict()`` / ``load_state_dict()`` round-trip them exactly (versioned).
+    """
 
-    def __init__(self, num_clients: int, aggregator: Optional[Aggregator] = None, *,
-                 lr: float) -> None:
-        super().__init__(num_clients)
-        if aggregator is None:
-            aggregator = FedAvg(num_clients)
-        if not isinstance(aggregator, Aggregator) or isinstance(aggregator, _ServerOptimizer):
-            raise TypeError("aggregator must be a fastfair aggregation rule (FedAvg, FedMABA, "
-                            f"...); got {type(aggregator).__name__}")
-        if aggregator.num_clients != self.num_clients:
-            raise ValueError(f"aggregator has num_clients {aggregator.num_clients}; expected "
-                             f"{self.num_clients}")
-        self.aggregator = aggregator
+    #: The optimiser's public name (``--server-optimizer``).
+    name: ClassVar[str] = ""
+    _buffers: ClassVar[Tuple[str, ...]] = ()
+
+    def __init__(self, *, lr: float) -> None:
         self.lr = check_scalar(lr, "lr", lo=0.0, lo_open=True)
         self.state: Dict[str, Optional[List[Any]]] = {name: None for name in self._buffers}
         self.steps = 0
 
-    def weights(self, client_ids: Any, losses: Any = None, num_samples: Any = None,
-                **round_inputs: Any) -> Any:
-        """The wrapped rule's coefficients (see :meth:`Aggregator.weights`)."""
-        coef = self.aggregator.weights(client_ids, losses, num_samples, **round_inputs)
-        self.round += 1
-        return coef
-
-    def aggregate(self, updates: Any, coefficients: Any = None, *, base: Any = None,
-                  lr: Optional[float] = None, out: Any = None) -> Any:
-        r"""One server step on ``base`` (required; one array or a list of arrays, updated in
-        place and returned) from pseudo-gradients ``updates`` weighted by ``coefficients`` (or an
-        :class:`fastfair.ops.Accumulator` holding :math:`\sum_i c_i X_i`). The step size is the
-        optimiser's ``lr``."""
-        if base is None:
-            raise ValueError(f"base is required: {type(self).__name__} updates the parameters "
-                             "in place")
-        if lr is not None or out is not None:
-            raise ValueError(f"{type(self).__name__} takes its step size from lr= at "
-                             "construction and has no out=")
-        combined = Aggregator.aggregate(self, updates, coefficients)
-        params = list(base) if isinstance(base, (list, tuple)) else [base]
-        grads = list(combined) if isinstance(combined, list) else [combined]
-        if len(grads) != len(params) or any(tuple(g.shape) != tuple(p.shape)
-                                            for g, p in zip(grads, params)):
-            raise ValueError("base must have the structure and shapes of one client update")
+    def step(self, params: Any, pseudo_gradient: Any) -> Any:
+        """One step: ``params`` move against ``pseudo_gradient`` (see the class formula)."""
+        ps = list(params) if isinstance(params, (list, tuple)) else [params]
+        gs = (list(pseudo_gradient) if isinstance(pseudo_gradient, (list, tuple))
+              else [pseudo_gradient])
+        if len(gs) != len(ps) or any(tuple(g.shape) != tuple(p.shape) for g, p in zip(gs, ps)):
+            raise ValueError("pseudo_gradient must have the structure and shapes of params; got "
+                             f"{[tuple(g.shape) for g in gs]} for {[tuple(p.shape) for p in ps]}")
         for name, bufs in self.state.items():
-            if bufs is not None and (len(bufs) != len(params) or any(
-                    tuple(b.shape) != tuple(p.shape) for b, p in zip(bufs, params))):
-                raise ValueError(f"base does not match the shapes of the {name} buffers from "
-                                 "earlier rounds")
+            if bufs is not None and (len(bufs) != len(ps) or any(
+                    tuple(b.shape) != tuple(p.shape) for b, p in zip(bufs, ps))):
+                raise ValueError(f"params do not match the shapes of the {name} buffers from "
+                                 "earlier steps")
         if self.state and next(iter(self.state.values())) is None:
-            self._init_buffers(params)
-        for k, (p, g) in enumerate(zip(params, grads)):
+            self._init_buffers(ps)
+        for k, (p, g) in enumerate(zip(ps, gs)):
             self._step(k, p, -g)
         self.steps += 1
-        return base
+        return params
 
     def _init_buffers(self, params: List[Any]) -> None:
         for name in self.state:
@@ -114,59 +94,80 @@ class _ServerOptimizer(Aggregator):
         return 0.0
 
     def _step(self, k: int, param: Any, delta: Any) -> None:
+        """Moves parameter array k by the negative pseudo-gradient ``delta``."""
         raise NotImplementedError
 
     def _config(self) -> Dict[str, Any]:
         return {"lr": self.lr}
 
     def state_dict(self) -> Dict[str, Any]:
-        """Versioned snapshot of the optimiser (buffers copied, in their own framework) and of
-        the wrapped rule (``"aggregator"``)."""
-        return {"format_version": FORMAT_VERSION, "rule": type(self).__name__,
-                "num_clients": self.num_clients, "config": dict(self._config()),
-                "state": {"round": self.round, "steps": self.steps,
+        """``{"format_version", "optimizer", "config", "state"}``; buffers copied, in their own
+        framework."""
+        return {"format_version": FORMAT_VERSION, "optimizer": self.name,
+                "config": dict(self._config()),
+                "state": {"steps": self.steps,
                           **{name: None if bufs is None else [_clone(b) for b in bufs]
-                             for name, bufs in self.state.items()}},
-                "aggregator": self.aggregator.state_dict()}
+                             for name, bufs in self.state.items()}}}
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
         """Restores :meth:`state_dict` exactly; on any mismatch raises and changes nothing."""
-        if not isinstance(state_dict, dict) or "aggregator" not in state_dict:
-            raise ValueError("state_dict must come from a server optimiser's state_dict()")
-        outer = {k: v for k, v in state_dict.items() if k != "aggregator"}
-        state = outer.get("state", {})
-        bufs = {name: state.get(name) for name in self.state}
-        for name, value in bufs.items():
-            if value is not None and not isinstance(value, (list, tuple)):
-                raise ValueError(f"state[{name!r}] must be None or a list of arrays")
-        expected = {"round", "steps", *self.state}
+        if not isinstance(state_dict, dict):
+            raise TypeError("state_dict must be a dict returned by state_dict()")
+        if state_dict.get("format_version") != FORMAT_VERSION:
+            raise ValueError(f"state_dict has format_version {state_dict.get('format_version')!r}"
+                             f"; this fastfair reads version {FORMAT_VERSION}")
+        if state_dict.get("optimizer") != self.name:
+            raise ValueError(f"state_dict is for optimizer {state_dict.get('optimizer')!r}, not "
+                             f"{self.name!r}")
+        if state_dict.get("config") != self._config():
+            raise ValueError(f"state_dict config {state_dict.get('config')!r} differs from this "
+                             f"optimizer's {self._config()!r}; construct it with the same "
+                             "hyperparameters")
+        state = state_dict.get("state", {})
+        expected = {"steps", *self.state}
         if set(state) != expected:
             raise ValueError(f"state_dict state has keys {sorted(state)}; expected "
                              f"{sorted(expected)}")
-        self._check_header(outer)
-        self.aggregator.load_state_dict(state_dict["aggregator"])
-        self.round = int(state["round"])
-        self.steps = int(state["steps"])
+        bufs = {name: state[name] for name in self.state}
+        for name, value in bufs.items():
+            if value is not None and not isinstance(value, (list, tuple)):
+                raise ValueError(f"state[{name!r}] must be None or a list of arrays")
+        steps = state["steps"]
+        if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
+            raise ValueError(f"state['steps'] must be a non-negative integer; got {steps!r}")
+        self.steps = int(steps)
         self.state = {name: None if v is None else [_clone(b) for b in v]
                       for name, v in bufs.items()}
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self._config().items())
-        return f"{type(self).__name__}({self.num_clients}, aggregator={self.aggregator!r}, {args})"
+        return f"{type(self).__name__}({args})"
 
 
-class FedAvgM(_ServerOptimizer):
+class SGD(ServerOptimizer):
+    r"""Plain server step :math:`w \leftarrow w - \eta g` (``lr`` = 1 is the rule's own
+    average); the default of every simulation and strategy."""
+
+    name = "sgd"
+
+    def __init__(self, *, lr: float = 1.0) -> None:
+        super().__init__(lr=lr)
+
+    def _step(self, k: int, param: Any, delta: Any) -> None:
+        param += self.lr * delta
+
+
+class FedAvgM(ServerOptimizer):
     r"""Server momentum: :math:`m \leftarrow \beta m + \Delta`, :math:`w \leftarrow w + \eta m`.
 
-    ``FedAvgM(num_clients, aggregator=None, lr=1.0, momentum=0.9)``; ``momentum=0`` and
-    ``lr=1`` is plain averaging.
+    ``FedAvgM(lr=1.0, momentum=0.9)``; ``momentum=0`` is :class:`SGD`.
     """
 
+    name = "fedavgm"
     _buffers = ("momentum_buffer",)
 
-    def __init__(self, num_clients: int, aggregator: Optional[Aggregator] = None, *,
-                 lr: float = 1.0, momentum: float = 0.9) -> None:
-        super().__init__(num_clients, aggregator, lr=lr)
+    def __init__(self, *, lr: float = 1.0, momentum: float = 0.9) -> None:
+        super().__init__(lr=lr)
         self.momentum = check_scalar(momentum, "momentum", lo=0.0, hi=1.0, hi_open=True)
 
     def _config(self) -> Dict[str, Any]:
@@ -179,13 +180,12 @@ class FedAvgM(_ServerOptimizer):
         param += self.lr * buf
 
 
-class _Adaptive(_ServerOptimizer):
+class _Adaptive(ServerOptimizer):
     _buffers = ("exp_avg", "exp_avg_sq")
 
-    def __init__(self, num_clients: int, aggregator: Optional[Aggregator] = None, *,
-                 lr: float = 1e-2, beta1: float = 0.9, beta2: float = 0.99,
+    def __init__(self, *, lr: float = 1e-2, beta1: float = 0.9, beta2: float = 0.99,
                  tau: float = 1e-3) -> None:
-        super().__init__(num_clients, aggregator, lr=lr)
+        super().__init__(lr=lr)
         self.beta1 = check_scalar(beta1, "beta1", lo=0.0, hi=1.0, hi_open=True)
         self.beta2 = check_scalar(beta2, "beta2", lo=0.0, hi=1.0, hi_open=True)
         self.tau = check_scalar(tau, "tau", lo=0.0, lo_open=True)
@@ -210,8 +210,10 @@ class _Adaptive(_ServerOptimizer):
 class FedAdam(_Adaptive):
     r"""FedAdam: :math:`v \leftarrow \beta_2 v + (1-\beta_2)\Delta^2`.
 
-    ``FedAdam(num_clients, aggregator=None, lr=1e-2, beta1=0.9, beta2=0.99, tau=1e-3)``.
+    ``FedAdam(lr=1e-2, beta1=0.9, beta2=0.99, tau=1e-3)``.
     """
+
+    name = "fedadam"
 
     def _second_moment(self, v: Any, sq: Any) -> None:
         v *= self.beta2
@@ -221,8 +223,10 @@ class FedAdam(_Adaptive):
 class FedYogi(_Adaptive):
     r"""FedYogi: :math:`v \leftarrow v - (1-\beta_2)\Delta^2\operatorname{sign}(v - \Delta^2)`.
 
-    ``FedYogi(num_clients, aggregator=None, lr=1e-2, beta1=0.9, beta2=0.99, tau=1e-3)``.
+    ``FedYogi(lr=1e-2, beta1=0.9, beta2=0.99, tau=1e-3)``.
     """
+
+    name = "fedyogi"
 
     def _second_moment(self, v: Any, sq: Any) -> None:
         v -= (1.0 - self.beta2) * sq * _sign(v - sq)
@@ -231,15 +235,21 @@ class FedYogi(_Adaptive):
 class FedAdagrad(_Adaptive):
     r"""FedAdagrad: :math:`v \leftarrow v + \Delta^2` (``beta2`` unused).
 
-    ``FedAdagrad(num_clients, aggregator=None, lr=1e-2, beta1=0.9, tau=1e-3)``.
+    ``FedAdagrad(lr=1e-2, beta1=0.9, tau=1e-3)``.
     """
 
-    def __init__(self, num_clients: int, aggregator: Optional[Aggregator] = None, *,
-                 lr: float = 1e-2, beta1: float = 0.9, tau: float = 1e-3) -> None:
-        super().__init__(num_clients, aggregator, lr=lr, beta1=beta1, beta2=0.0, tau=tau)
+    name = "fedadagrad"
+
+    def __init__(self, *, lr: float = 1e-2, beta1: float = 0.9, tau: float = 1e-3) -> None:
+        super().__init__(lr=lr, beta1=beta1, beta2=0.0, tau=tau)
 
     def _config(self) -> Dict[str, Any]:
         return {"lr": self.lr, "beta1": self.beta1, "tau": self.tau}
 
     def _second_moment(self, v: Any, sq: Any) -> None:
         v += sq
+
+
+#: Every server optimiser by name.
+SERVER_OPTIMIZERS: Dict[str, Type[ServerOptimizer]] = {
+    c.name: c for c in (SGD, FedAvgM, FedAdam, FedYogi, FedAdagrad)}

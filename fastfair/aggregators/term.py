@@ -49,6 +49,8 @@ class TERM(Aggregator):
     ``weights(client_ids, losses, num_samples=None)``. Stateless, O(m) per round.
     """
 
+    name = "term"
+
     def __init__(self, num_clients: int, tilt: float = 0.1, *, num_samples: Any = None,
                  variant: str = "paper") -> None:
         super().__init__(num_clients, num_samples)

@@ -1,0 +1,96 @@
+"""Every rule and server optimiser under the one public name the command line, the simulator,
+Flower and ``state_dict`` use, with their options and defaults.
+
+.. code-block:: python
+
+    from fastfair.aggregators import registry
+
+    rule = registry.build("aaggff-d", 1000, cdf="frechet")       # == AAggFFD(1000, cdf="frechet")
+    opt = registry.build_server_optimizer("fedadam", lr=0.01)
+    print(registry.describe())                                     # every rule and its options
+
+An unknown name or option is a ``ValueError`` that lists the valid ones and suggests the closest;
+a value of the wrong type is a ``TypeError`` naming the option; both come before anything is
+built.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, Dict, List, Type
+
+from fastfair._options import OptionSpec, check_options, signature_options
+from fastfair.aggregators.aaggff import AAggFFD, AAggFFS
+from fastfair.aggregators.afl import AFL
+from fastfair.aggregators.base import Aggregator
+from fastfair.aggregators.fedavg import FairAvg, FedAvg, FedProx
+from fastfair.aggregators.fedcvar import FedCVaRAvg
+from fastfair.aggregators.fedmaba import FedMABA
+from fastfair.aggregators.fedmgda import FedMGDA
+from fastfair.aggregators.propfair import PropFair
+from fastfair.aggregators.qfedavg import QFedAvg
+from fastfair.aggregators.server_opt import SERVER_OPTIMIZERS, ServerOptimizer
+from fastfair.aggregators.term import TERM
+
+#: Every rule by its public name (its class's ``name``).
+RULES: Dict[str, Type[Aggregator]] = {
+    c.name: c for c in (FedAvg, FairAvg, FedProx, AAggFFD, AAggFFS, FedMABA, FedCVaRAvg, QFedAvg,
+                        TERM, AFL, PropFair, FedMGDA)}
+
+
+def _lookup(kind: str, name: Any, table: Dict[str, Any]) -> Any:
+    if name not in table:
+        close = difflib.get_close_matches(str(name), list(table), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"unknown {kind} {name!r}{hint}; choose from {', '.join(table)}")
+    return table[name]
+
+
+def rule_options(name: str) -> Dict[str, OptionSpec]:
+    """The options of rule ``name`` (constructor keywords after ``num_clients``) with defaults."""
+    return signature_options(_lookup("rule", name, RULES).__init__, skip=("num_clients",))
+
+
+def server_optimizer_options(name: str) -> Dict[str, OptionSpec]:
+    """The options of server optimiser ``name`` with their defaults."""
+    return signature_options(_lookup("server optimizer", name, SERVER_OPTIMIZERS).__init__)
+
+
+def check_rule_options(name: str, options: Dict[str, Any]) -> None:
+    """Raises (ValueError / TypeError naming the rule and option) unless ``options`` are options
+    of rule ``name`` with values of their types; builds nothing."""
+    check_options(f"rule {name!r}", options, rule_options(name))
+
+
+def build(name: str, num_clients: int, **options: Any) -> Aggregator:
+    """Rule ``name`` for a population of ``num_clients``, e.g. ``build("fedmaba", 100,
+    alpha=0.5)``. Names, option names and types are checked first; the rule's constructor then
+    checks values (ranges, choices). Every error names the rule."""
+    check_rule_options(name, options)
+    try:
+        return RULES[name](num_clients, **options)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"rule {name!r}: {exc}") from None
+
+
+def build_server_optimizer(name: str, **options: Any) -> ServerOptimizer:
+    """Server optimiser ``name`` (``sgd``, ``fedavgm``, ``fedadam``, ``fedyogi``,
+    ``fedadagrad``) with ``options`` (e.g. ``lr=0.01``), checked like :func:`build`."""
+    check_options(f"server optimizer {name!r}", options, server_optimizer_options(name))
+    try:
+        return SERVER_OPTIMIZERS[name](**options)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"server optimizer {name!r}: {exc}") from None
+
+
+def describe() -> str:
+    """A listing of every rule and server optimiser with its options and defaults."""
+    lines: List[str] = ["rules:"]
+    for name, cls in RULES.items():
+        opts = ", ".join(s.describe() for s in rule_options(name).values())
+        lines.append(f"  {name:<10} {cls.__name__:<11} {opts}")
+    lines.append("server optimizers:")
+    for name, cls in SERVER_OPTIMIZERS.items():
+        opts = ", ".join(s.describe() for s in server_optimizer_options(name).values())
+        lines.append(f"  {name:<10} {cls.__name__:<11} {opts}")
+    return "\n".join(lines)
