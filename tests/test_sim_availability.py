@@ -54,7 +54,7 @@ def test_bernoulli_rates_and_cap():
 def test_build_errors():
     with pytest.raises(ValueError, match="availability must be one of"):
         build_availability("markov", 10, 2, 0, {})
-    with pytest.raises(ValueError, match="unexpected options"):
+    with pytest.raises(ValueError, match="has no option .prob.; its options are: none"):
         build_availability("uniform", 10, 2, 0, {"prob": 0.5})
     with pytest.raises(ValueError, match="per_round must be in"):
         UniformAvailability(10, 11, 0)

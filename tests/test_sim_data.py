@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from fastfair.sim.data import (ArrayDataset, SyntheticDataset, client_hash, digits_dataset,
+from fastfair.sim.data import (ArrayDataset, SyntheticDataset, digits_dataset,
                                partition_labels)
 
 
@@ -59,12 +59,6 @@ def test_synthetic_feature_covariance_and_labels():
     x0, y0 = d._generate(0, 100)
     W, b = d._shared_model
     torch.testing.assert_close(y0, torch.argmax(x0 @ W + b, dim=1))
-
-
-def test_client_hash_is_independent_of_other_ids():
-    a = client_hash(7, np.array([1, 2, 3]), 1)
-    b = client_hash(7, np.array([3]), 1)
-    assert a[2] == b[0] and len(set(a.tolist())) == 3
 
 
 def test_bad_ids_and_arguments():

@@ -15,9 +15,8 @@ import pytest
 import torch
 
 from fastfair.cli import main
-from fastfair.sim.data import ArrayDataset
-from fastfair.sim.engine import Simulation, SimulationConfig
-from fastfair.sim.models import ModuleModel
+from fastfair.sim import ArrayDataset, ModuleModel, Simulation, SimulationConfig
+from fastfair.sim import checkpoint as checkpoint_module
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--clients", "60", "--per-round", "6", "--eval-every", "2", "--quiet"]
@@ -36,7 +35,7 @@ def test_state_dict_continues_exactly(rule, extra):
     config = SimulationConfig(rule=rule, rule_options=extra, clients=12 if rule == "aaggff-s"
                               else 40, per_round=per_round, rounds=6,
                               eval_every=2, eval_clients=20, server_optimizer="fedadam",
-                              server_options={"lr": 0.01})
+                              server_lr=0.01)
     straight = Simulation(config)
     for _ in range(6):
         straight.step()
@@ -146,7 +145,7 @@ def test_resume_after_kill_reproduces_the_run(tmp_path):
         time.sleep(0.002)
     killed.send_signal(signal.SIGKILL)
     killed.wait()
-    state = torch.load(checkpoint, weights_only=False)
+    state = checkpoint_module.load(checkpoint)
     assert state["current_rule"] == "fedavg", "the kill should land inside the first rule"
     assert straight.wait() == 0
     resumed = _run(["--resume", str(tmp_path / "killed"), "--quiet"])

@@ -9,14 +9,13 @@ import numpy as np
 import pytest
 
 from fastfair.cli import main
-from fastfair.sim.engine import Simulation, SimulationConfig
-from fastfair.sim.fedevg import FedEvgSimulation
-from fastfair.sim.superfed import SuperFedSimulation
+from fastfair.sim import FedEvgSimulation, Simulation, SimulationConfig, SuperFedSimulation
 
 torch = pytest.importorskip("torch")
 
 TINY = dict(dataset="digits", clients=12, per_round=3, rounds=3, eval_every=3, model="mlp",
             hidden=8, epochs=1, batch_size=32, lr=0.05)
+TINY_DATA = dict(dataset="digits", clients=12, per_round=3, rounds=3, eval_every=3)
 TINY_FEDEVG = {"spc": 2, "local_epochs": 1, "eval_epochs": 2, "hidden": 16}
 
 
@@ -65,7 +64,7 @@ def test_superfed_lm_draws_one_lambda_per_layer():
 
 
 def test_fedevg_rounds_and_checkpoint():
-    cfg = SimulationConfig(rule="fedevg", rule_options=TINY_FEDEVG, **TINY)
+    cfg = SimulationConfig(rule="fedevg", rule_options=TINY_FEDEVG, **TINY_DATA)
     a = FedEvgSimulation(cfg)
     x0 = a.synthetic.clone()
     a.step()
@@ -84,8 +83,8 @@ def test_fedevg_rounds_and_checkpoint():
 
 
 def test_fedevg_code_variant_clamps_the_synthetic_set():
-    opts = {**TINY_FEDEVG, "variant": "code"}
-    sim = FedEvgSimulation(SimulationConfig(rule="fedevg", rule_options=opts, **TINY))
+    opts = {**TINY_FEDEVG, "variant": "reference_code"}
+    sim = FedEvgSimulation(SimulationConfig(rule="fedevg", rule_options=opts, **TINY_DATA))
     assert sim.opts.beta_end == 1.0 and sim.opts.server_noise == 1e-4 and sim.opts.grad_clip == 3
     sim.step()
     assert float(sim.synthetic.min()) >= 0.0 and float(sim.synthetic.max()) <= 1.0
@@ -95,14 +94,17 @@ def test_fedevg_rejects_unbounded_data_and_unknown_options():
     with pytest.raises(ValueError, match="--dataset digits"):
         FedEvgSimulation(SimulationConfig(rule="fedevg", dataset="synthetic"))
     with pytest.raises(ValueError, match="has no option"):
-        FedEvgSimulation(SimulationConfig(rule="fedevg", rule_options={"bogus": 1}, **TINY))
+        FedEvgSimulation(SimulationConfig(rule="fedevg", rule_options={"bogus": 1}, **TINY_DATA))
+    with pytest.raises(ValueError, match=r"does not use lr \(--lr\): FedEvg has its own"):
+        FedEvgSimulation(SimulationConfig(rule="fedevg", **TINY_DATA, lr=0.5))
 
 
-@pytest.mark.parametrize("rule,options", [("fedevg", TINY_FEDEVG), ("superfed-mm", {})])
-def test_cli_runs_methods(tmp_path, capsys, rule, options):
+@pytest.mark.parametrize("rule,options,model", [
+    ("fedevg", TINY_FEDEVG, []), ("superfed-mm", {}, ["--model", "mlp", "--hidden", "8"])])
+def test_cli_runs_methods(tmp_path, capsys, rule, options, model):
     out = tmp_path / rule
     argv = ["simulate", "--rule", rule, "--clients", "12", "--per-round", "3", "--rounds", "2",
-            "--eval-every", "1", "--model", "mlp", "--hidden", "8", "--out", str(out), "--quiet"]
+            "--eval-every", "1", *model, "--out", str(out), "--quiet"]
     for k, v in options.items():
         argv += ["--rule-option", f"{k}={v}"]
     assert main(argv) == 0

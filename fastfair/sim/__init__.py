@@ -1,12 +1,21 @@
 """Cross-device federated simulation: data sets that cost nothing until a client is sampled,
-batched local training of thousands of clients at once, and fairness metrics."""
+batched local training of thousands of clients at once, fairness metrics, and experiments that
+run several rules on identical data, client samples and seeds (:class:`Experiment`)."""
 
+from fastfair.sim.config import SimulationConfig
 from fastfair.sim.data import (ArrayDataset, ClientBatch, FederatedDataset, SyntheticDataset,
                                digits_dataset)
+from fastfair.sim.distributed import Distributed
+from fastfair.sim.engine import Simulation
+from fastfair.sim.experiment import Experiment, ExperimentResult, make_runner
+from fastfair.sim.fedevg import FedEvgSimulation
 from fastfair.sim.metrics import fairness_metrics
-from fastfair.sim.models import LogisticRegression, MLP, make_model
+from fastfair.sim.models import MLP, LogisticRegression, ModuleModel, make_model
+from fastfair.sim.superfed import SuperFedSimulation
 from fastfair.sim.training import LocalTrainingConfig, evaluate_clients, train_clients
 
-__all__ = ["ArrayDataset", "ClientBatch", "FederatedDataset", "SyntheticDataset",
-           "digits_dataset", "fairness_metrics", "LogisticRegression", "MLP", "make_model",
-           "LocalTrainingConfig", "evaluate_clients", "train_clients"]
+__all__ = ["ArrayDataset", "ClientBatch", "Distributed", "Experiment", "ExperimentResult",
+           "FedEvgSimulation", "FederatedDataset", "LocalTrainingConfig", "LogisticRegression",
+           "MLP", "ModuleModel", "Simulation", "SimulationConfig", "SuperFedSimulation",
+           "SyntheticDataset", "digits_dataset", "evaluate_clients", "fairness_metrics",
+           "make_model", "make_runner", "train_clients"]

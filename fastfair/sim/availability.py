@@ -13,12 +13,13 @@ Every draw is a pure function of (seed, round), so runs are reproducible and res
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, Optional, Type
 
 import numpy as np
 
 from fastfair import ops
-from fastfair.sim.data import _uniform, client_hash
+from fastfair._options import check_options, signature_options
+from fastfair.sim.seeding import Stream, kernel_seed, keys, round_keys, uniform
 
 
 def ram_probabilities(u: np.ndarray) -> np.ndarray:
@@ -51,13 +52,15 @@ class Availability:
 
 class UniformAvailability(Availability):
     def sample(self, round: int) -> np.ndarray:
-        return np.sort(ops.sample_clients(self.num_clients, self.per_round, seed=self.seed,
+        return np.sort(ops.sample_clients(self.num_clients, self.per_round,
+                                          seed=kernel_seed(self.seed, Stream.UNIFORM_COHORT),
                                           round=round))
 
 
 class BernoulliAvailability(Availability):
-    def __init__(self, num_clients: int, per_round: int, seed: int, prob: float = None,
-                 prob_low: float = None, prob_high: float = None) -> None:
+    def __init__(self, num_clients: int, per_round: int, seed: int,
+                 prob: Optional[float] = None, prob_low: Optional[float] = None,
+                 prob_high: Optional[float] = None) -> None:
         super().__init__(num_clients, per_round, seed)
         if prob is not None and (prob_low is not None or prob_high is not None):
             raise ValueError("give prob, or prob_low and prob_high, not both")
@@ -73,15 +76,17 @@ class BernoulliAvailability(Availability):
             if not 0 <= prob_low <= prob_high <= 1 or prob_high == 0:
                 raise ValueError(f"need 0 <= prob_low <= prob_high <= 1, prob_high > 0; got "
                                  f"{prob_low}, {prob_high}")
-            u = _uniform(client_hash(seed, np.arange(num_clients), 0xA7A1))
+            u = uniform(keys(seed, Stream.BERNOULLI_PROB, np.arange(num_clients)))
             self.prob = prob_low + (prob_high - prob_low) * u
 
     def sample(self, round: int) -> np.ndarray:
-        mask = ops.sample_available(self.prob, seed=self.seed, round=round,
+        mask = ops.sample_available(self.prob, seed=kernel_seed(self.seed, Stream.BERNOULLI_MASK),
+                                    round=round,
                                     num_clients=self.num_clients)
         available = np.flatnonzero(mask)
         if available.size > self.per_round:
-            pick = ops.sample_clients(available.size, self.per_round, seed=self.seed ^ 0xB0B,
+            pick = ops.sample_clients(available.size, self.per_round,
+                                      seed=kernel_seed(self.seed, Stream.BERNOULLI_PICK),
                                       round=round)
             available = np.sort(available[pick])
         return available.astype(np.int64)
@@ -90,22 +95,33 @@ class BernoulliAvailability(Availability):
 class RandomAccessAvailability(Availability):
     def __init__(self, num_clients: int, per_round: int, seed: int) -> None:
         super().__init__(num_clients, per_round, seed)
-        self.rho = ram_probabilities(_uniform(client_hash(seed, np.arange(num_clients), 0x4A3)))
+        self.rho = ram_probabilities(uniform(keys(seed, Stream.RAM_WEIGHTS,
+                                                  np.arange(num_clients))))
 
     def sample(self, round: int) -> np.ndarray:
         slots = np.arange(self.per_round, dtype=np.uint64) + np.uint64(self.per_round) * np.uint64(round)
-        u = _uniform(client_hash(self.seed ^ 0x4A3, slots, round))
+        u = uniform(round_keys(self.seed, Stream.RAM_DRAWS, slots, round))
         return np.unique(ram_draw(self.rho, u)).astype(np.int64)
 
 
 def build_availability(name: str, num_clients: int, per_round: int, seed: int,
                        options: Dict[str, Any]) -> Availability:
     """An availability model by name ('uniform', 'bernoulli', 'ram') with its options."""
-    kinds = {"uniform": UniformAvailability, "bernoulli": BernoulliAvailability,
-             "ram": RandomAccessAvailability}
-    if name not in kinds:
-        raise ValueError(f"availability must be one of {', '.join(kinds)}; got {name!r}")
-    try:
-        return kinds[name](num_clients, per_round, seed, **options)
-    except TypeError as exc:
-        raise ValueError(f"availability {name!r} got unexpected options {sorted(options)}") from exc
+    check_availability(name, options)
+    return AVAILABILITY[name](num_clients, per_round, seed, **options)
+
+
+def check_availability(name: str, options: Dict[str, Any]) -> None:
+    """Raises unless ``name`` is an availability model and ``options`` are its options (names
+    and types), before anything is built."""
+    if name not in AVAILABILITY:
+        raise ValueError(f"availability must be one of {', '.join(AVAILABILITY)}; got {name!r}")
+    spec = signature_options(AVAILABILITY[name].__init__,
+                             skip=("num_clients", "per_round", "seed"))
+    check_options(f"availability {name!r}", options, spec)
+
+
+#: Every availability model by name.
+AVAILABILITY: Dict[str, Type[Availability]] = {
+    "uniform": UniformAvailability, "bernoulli": BernoulliAvailability,
+    "ram": RandomAccessAvailability}

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
+
+from fastfair.sim.seeding import Stream, keys, numpy_rng, torch_seed, uniform
 
 TRAIN_FRACTION = 0.8
 
@@ -66,27 +68,6 @@ def _split_sizes(total: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     return train, total - train
 
 
-def _splitmix64(x: np.ndarray) -> np.ndarray:
-    """A 64-bit mixing hash, elementwise (uint64 arithmetic wraps, as intended)."""
-    with np.errstate(over="ignore"):
-        x = x + np.uint64(0x9E3779B97F4A7C15)
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return x ^ (x >> np.uint64(31))
-
-
-def client_hash(seed: int, ids: np.ndarray, stream: int) -> np.ndarray:
-    """Independent 64-bit keys for (seed, client id, stream), vectorised over ``ids``."""
-    base = _splitmix64(np.array([seed & 0xFFFFFFFFFFFFFFFF], dtype=np.uint64))
-    mixed = _splitmix64(base ^ np.asarray(ids, dtype=np.uint64))
-    return _splitmix64(mixed ^ np.uint64(stream))
-
-
-def _uniform(keys: np.ndarray) -> np.ndarray:
-    """Uniform (0, 1) from 64-bit keys (53 random bits, never exactly 0)."""
-    return ((keys >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)
-
-
 class SyntheticDataset(FederatedDataset):
     r"""Synthetic(alpha, beta): the multinomial logistic-regression generator of the FedProx/LEAF
     line of work, one client at a time.
@@ -118,15 +99,15 @@ class SyntheticDataset(FederatedDataset):
         self.max_samples = int(max_samples)
         self._feature_std = torch.arange(1, num_features + 1, dtype=torch.float64).pow(-0.6).float()
         if iid:
-            g = torch.Generator().manual_seed(int(client_hash(self.seed, np.array([0]), 7)[0] >> 1))
+            g = torch.Generator().manual_seed(torch_seed(self.seed, Stream.SYNTHETIC_SHARED_MODEL))
             self._shared_model = (torch.randn(num_features, num_classes, generator=g),
                                   torch.randn(num_classes, generator=g))
 
     def total_samples(self, ids) -> np.ndarray:
         """Train + test samples of each client ([m] int64)."""
         ids = self._check_ids(ids)
-        u1 = _uniform(client_hash(self.seed, ids, 1))
-        u2 = _uniform(client_hash(self.seed, ids, 2))
+        u1 = uniform(keys(self.seed, Stream.SYNTHETIC_SIZE_A, ids))
+        u2 = uniform(keys(self.seed, Stream.SYNTHETIC_SIZE_B, ids))
         z = np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * math.pi * u2)  # Box-Muller
         n = np.floor(np.exp(np.minimum(4.0 + 2.0 * z, 30.0))).astype(np.int64) + 50
         return np.minimum(n, self.max_samples)
@@ -135,8 +116,7 @@ class SyntheticDataset(FederatedDataset):
         return _split_sizes(self.total_samples(ids))[0]
 
     def _generate(self, client: int, total: int) -> Tuple[torch.Tensor, torch.Tensor]:
-        key = int(client_hash(self.seed, np.array([client]), 3)[0] >> 1)
-        g = torch.Generator().manual_seed(key)
+        g = torch.Generator().manual_seed(torch_seed(self.seed, Stream.SYNTHETIC_CLIENT, client))
         u = float(torch.randn((), generator=g)) * self.alpha
         shift = float(torch.randn((), generator=g)) * self.beta
         F, C = self.num_features, self.num_classes
@@ -244,7 +224,7 @@ def partition_labels(labels: np.ndarray, num_clients: int, scheme: str, *, seed:
     n = labels.shape[0]
     if not 1 <= num_clients <= n // 2:
         raise ValueError(f"num_clients must be in [1, {n // 2}] for {n} samples; got {num_clients}")
-    rng = np.random.default_rng(seed)
+    rng = numpy_rng(seed, Stream.DIGITS_PARTITION)
     if scheme == "iid":
         return [np.sort(part) for part in np.array_split(rng.permutation(n), num_clients)]
     if scheme == "pathological":
@@ -285,6 +265,15 @@ def digits_dataset(num_clients: int = 50, scheme: str = "dirichlet", *, seed: in
     y = digits.target.astype(np.int64)
     parts = partition_labels(y, num_clients, scheme, seed=seed, alpha=alpha,
                              classes_per_client=classes_per_client)
-    rng = np.random.default_rng(seed + 1)
+    rng = numpy_rng(seed, Stream.DIGITS_ORDER)
     shuffled = [rng.permutation(p) for p in parts]
     return ArrayDataset([(x[p], y[p]) for p in shuffled], num_classes=10)
+
+
+def build_dataset(config: Any) -> FederatedDataset:
+    """The built-in data set a :class:`~fastfair.sim.config.SimulationConfig` names."""
+    if config.dataset == "synthetic":
+        return SyntheticDataset(config.clients, config.synthetic_alpha, config.synthetic_beta,
+                                seed=config.seed, max_samples=config.max_samples)
+    return digits_dataset(config.clients, config.partition, seed=config.seed,
+                          alpha=config.dirichlet_alpha, classes_per_client=config.classes_per_client)

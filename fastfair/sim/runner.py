@@ -1,25 +1,50 @@
 """What every simulation runner shares: the choice of evaluation clients, per-round records with
 evaluation metrics on evaluation rounds, and versioned checkpoints. The classification engine
-(:class:`~fastfair.sim.engine.Simulation`) and the FedEvg / SuPerFed runners subclass it, so
-``fastfair simulate`` writes the same files for all of them."""
+(:class:`~fastfair.sim.engine.Simulation`) and the FedEvg / SuPerFed runners subclass it, so an
+:class:`~fastfair.sim.experiment.Experiment` writes the same files for all of them."""
 
 from __future__ import annotations
 
+import contextlib
 import time
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
+import torch
 
+from fastfair.sim.availability import check_availability
 from fastfair.sim.data import ClientBatch, FederatedDataset
 from fastfair.sim.metrics import fairness_metrics
+from fastfair.sim.seeding import Stream, numpy_rng
 
 
 class Runner:
     """Subclasses set ``config`` (with ``seed``, ``clients``, ``eval_clients``, ``eval_every``,
     ``rounds``), ``availability``, ``history`` and ``round``, and implement ``_play`` (one round
-    with a non-empty cohort), ``_evaluate``, ``_state`` and ``_load``."""
+    with a non-empty cohort), ``_evaluate``, ``_state`` and ``_load``.
 
-    version = 1
+    ``unused`` names the configuration fields a runner does not use, each with what to do
+    instead; a run that sets one of them to a non-default value is refused before it starts
+    (:meth:`check_config`)."""
+
+    version = 2
+    unused: Dict[str, str] = {}
+
+    @classmethod
+    def check_config(cls, config: Any) -> None:
+        """Raises ValueError naming the first field ``config`` sets that this runner ignores."""
+        for name in config.non_default_fields():
+            if name in cls.unused:
+                flag = "--" + name.replace("_", "-")
+                raise ValueError(f"rule {config.rule!r} does not use {name} ({flag}): "
+                                 f"{cls.unused[name]}")
+
+    @classmethod
+    def validate(cls, config: Any) -> None:
+        """Checks everything about ``config`` that needs no data (names, options, unused
+        fields), so that a bad run is refused before anything is built or written."""
+        cls.check_config(config)
+        check_availability(config.availability, config.availability_options)
     config: Any
     history: List[Dict[str, Any]]
     round: int
@@ -44,7 +69,7 @@ class Runner:
         large K, less those without test data, so that ``eval_ids`` lines up with what
         :meth:`evaluate` returns) and returns their test data."""
         cfg = self.config
-        rng = np.random.default_rng([cfg.seed, 0xE7A1])
+        rng = numpy_rng(cfg.seed, Stream.EVAL_CLIENTS)
         k = min(cfg.eval_clients, cfg.clients)
         ids = np.arange(cfg.clients) if k == cfg.clients else np.sort(
             rng.choice(cfg.clients, size=k, replace=False))
@@ -102,3 +127,35 @@ class Runner:
         self._load(state)
         self.round = int(state["round"])
         self.history = [dict(r) for r in state["history"]]
+
+
+class MethodRunner(Runner):
+    """A runner of a method whose tiny per-client models train and evaluate on one torch
+    thread (see :func:`torch_threads`) in one process."""
+
+    def step(self) -> Dict[str, Any]:
+        with torch_threads(1):
+            return super().step()
+
+    def evaluate(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        with torch_threads(1):
+            return self._evaluate()
+
+    def single_process(self, dist: Optional[Any]) -> None:
+        """Refuses a multi-process launch (the method keeps per-client state in one process)."""
+        if dist is not None and dist.world_size > 1:
+            raise ValueError(f"rule {self.config.rule!r} runs in one process; launch it "
+                             "without torchrun")
+
+
+@contextlib.contextmanager
+def torch_threads(n: int):
+    """Runs the block with ``n`` intra-op torch threads (restored after). The methods' models are
+    tiny: their ops run in microseconds on one thread, while several threads contending for busy
+    cores turn each into milliseconds of synchronisation."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

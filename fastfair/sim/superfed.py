@@ -1,66 +1,35 @@
-r"""SuPerFed-MM and SuPerFed-LM (thesis Ch. II, spec section 4): every client keeps a local model
-:math:`\theta^l` beside the federated one :math:`\theta^f` and trains the mixture
-:math:`\theta(\lambda) = (1-\lambda)\theta^f + \lambda\theta^l` with :math:`\lambda \sim U(0, 1)`
-per minibatch (MM) or per layer and minibatch (LM), after round :math:`\lfloor L T\rfloor`, with a
-proximity term to the global model and an orthogonality term between the two. The server
-averages the federated models (FedAvg). Personalised accuracy is the best mixture on a lambda
-grid.
-
-The whole cohort trains at once as ``[m, P]`` rows; per minibatch one backward pass gives the
+"""SuPerFed-MM / -LM in the simulator (:mod:`fastfair.methods.superfed` holds the method): the
+whole cohort trains at once as ``[m, P]`` rows; per minibatch one backward pass gives the
 gradient at the mixed models, and two fused passes (:func:`fastfair.ops.superfed_reduce`,
-:func:`fastfair.ops.superfed_step`) do everything else.
+:func:`fastfair.ops.superfed_step`) do everything else. The server averages the federated models
+with FedAvg weights and the server optimiser takes the step.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 import torch
 
 from fastfair import ops
+from fastfair._options import check_options, dataclass_options
+from fastfair.methods.superfed import SuperFedOptions, draw_lambdas, initial_local_model
 from fastfair.sim.availability import build_availability
-from fastfair.sim.data import ClientBatch, FederatedDataset, client_hash
-from fastfair.sim.methods import MethodRunner, options_of, single_process
+from fastfair.sim.data import ClientBatch, FederatedDataset, build_dataset
+from fastfair.sim.distributed import Distributed
+from fastfair.sim.engine import build_server_optimizer
 from fastfair.sim.models import FlatModel, make_model
-from fastfair.sim.training import ClientObjective, LocalTrainingConfig, minibatch_schedule
+from fastfair.sim.runner import MethodRunner
+from fastfair.sim.seeding import Stream, numpy_rng, raw_seed, torch_seed
+from fastfair.sim.training import LocalTrainingConfig, masked_mean, minibatch_schedule
 
 
-@dataclass
-class SuperFedOptions:
-    """SuPerFed hyperparameters (``--rule-option KEY=VALUE``); spec section 4.4.
-
-    ``start`` is L (mixing starts after round floor(L T)); ``nu`` and ``mu`` weigh the
-    orthogonality and proximity terms; ``prox='code'`` uses the reference code's
-    :math:`\\mu \\sum_s \\|f_s - g_s\\|` instead of the paper's
-    :math:`\\frac{\\mu}{2}\\|f - g\\|^2`.
-    ``mode`` comes from the rule name (superfed-mm / superfed-lm).
-    """
-
-    mode: str = "mm"
-    start: float = 0.4
-    nu: Optional[float] = None   # code: 1 (MM), 2 (LM)
-    mu: float = 0.01
-    prox: str = "paper"
-    momentum: float = 0.9
-    weight_decay: float = 1e-4
-    grid: int = 11               # lambda in {0, 0.1, ..., 1}
-
-    def __post_init__(self) -> None:
-        if self.mode not in ("mm", "lm"):
-            raise ValueError(f"mode must be 'mm' or 'lm'; got {self.mode!r}")
-        if self.nu is None:
-            self.nu = 1.0 if self.mode == "mm" else 2.0
-        if not 0.0 <= self.start <= 1.0:
-            raise ValueError(f"start (L) must be in [0, 1]; got {self.start}")
-        if self.nu < 0 or self.mu < 0 or self.momentum < 0 or self.weight_decay < 0:
-            raise ValueError("nu, mu, momentum and weight_decay must be >= 0")
-        if self.prox not in ("paper", "code"):
-            raise ValueError(f"prox must be 'paper' or 'code'; got {self.prox!r}")
-        if self.grid < 2:
-            raise ValueError(f"grid must be >= 2; got {self.grid}")
+def superfed_options(rule: str, options: Dict[str, Any]) -> SuperFedOptions:
+    """The options of ``rule`` (``superfed-mm`` / ``superfed-lm``, which sets ``mode``)."""
+    spec = {k: v for k, v in dataclass_options(SuperFedOptions).items() if k != "mode"}
+    check_options(f"rule {rule!r}", options, spec)
+    return SuperFedOptions(**options, mode=rule.rsplit("-", 1)[1])
 
 
 def _padded(batch: ClientBatch) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -90,16 +59,14 @@ def evaluate_personal(model: FlatModel, params: torch.Tensor, x: torch.Tensor, y
 class SuperFedSimulation(MethodRunner):
     """SuPerFed rounds on any federated data set and flat model of the simulator."""
 
-    def __init__(self, config: Any, dist: Optional[Any] = None, *,
+    def __init__(self, config: Any, dist: Optional[Distributed] = None, *,
                  dataset: Optional[FederatedDataset] = None,
                  model: Optional[FlatModel] = None) -> None:
-        from fastfair.sim.engine import build_dataset
-
-        single_process(dist, config.rule)
+        self.check_config(config)
         self.config = config
-        mode = config.rule.rsplit("-", 1)[1]
-        self.opts = options_of(SuperFedOptions, {**config.rule_options, "mode": mode},
-                               config.rule)
+        self.single_process(dist)
+        self.opts = superfed_options(config.rule, dict(config.rule_options))
+        self.optimizer = build_server_optimizer(config)
         self.dataset = build_dataset(config) if dataset is None else dataset
         if self.dataset.num_clients != config.clients:
             raise ValueError(f"config.clients is {config.clients} but the dataset has "
@@ -107,7 +74,8 @@ class SuperFedSimulation(MethodRunner):
         self.model = model or make_model(config.model, self.dataset.num_features,
                                          self.dataset.num_classes, hidden=config.hidden)
         self.layout = ops.SegmentLayout.from_shapes(self.model.shapes)
-        self.params = self.model.init(torch.Generator().manual_seed(config.seed)).float()
+        init = torch.Generator().manual_seed(raw_seed(config.seed, Stream.MODEL_INIT))
+        self.params = self.model.init(init).float()
         self.local = torch.zeros(config.clients, self.params.numel())
         self.has_local = np.zeros(config.clients, dtype=bool)
         self.availability = build_availability(config.availability, config.clients,
@@ -118,31 +86,26 @@ class SuperFedSimulation(MethodRunner):
         self._eval = _padded(self._pick_eval_clients(self.dataset))
         self._last: Dict[str, float] = {}
 
+    @classmethod
+    def validate(cls, config: Any) -> None:
+        super().validate(config)
+        superfed_options(config.rule, dict(config.rule_options))
+        build_server_optimizer(config)
+
     # ------------------------------------------------------------------ state
     def local_models(self, ids: np.ndarray) -> torch.Tensor:
         """Clients' local models ``[len(ids), P]``; a client's first use draws it (Xavier-normal
         weights from its own seed, zero shared layers, as the reference code initialises)."""
         fresh = np.unique(ids[~self.has_local[ids]])
         for k in fresh.tolist():
-            g = torch.Generator().manual_seed(int(client_hash(self.config.seed, np.array([k]),
-                                                              0x10CA)[0] >> 1))
-            row = torch.zeros(self.params.numel())
-            for s, shape in enumerate(self.model.shapes):
-                a, b = int(self.layout.offsets[s]), int(self.layout.offsets[s + 1])
-                if self.layout.twinned[s]:
-                    std = math.sqrt(2.0 / (shape[0] + math.prod(shape[1:])))
-                    row[a:b] = torch.randn(b - a, generator=g) * std
-            self.local[k] = row
+            g = torch.Generator().manual_seed(torch_seed(self.config.seed,
+                                                         Stream.SUPERFED_LOCAL_INIT, k))
+            self.local[k] = initial_local_model(self.model.shapes, self.layout, g)
             self.has_local[k] = True
         return self.local[torch.as_tensor(ids)]
 
     def _lambdas(self, rng: np.random.Generator, m: int, mixing: bool) -> np.ndarray:
-        S = self.layout.num_segments
-        if not mixing:
-            return np.zeros((m, S))
-        if self.opts.mode == "mm":
-            return np.repeat(rng.uniform(size=(m, 1)), S, axis=1)
-        return rng.uniform(size=(m, S))
+        return draw_lambdas(rng, m, self.layout.num_segments, self.opts.mode, mixing)
 
     # ------------------------------------------------------------------ one round
     def client_updates(self, ids: np.ndarray, batch: ClientBatch, t: int
@@ -155,10 +118,10 @@ class SuperFedSimulation(MethodRunner):
         f = self.params.reshape(1, -1).repeat(m, 1)
         l = self.local_models(ids).clone()
         buf_f, buf_l = torch.zeros_like(f), torch.zeros_like(f)
-        rng = np.random.default_rng([cfg.seed, t, 0x5F])
+        rng = numpy_rng(cfg.seed, Stream.SUPERFED_LAMBDA, t)
         lam = self._lambdas(rng, m, mixing)
         mixed = ops.superfed_mix(f, l, lam, self.layout)
-        round_seed = int(client_hash(cfg.seed, np.array([t]), 0xA0D)[0] >> 1)
+        round_seed = torch_seed(cfg.seed, Stream.ROUND_TRAINING, t)
         local = LocalTrainingConfig(epochs=cfg.epochs, steps=cfg.local_steps,
                                     batch_size=cfg.batch_size, lr=cfg.lr * cfg.lr_decay ** (t - 1))
         first_loss = None
@@ -169,7 +132,7 @@ class SuperFedSimulation(MethodRunner):
             per_sample = torch.nn.functional.cross_entropy(
                 logits.reshape(-1, logits.shape[-1]), batch.y[take].reshape(-1),
                 reduction="none").reshape(take.shape)
-            loss = ClientObjective.mean_loss(per_sample, valid.to(per_sample.dtype))
+            loss = masked_mean(per_sample, valid.to(per_sample.dtype))
             (grad,) = torch.autograd.grad(loss.sum(), leaf)
             if first_loss is None:
                 first_loss = float(loss.detach().mean())
@@ -188,14 +151,15 @@ class SuperFedSimulation(MethodRunner):
         return f, l, float(first_loss if first_loss is not None else float("nan"))
 
     def _play(self, t: int, ids: np.ndarray) -> Dict[str, Any]:
-        """Round t: cohort update, then FedAvg of the federated models."""
+        """Round t: cohort update, then the server optimiser's step on the FedAvg of the
+        federated models' pseudo-gradients."""
         cfg = self.config
         batch = self.dataset.client_data(ids, "train")
         f, l, loss = self.client_updates(ids, batch, t)
         self.local[torch.as_tensor(ids)] = l
         counts = batch.counts.astype(np.float64)
         direction = ops.weighted_average(self.params.reshape(1, -1) - f, counts / counts.sum())
-        self.params -= cfg.server_lr * direction
+        self.optimizer.step(self.params, direction)
         return {"participants": int(ids.shape[0]), "train_loss": loss,
                 "mixing": int(t > int(self.opts.start * cfg.rounds))}
 
@@ -235,13 +199,20 @@ class SuperFedSimulation(MethodRunner):
     # ------------------------------------------------------------------ checkpoints
     def _state(self) -> Dict[str, Any]:
         return {"params": self.params.clone(), "local": self.local.clone(),
-                "has_local": self.has_local.copy()}
+                "has_local": self.has_local.copy(), "optimizer": self.optimizer.state_dict()}
 
     def _load(self, state: Dict[str, Any]) -> None:
         params = torch.as_tensor(state["params"]).float()
         if params.shape != self.params.shape:
             raise ValueError(f"checkpoint parameters have shape {tuple(params.shape)}; the model "
                              f"has {tuple(self.params.shape)}")
-        self.params = params.clone()
-        self.local = torch.as_tensor(state["local"]).float().clone()
-        self.has_local = np.asarray(state["has_local"], dtype=bool).copy()
+        local = torch.as_tensor(state["local"]).float()
+        has_local = np.asarray(state["has_local"], dtype=bool)
+        if local.shape != self.local.shape or has_local.shape != self.has_local.shape:
+            raise ValueError(f"checkpoint local models have shape {tuple(local.shape)} and "
+                             f"{has_local.shape}; expected {tuple(self.local.shape)} and "
+                             f"{self.has_local.shape}")
+        optimizer = build_server_optimizer(self.config)
+        optimizer.load_state_dict(state["optimizer"])
+        self.params, self.local = params.clone(), local.clone()
+        self.has_local, self.optimizer = has_local.copy(), optimizer

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Iterator, Optional, Tuple
 
 import numpy as np
 import torch
 
-from fastfair.sim.data import ClientBatch, _splitmix64, _uniform, client_hash
+from fastfair.aggregators.objectives import ClientObjective
+from fastfair.sim.data import ClientBatch
 from fastfair.sim.models import FlatModel
-
+from fastfair.sim.seeding import shuffle_uniforms
 
 
 @dataclass
@@ -35,38 +36,10 @@ class LocalTrainingConfig:
             raise ValueError(f"lr must be > 0; got {self.lr}")
 
 
-class ClientObjective:
-    r"""What a client minimises on a minibatch, for m clients at once; the base class is the plain
-    empirical risk (mean loss over each client's minibatch).
-
-    ``__call__(per_sample_loss [m, B], mask [m, B], params [m, P], global_params [P], extra)``
-    returns ``[m]`` objectives. ``extra`` holds per-client trainable scalars beyond the model
-    (``init_extra``; None for most rules), stepped with ``extra_lr``; ``report(extra)`` turns their
-    final values into the server's round inputs.
-    """
-
-    extra_lr = 0.0
-
-    def init_extra(self, m: int) -> Optional[torch.Tensor]:
-        return None
-
-    def report(self, extra: Optional[torch.Tensor]) -> Dict[str, Any]:
-        return {}
-
-    @staticmethod
-    def mean_loss(per_sample_loss: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        return (per_sample_loss * mask).sum(1) / mask.sum(1).clamp(min=1)
-
-    def __call__(self, per_sample_loss, mask, params, global_params, extra):
-        return self.mean_loss(per_sample_loss, mask)
-
-
-def shuffle_keys(seed: int, client_ids: np.ndarray, epochs: np.ndarray,
-                 positions: np.ndarray) -> np.ndarray:
-    """Uniform (0, 1) sort keys for the rows of a client's epoch, from (seed, id, epoch, row)."""
-    h = client_hash(seed, client_ids, 0x5EED)
-    h = _splitmix64(h ^ epochs.astype(np.uint64))
-    return _uniform(_splitmix64(h ^ positions.astype(np.uint64)))
+def masked_mean(per_sample_loss: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``[m]`` mean loss of each client's real samples: ``per_sample_loss [m, B]`` averaged over
+    the rows where ``mask [m, B]`` is 1 (0 for a client with none)."""
+    return (per_sample_loss * mask).sum(1) / mask.sum(1).clamp(min=1)
 
 
 def _segment_ids(counts: np.ndarray) -> torch.Tensor:
@@ -133,7 +106,8 @@ def minibatch_schedule(counts: np.ndarray, config: LocalTrainingConfig, client_i
             r = rows[chosen]
             owner = seg[chosen]
             epoch = (t // per_epoch)[owner]
-            u = shuffle_keys(seed, ids[owner.numpy()], epoch.numpy(), (r - offsets[owner]).numpy())
+            u = shuffle_uniforms(seed, ids[owner.numpy()], epoch.numpy(),
+                                 (r - offsets[owner]).numpy())
             perm[r] = r[torch.argsort(owner.double() + torch.from_numpy(u))]
         pos = within.unsqueeze(1) * B + lanes  # position inside the client's epoch order
         valid = (pos < n.unsqueeze(1)) & active.unsqueeze(1)
@@ -148,11 +122,13 @@ def train_clients(model: FlatModel, global_params: torch.Tensor, batch: ClientBa
     r"""Trains one copy of ``global_params [P]`` per client of ``batch``.
 
     Returns the updates :math:`\Delta_k = \theta - \theta_k` as ``[m, P]`` float32 (the
-    pseudo-gradients the server step subtracts) and the objective's final per-client extras
-    (None unless the objective trains some). ``client_ids [m]`` and ``seed`` key the shuffles
+    pseudo-gradients the server step subtracts) and the final ``[m]`` float64 values of the
+    scalar the objective trains beside the model (None unless it trains one; see
+    :mod:`fastfair.aggregators.objectives`). ``client_ids [m]`` and ``seed`` key the shuffles
     (see :func:`minibatch_schedule`). All m clients step together on those minibatches: one
-    backward pass over :math:`\sum_k \mathrm{objective}_k` gives every client its own gradient,
-    and ``theta_k <- theta_k - lr * grad_k`` for the clients still training.
+    backward pass over :math:`\sum_k \mathrm{objective}_k` of each client's masked mean loss
+    gives every client its own gradient, and ``theta_k <- theta_k - lr * grad_k`` for the
+    clients still training (the scalar steps with ``objective.state_lr(lr)``).
     """
     objective = objective or ClientObjective()
     counts = batch.counts.astype(np.int64)
@@ -160,20 +136,22 @@ def train_clients(model: FlatModel, global_params: torch.Tensor, batch: ClientBa
     if (counts < 1).any():
         raise ValueError("every trained client needs at least one training sample")
     params = global_params.detach().reshape(1, -1).repeat(m, 1).requires_grad_(True)
-    extra = objective.init_extra(m)
+    start = objective.initial_state()
+    extra = None if start is None else torch.full((m,), float(start), dtype=torch.float64)
+    extra_lr = objective.state_lr(config.lr)
     trained = [params] if extra is None else [params, extra.requires_grad_(True)]
     for take, valid in minibatch_schedule(counts, config, client_ids, seed):
         logits = model.forward(params, batch.x[take])
         per_sample = torch.nn.functional.cross_entropy(
             logits.reshape(-1, logits.shape[-1]), batch.y[take].reshape(-1),
             reduction="none").reshape(take.shape)
-        loss = objective(per_sample, valid.to(per_sample.dtype), params, global_params,
-                         extra).sum()
+        loss = objective(masked_mean(per_sample, valid.to(per_sample.dtype)), params,
+                         global_params, extra).sum()
         grads = torch.autograd.grad(loss, trained)
         active = valid.any(1)
         with torch.no_grad():
             params -= config.lr * active.to(params.dtype).unsqueeze(1) * grads[0]
             if extra is not None:
-                extra -= objective.extra_lr * active.to(extra.dtype) * grads[1]
+                extra -= extra_lr * active.to(extra.dtype) * grads[1]
     updates = (global_params.reshape(1, -1) - params.detach()).float()
     return updates, (None if extra is None else extra.detach())

@@ -1,0 +1,156 @@
+"""Every random stream of the simulator, listed once.
+
+A run's randomness is a pure function of its seed, so a resumed run, or one split over any number
+of processes, draws exactly what an uninterrupted single-process run draws. That holds only while
+no two streams coincide: each stream below is a (derivation, tag) pair, :class:`Stream` lists all
+of them, and every draw of the simulator goes through one of the functions here.
+
+Derivations:
+
+- ``KEYS``: 64-bit keys ``hash(seed, id, tag)`` for a vector of ids (client ids, or a round
+  number as the id), optionally mixed with the round (:func:`keys`, :func:`torch_seed`).
+- ``ROUND_KEYS``: ``hash(seed ^ tag, id, round)``, per-round keys of positions (:func:`round_keys`).
+- ``NUMPY``: ``numpy.random.default_rng([seed, *context, tag])`` (:func:`numpy_rng`).
+- ``SAMPLE_CLIENTS`` / ``SAMPLE_AVAILABLE``: the seed ``seed ^ tag`` handed to
+  :func:`fastfair.ops.sample_clients` / :func:`fastfair.ops.sample_available`, which key their own
+  counter-based generators by (seed, round) (:func:`kernel_seed`).
+- ``RAW``: the seed itself, for the global model's initial weights (:func:`raw_seed`).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Optional
+
+import numpy as np
+
+
+class Derivation(enum.Enum):
+    KEYS = "keys"
+    ROUND_KEYS = "round_keys"
+    NUMPY = "numpy"
+    SAMPLE_CLIENTS = "sample_clients"
+    SAMPLE_AVAILABLE = "sample_available"
+    RAW = "raw"
+
+
+@enum.unique
+class Stream(enum.Enum):
+    """Every random stream: ``(derivation, tag)``; no two members share both."""
+
+    # Synthetic(alpha, beta): client sizes (two uniforms for Box-Muller), a client's data, the
+    # shared model of the IID variant.
+    SYNTHETIC_SIZE_A = (Derivation.KEYS, 1)
+    SYNTHETIC_SIZE_B = (Derivation.KEYS, 2)
+    SYNTHETIC_CLIENT = (Derivation.KEYS, 3)
+    SYNTHETIC_SHARED_MODEL = (Derivation.KEYS, 7)
+    # scikit-learn digits: the split over clients and each client's sample order.
+    DIGITS_PARTITION = (Derivation.NUMPY, 0xD161)
+    DIGITS_ORDER = (Derivation.NUMPY, 0xD162)
+    # The global model's initial weights.
+    MODEL_INIT = (Derivation.RAW, 0)
+    # Which clients are evaluated when K exceeds --eval-clients.
+    EVAL_CLIENTS = (Derivation.NUMPY, 0xE7A1)
+    # Availability: the uniform cohort; Bernoulli per-client probabilities, mask and pick; the
+    # random-access model's client weights and per-round draws.
+    UNIFORM_COHORT = (Derivation.SAMPLE_CLIENTS, 0)
+    BERNOULLI_PROB = (Derivation.KEYS, 0xA7A1)
+    BERNOULLI_MASK = (Derivation.SAMPLE_AVAILABLE, 0)
+    BERNOULLI_PICK = (Derivation.SAMPLE_CLIENTS, 0xB0B)
+    RAM_WEIGHTS = (Derivation.KEYS, 0x4A3)
+    RAM_DRAWS = (Derivation.ROUND_KEYS, 0x4A3)
+    # Local training: the round's key (the round as id) and, under it, each client's shuffles.
+    ROUND_TRAINING = (Derivation.KEYS, 0xA0D)
+    SHUFFLE = (Derivation.KEYS, 0x5EED)
+    # FedEvg: the initial synthetic set, a client's model and chains in a round, the server's
+    # Langevin noise in a round, the evaluation classifier.
+    FEDEVG_SYNTHETIC_INIT = (Derivation.KEYS, 0xE5)
+    FEDEVG_CLIENT = (Derivation.KEYS, 0xC0)
+    FEDEVG_SERVER_NOISE = (Derivation.KEYS, 0x5E)
+    FEDEVG_EVAL = (Derivation.KEYS, 0xEA)
+    # SuPerFed: a client's local model at first use; the mixing weights of a round.
+    SUPERFED_LOCAL_INIT = (Derivation.KEYS, 0x10CA)
+    SUPERFED_LAMBDA = (Derivation.NUMPY, 0x5F)
+
+    @property
+    def derivation(self) -> Derivation:
+        return self.value[0]
+
+    @property
+    def tag(self) -> int:
+        return self.value[1]
+
+
+def _expect(stream: Stream, derivation: Derivation) -> None:
+    if stream.derivation is not derivation:
+        raise ValueError(f"stream {stream.name} is derived by {stream.derivation.value}, not "
+                         f"{derivation.value}")
+
+
+def splitmix64(x: np.ndarray) -> np.ndarray:
+    """A 64-bit mixing hash, elementwise (uint64 arithmetic wraps, as intended)."""
+    with np.errstate(over="ignore"):
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def _hash(seed: int, ids: np.ndarray, tag: int) -> np.ndarray:
+    base = splitmix64(np.array([seed & 0xFFFFFFFFFFFFFFFF], dtype=np.uint64))
+    mixed = splitmix64(base ^ np.asarray(ids, dtype=np.uint64))
+    return splitmix64(mixed ^ np.uint64(tag))
+
+
+def uniform(keys: np.ndarray) -> np.ndarray:
+    """Uniform (0, 1) from 64-bit keys (53 random bits, never exactly 0)."""
+    return ((keys >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)
+
+
+def keys(seed: int, stream: Stream, ids: np.ndarray, round: Optional[int] = None) -> np.ndarray:
+    """``[n]`` uint64 keys of ``ids [n]`` in a ``KEYS`` stream; with ``round``, a fresh set of
+    keys per round (the hash mixed with the round)."""
+    _expect(stream, Derivation.KEYS)
+    h = _hash(seed, ids, stream.tag)
+    return h if round is None else splitmix64(h ^ np.uint64(round))
+
+
+def torch_seed(seed: int, stream: Stream, index: int = 0, round: Optional[int] = None) -> int:
+    """A non-negative 63-bit seed (for ``torch.Generator.manual_seed``) from the key of one
+    ``index`` of a ``KEYS`` stream."""
+    return int(keys(seed, stream, np.array([index]), round)[0] >> np.uint64(1))
+
+
+def shuffle_uniforms(seed: int, client_ids: np.ndarray, epochs: np.ndarray,
+                     positions: np.ndarray) -> np.ndarray:
+    """Uniform (0, 1) sort keys ``[n]`` of local training's shuffles: row ``positions[i]`` of
+    client ``client_ids[i]``'s epoch ``epochs[i]``, in the ``SHUFFLE`` stream under ``seed`` (the
+    round's training key)."""
+    h = splitmix64(keys(seed, Stream.SHUFFLE, client_ids) ^ epochs.astype(np.uint64))
+    return uniform(splitmix64(h ^ positions.astype(np.uint64)))
+
+
+def round_keys(seed: int, stream: Stream, ids: np.ndarray, round: int) -> np.ndarray:
+    """``[n]`` uint64 keys of ``ids`` in round ``round`` of a ``ROUND_KEYS`` stream."""
+    _expect(stream, Derivation.ROUND_KEYS)
+    return _hash(seed ^ stream.tag, ids, round)
+
+
+def numpy_rng(seed: int, stream: Stream, *context: int) -> np.random.Generator:
+    """A NumPy generator of a ``NUMPY`` stream, optionally per ``context`` (e.g. the round)."""
+    _expect(stream, Derivation.NUMPY)
+    return np.random.default_rng([seed, *context, stream.tag])
+
+
+def kernel_seed(seed: int, stream: Stream) -> int:
+    """The seed a ``SAMPLE_CLIENTS`` / ``SAMPLE_AVAILABLE`` stream hands to its kernel."""
+    if stream.derivation not in (Derivation.SAMPLE_CLIENTS, Derivation.SAMPLE_AVAILABLE):
+        raise ValueError(f"stream {stream.name} is derived by {stream.derivation.value}, not by "
+                         "a sampling kernel")
+    return seed ^ stream.tag
+
+
+def raw_seed(seed: int, stream: Stream) -> int:
+    """The run's seed itself, for the one ``RAW`` stream (the model's initial weights)."""
+    _expect(stream, Derivation.RAW)
+    return seed
