@@ -1,12 +1,16 @@
 """Flower strategies backed by fastfair aggregators: the strategy's server step equals the
-aggregator's own on the same replies (synthetic replies, then a real Flower simulation), failed
-and incomplete replies are dropped with a log line, checkpoints continue exactly, and the client
-objectives match the rules' client methods."""
+rule's and the server optimiser's own on the same replies (synthetic replies, then a real Flower
+simulation), the round inputs follow the rules' declarations, failed and incomplete replies are
+dropped with a log line, checkpoints continue exactly, and the client config carries each rule's
+objective."""
 
 import copy
 import logging
 import os
 import pickle
+import subprocess
+import sys
+from pathlib import Path
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -24,6 +28,7 @@ from flwr.app import (Array, ArrayRecord, ConfigRecord, Error, Message,  # noqa:
 from flwr.serverapp.exception import AggregationError  # noqa: E402
 
 from fastfair import aggregators as agg  # noqa: E402
+from fastfair.aggregators.objectives import PropFairObjective  # noqa: E402
 from fastfair.integrations.flwr import (THRESHOLD_KEY, ClientObjective,  # noqa: E402
                                         FastFairStrategy, aggregate_arrays, array_to_numpy,
                                         client_config, numpy_to_array, pseudo_gradient)
@@ -33,23 +38,29 @@ K = 10
 SHAPES = [(6, 4), (4,)]
 
 
-def rules():
-    """One aggregator per rule family (and a server optimiser), by name."""
+def cases():
+    """One (rule, server optimiser or None) per rule family and per kind of optimiser, by name."""
     return {
-        "fedavg": lambda: agg.FedAvg(K),
-        "fairavg": lambda: agg.FairAvg(K),
-        "fedprox": lambda: agg.FedProx(K, mu=0.5),
-        "fedmaba": lambda: agg.FedMABA(K),
-        "qfedavg": lambda: agg.QFedAvg(K, q=1.0, lipschitz=2.0),
-        "term": lambda: agg.TERM(K, tilt=0.5),
-        "propfair": lambda: agg.PropFair(K, M=5.0),
-        "fedcvar": lambda: agg.FedCVaRAvg(K, alpha=0.3),
-        "fedmgda": lambda: agg.FedMGDA(K, epsilon=0.2),
-        "fedadam": lambda: agg.FedAdam(K, agg.FedMABA(K), lr=0.1),
-        "fedavgm": lambda: agg.FedAvgM(K, lr=1.0, momentum=0.5),
-        "aaggff-d": lambda: agg.AAggFFD(K),
-        "afl": lambda: agg.AFL(K),
+        "fedavg": lambda: (agg.FedAvg(K), None),
+        "fairavg": lambda: (agg.FairAvg(K), None),
+        "fedprox": lambda: (agg.FedProx(K, mu=0.5), None),
+        "fedmaba": lambda: (agg.FedMABA(K), None),
+        "qfedavg": lambda: (agg.QFedAvg(K, q=1.0, lipschitz=2.0), None),
+        "term": lambda: (agg.TERM(K, tilt=0.5), None),
+        "propfair": lambda: (agg.PropFair(K, M=5.0), None),
+        "fedcvar": lambda: (agg.FedCVaRAvg(K, alpha=0.3), None),
+        "fedmgda": lambda: (agg.FedMGDA(K, epsilon=0.2), None),
+        "fedadam": lambda: (agg.FedMABA(K), agg.FedAdam(lr=0.1)),
+        "fedavgm": lambda: (agg.FedAvg(K), agg.FedAvgM(lr=1.0, momentum=0.5)),
+        "aaggff-d": lambda: (agg.AAggFFD(K), None),
+        "afl": lambda: (agg.AFL(K), None),
     }
+
+
+def make(name, server_optimizer=None, **options):
+    """The strategy of case ``name``; ``server_optimizer`` replaces a case without one."""
+    rule, opt = cases()[name]()
+    return FastFairStrategy(rule, server_optimizer=opt or server_optimizer, **options)
 
 
 # --------------------------------------------------------------------------- message helpers
@@ -92,7 +103,7 @@ def client_replies(rng, rule, sent, nodes, round_no):
     for node in nodes:
         metrics = {"num-examples": int(rng.integers(5, 50)),
                    "train_loss": float(rng.uniform(0.2, 3.0)), "partition-id": node % K}
-        if isinstance(rule, agg.FedCVaRAvg):
+        if "thresholds" in rule.round_inputs:
             metrics[THRESHOLD_KEY] = float(rng.uniform(0.0, 2.0))
         local = [(s + 0.1 * rng.standard_normal(s.shape)).astype(np.float32) for s in sent]
         out.append(reply(node, local, metrics))
@@ -101,33 +112,35 @@ def client_replies(rng, rule, sent, nodes, round_no):
 
 # --------------------------------------------------------------------------- the oracle
 
-def reference_step(before, strategy, sent, replies):
-    """The aggregator's own round on the replies the strategy used: ``weights`` then
-    ``aggregate`` on the pseudo-gradients ``w - w_i``, from Flower's own array decoding."""
+def local_models(strategy, replies):
+    """The models and metrics of the replies the strategy used, from Flower's own decoding."""
     used = [int(n) for n in strategy.last_round["node_ids"]]
     by_node = {m.metadata.src_node_id: m for m in replies if not m.has_error()}
     records = [by_node[n].content for n in used]
     local = [next(iter(r.array_records.values())).to_numpy_ndarrays() for r in records]
-    metrics = [next(iter(r.metric_records.values())) for r in records]
+    return local, [next(iter(r.metric_records.values())) for r in records]
+
+
+def exact_sq_norms(sent, local):
+    """The squared update norms from the exact float64 differences."""
+    return np.array([sum(float(((g.astype(np.float64) - a) ** 2).sum()) for g, a in zip(sent, w))
+                     for w in local])
+
+
+def reference_step(rule, opt, strategy, sent, replies):
+    """The rule's and the optimiser's own round on the replies the strategy used: ``weights``
+    with the inputs the rule declares, ``aggregate`` of the pseudo-gradients ``w - w_i``, then
+    the optimiser's ``step``."""
+    local, metrics = local_models(strategy, replies)
     ids = strategy.last_round["client_ids"]
-    rule = getattr(before, "aggregator", before)
     losses = np.array([m["train_loss"] for m in metrics]) if rule.needs_losses else None
     deltas = [[g - a for g, a in zip(sent, w)] for w in local]
-    inputs = {}
-    if isinstance(rule, agg.FedCVaRAvg):
-        inputs["thresholds"] = np.array([m[THRESHOLD_KEY] for m in metrics])
-    if isinstance(rule, agg.QFedAvg):  # norms of the exact float64 differences
-        inputs["sq_norms"] = np.array([sum(float(((g.astype(np.float64) - a) ** 2).sum())
-                                           for g, a in zip(sent, w)) for w in local])
-    if isinstance(rule, agg.FedMGDA):
-        inputs["updates"] = deltas
-    coef = before.weights(ids, losses, num_samples=np.array([m["num-examples"] for m in metrics],
-                                                           dtype=float), **inputs)
-    base = [g.copy() for g in sent]
-    if isinstance(before, agg.server_opt._ServerOptimizer):
-        before.aggregate(deltas, coef, base=base)
-    else:
-        before.aggregate(deltas, coef, base=base, lr=strategy.server_lr)
+    given = {"sq_norms": lambda: exact_sq_norms(sent, local), "updates": lambda: deltas,
+             "thresholds": lambda: np.array([m[THRESHOLD_KEY] for m in metrics])}
+    inputs = {name: given[name]() for name in rule.round_inputs}
+    coef = rule.weights(ids, losses, num_samples=np.array([m["num-examples"] for m in metrics],
+                                                         dtype=float), **inputs)
+    base = opt.step([g.copy() for g in sent], rule.aggregate(deltas, coef))
     scale = [np.abs(g) + sum(abs(c) * (np.abs(g) + np.abs(w[k])) for c, w in zip(coef, local))
              for k, g in enumerate(sent)]
     return np.asarray(coef), base, scale
@@ -136,10 +149,11 @@ def reference_step(before, strategy, sent, replies):
 def check_round(strategy, sent, replies, server_round=1, aggregate_train=None):
     """Runs one aggregate_train and asserts it equals the reference on the same replies;
     returns the new arrays, the record and the metrics."""
-    before = copy.deepcopy(strategy.aggregator)
+    rule = copy.deepcopy(strategy.aggregator)
+    opt = copy.deepcopy(strategy.server_optimizer)
     record, metrics = (aggregate_train or strategy.aggregate_train)(server_round, replies)
-    coef, expected, scale = reference_step(before, strategy, sent, replies)
-    if isinstance(getattr(before, "aggregator", before), agg.QFedAvg):
+    coef, expected, scale = reference_step(rule, opt, strategy, sent, replies)
+    if "sq_norms" in rule.round_inputs:
         # The strategy sums the squared float32 differences in float32 (pairwise).
         assert_close(strategy.last_round["coefficients"], coef, "float32")
     else:
@@ -150,8 +164,9 @@ def check_round(strategy, sent, replies, server_round=1, aggregate_train=None):
     for a, e, s in zip(new, expected, scale):
         assert a.dtype == e.dtype
         assert_close(a, e, "float32", scale=s)
-    # Rule state advanced exactly as the reference's.
-    assert_state_equal(strategy.aggregator.state_dict(), before.state_dict())
+    # Rule and optimiser states advanced exactly as the reference's.
+    assert_state_equal(strategy.aggregator.state_dict(), rule.state_dict())
+    assert_state_equal(strategy.server_optimizer.state_dict(), opt.state_dict())
     return new, record, metrics
 
 
@@ -192,6 +207,16 @@ def configure(strategy, params, nodes, config=None):
     return list(strategy.configure_train(1, arrays, ConfigRecord(config or {}), FakeGrid(nodes)))
 
 
+def play_round(strategy, rng, nodes=range(K)):
+    """One round on a random model and replies from ``nodes``; returns the model sent, the
+    replies and the new global record."""
+    params = model(rng)
+    configure(strategy, params, range(K))
+    replies = client_replies(rng, strategy.aggregator, params, nodes, 0)
+    record, _ = strategy.aggregate_train(1, replies)
+    return params, replies, record
+
+
 # --------------------------------------------------------------------------- arrays
 
 @pytest.mark.parametrize("x", [np.arange(12, dtype=np.float32).reshape(3, 4),
@@ -222,25 +247,82 @@ def test_pure_steps_one_dtype_group_and_integers():
 
 # --------------------------------------------------------------------------- strategy rounds
 
-@pytest.mark.parametrize("name", sorted(rules()))
+@pytest.mark.parametrize("name", sorted(cases()))
 def test_strategy_equals_aggregator_on_same_replies(name):
     rng = np.random.default_rng(7)
-    aggregator = rules()[name]()
-    strategy = FastFairStrategy(aggregator, fraction_train=0.6, server_lr=0.8,
-                                client_id_key="partition-id")
+    strategy = make(name, server_optimizer=agg.SGD(lr=0.8), fraction_train=0.6,
+                    client_id_key="partition-id")
+    rule = strategy.aggregator
     params = model(rng)
     nodes = list(range(100, 100 + K))
     for rnd in range(3):
         messages = configure(strategy, params, nodes)
         assert len(messages) == 6
         config = messages[0].content["config"]
-        assert config["fastfair-rule"] == type(getattr(aggregator, "aggregator",
-                                                       aggregator)).__name__
+        assert config["fastfair-rule"] == rule.name
+        objective = rule.client_objective()
+        assert ClientObjective.from_config(config).kind == (
+            ClientObjective.kind if objective is None else objective.kind)
         sampled = [m.metadata.dst_node_id for m in messages]
-        replies = client_replies(rng, strategy.aggregator, params, sampled, rnd)
+        replies = client_replies(rng, rule, params, sampled, rnd)
         params, _, metrics = check_round(strategy, params, replies, rnd + 1)
         assert metrics["fastfair-dropped"] == 0
         assert "train_loss" in metrics  # Flower's weighted average of client metrics
+
+
+def test_sgd_step_is_the_fused_pass_bit_for_bit():
+    rng = np.random.default_rng(5)
+    strategy = FastFairStrategy(agg.FedMABA(K), server_optimizer=agg.SGD(lr=0.7))
+    params, replies, record = play_round(strategy, rng)
+    local, _ = local_models(strategy, replies)
+    expected = aggregate_arrays(params, local, strategy.last_round["coefficients"], lr=0.7)
+    for k, e in zip(record.keys(), expected):
+        assert np.array_equal(record[k].numpy(), e)
+    assert strategy.server_optimizer.steps == 1  # the fused pass counts as the SGD step
+
+
+@pytest.mark.parametrize("rule,expected", [
+    (lambda: agg.QFedAvg(K, q=1.0), {"sq_norms"}),
+    (lambda: agg.QFedAvg(K, q=1.0, form="eg"), set()),  # no updates-derived input
+    (lambda: agg.FedMGDA(K), {"updates"}),
+    (lambda: agg.FedCVaRAvg(K), {"thresholds"}),
+    (lambda: agg.FedMABA(K), set()),
+])
+def test_round_inputs_follow_the_rules_declarations(rule, expected, monkeypatch):
+    rule = rule()
+    assert set(rule.round_inputs) == expected
+    seen = {}
+    weights = rule.weights
+
+    def spy(ids, losses=None, num_samples=None, **inputs):
+        seen.update(inputs)
+        return weights(ids, losses, num_samples=num_samples, **inputs)
+
+    monkeypatch.setattr(rule, "weights", spy)
+    strategy = FastFairStrategy(rule, client_id_key="partition-id")
+    params, replies, _ = play_round(strategy, np.random.default_rng(11), range(4))
+    assert set(seen) == expected
+    local, metrics = local_models(strategy, replies)
+    if "sq_norms" in expected:
+        assert_close(seen["sq_norms"], exact_sq_norms(params, local), "float32")
+    if "updates" in expected:
+        for update, w in zip(seen["updates"], local):
+            for u, g, a in zip(update, params, w):
+                assert np.array_equal(u, g - a)
+    if "thresholds" in expected:
+        assert seen["thresholds"].tolist() == [m[THRESHOLD_KEY] for m in metrics]
+
+
+def test_round_input_keys_override_the_objectives_keys():
+    strategy = FastFairStrategy(agg.FedCVaRAvg(K), round_input_keys={"thresholds": "t-prime"})
+    assert strategy.round_input_keys == {"thresholds": "t-prime"}
+    params = model(np.random.default_rng(0))
+    configure(strategy, params, range(K))
+    _, metrics = strategy.aggregate_train(1, [
+        reply(1, params, {"num-examples": 3, "t-prime": 0.5}),
+        reply(2, params, {"num-examples": 3, THRESHOLD_KEY: 0.5})])  # dropped: no t-prime
+    assert metrics["fastfair-dropped"] == 1
+    assert strategy.aggregator.threshold == 0.5
 
 
 def test_failed_and_incomplete_replies_are_dropped_with_a_log_line(caplog):
@@ -285,7 +367,7 @@ def test_round_without_usable_replies_keeps_the_model():
 
 
 def test_rule_rejection_is_an_aggregation_error_and_changes_nothing():
-    strategy = FastFairStrategy(agg.QFedAvg(K, q=0.5))
+    strategy = FastFairStrategy(agg.QFedAvg(K, q=0.5), server_optimizer=agg.FedYogi())
     params = model(np.random.default_rng(0))
     configure(strategy, params, range(K))
     sd = strategy.state_dict()
@@ -302,13 +384,36 @@ def test_more_nodes_than_clients_names_the_fix():
         strategy.aggregate_train(1, [reply(n, params, {"num-examples": 1}) for n in range(3)])
 
 
+class _NeedsScores(agg.FedAvg):
+    """A rule with a round input that neither the models nor its objective provide."""
+
+    name = "needs-scores"
+    round_inputs = ("scores",)
+
+
 def test_unsupported_rule_and_arguments():
-    with pytest.raises(ValueError, match="form='relay'"):
+    with pytest.raises(ValueError, match="expects gradients"):
         FastFairStrategy(agg.FedCVaRAvg(K, form="fedsgd"))
-    with pytest.raises(TypeError, match="aggregator"):
+    with pytest.raises(TypeError, match="aggregator must be a fastfair rule"):
         FastFairStrategy("fedavg")
-    with pytest.raises(ValueError, match="server_lr"):
-        FastFairStrategy(agg.FedAvg(K), server_lr=0.0)
+    with pytest.raises(TypeError, match="as server_optimizer="):
+        FastFairStrategy(agg.FedAdam(lr=0.1))
+    with pytest.raises(TypeError, match="server_optimizer must be"):
+        FastFairStrategy(agg.FedAvg(K), server_optimizer="fedadam")
+    with pytest.raises(TypeError, match="server_lr"):  # the learning rate is the optimiser's
+        FastFairStrategy(agg.FedAvg(K), server_lr=0.5)
+    with pytest.raises(ValueError, match="round input.*scores.*round_input_keys"):
+        FastFairStrategy(_NeedsScores(K))
+    assert FastFairStrategy(_NeedsScores(K), round_input_keys={"scores": "score"}
+                            ).round_input_keys == {"scores": "score"}
+
+
+def test_missing_flower_names_the_extra():
+    code = "import sys; sys.modules['flwr'] = None; import fastfair.integrations.flwr"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode != 0
+    assert 'needs Flower >= 1.41: pip install "fastfair[flower]"' in done.stderr
 
 
 @pytest.mark.parametrize("name", ["fedmaba", "fedadam", "fedcvar"])
@@ -324,70 +429,107 @@ def test_checkpoint_continues_bit_identically(name):
     import random
 
     random.seed(0)  # Flower samples nodes with the random module
-    whole = FastFairStrategy(rules()[name](), fraction_train=0.5)
+    whole = make(name, fraction_train=0.5)
     p_whole = run(whole, np.random.default_rng(1), model(np.random.default_rng(2)), 4)
 
     random.seed(0)
-    first = FastFairStrategy(rules()[name](), fraction_train=0.5)
+    first = make(name, fraction_train=0.5)
     rng = np.random.default_rng(1)
     p_half = run(first, rng, model(np.random.default_rng(2)), 2)
     saved = pickle.dumps(first.state_dict())
-    resumed = FastFairStrategy(rules()[name](), fraction_train=0.5)
+    resumed = make(name, fraction_train=0.5)
     resumed.load_state_dict(pickle.loads(saved))
+    assert pickle.dumps(resumed.state_dict()) == saved
     p_resumed = run(resumed, rng, p_half, 2)
     for a, b in zip(p_whole, p_resumed):
         assert np.array_equal(a, b)
     assert pickle.dumps(whole.state_dict()) == pickle.dumps(resumed.state_dict())
+    sd = whole.state_dict()
+    assert sd["rule"]["rule"] == whole.aggregator.name
+    assert sd["optimizer"]["optimizer"] == whole.server_optimizer.name
+    assert sd["optimizer"]["state"]["steps"] == 4
 
 
-def test_load_state_dict_rejects_another_rule_and_changes_nothing():
-    strategy = FastFairStrategy(agg.FedMABA(K))
-    sd = strategy.state_dict()
-    other = FastFairStrategy(agg.TERM(K)).state_dict()
-    with pytest.raises(ValueError):
-        strategy.load_state_dict(other)
+def test_load_state_dict_is_atomic_across_rule_and_optimizer():
+    trained = FastFairStrategy(agg.FedMABA(K), server_optimizer=agg.FedAdam(lr=0.1))
+    play_round(trained, np.random.default_rng(4))
+    good = trained.state_dict()
+
+    strategy = FastFairStrategy(agg.FedMABA(K), server_optimizer=agg.FedAdam(lr=0.1))
+    fresh = strategy.state_dict()
+    wrong_optimizer = dict(good, optimizer=FastFairStrategy(
+        agg.FedMABA(K), server_optimizer=agg.FedAdam(lr=0.2)).state_dict()["optimizer"])
+    wrong_rule = dict(good, rule=FastFairStrategy(agg.TERM(K)).state_dict()["rule"])
+    for bad in (wrong_optimizer, wrong_rule, dict(good, node_ids=[1, 1]),
+                {"rule": good["rule"], "optimizer": good["optimizer"]}):
+        with pytest.raises(ValueError):
+            strategy.load_state_dict(bad)
+        assert_state_equal(strategy.state_dict(), fresh)
     with pytest.raises(ValueError, match="FastFairStrategy.state_dict"):
-        strategy.load_state_dict({"aggregator": sd["aggregator"]})
-    assert_state_equal(strategy.state_dict(), sd)
+        strategy.load_state_dict({"aggregator": good["rule"]})
+    strategy.load_state_dict(good)
+    assert pickle.dumps(strategy.state_dict()) == pickle.dumps(good)
 
 
 # --------------------------------------------------------------------------- client side
 
-def test_client_objective_matches_the_rules_client_methods():
+def test_client_config_carries_the_rules_objective():
     torch = pytest.importorskip("torch")
     loss = torch.tensor(1.5, requires_grad=True)
     params = [torch.ones(3, requires_grad=True)]
     global_params = [torch.zeros(3)]
 
-    prox = ClientObjective.from_config(client_config(agg.FedProx(K, mu=0.5)))
+    def objective(rule):  # through a Flower ConfigRecord, as a ClientApp receives it
+        return ClientObjective.from_config(ConfigRecord(client_config(rule)))
+
+    prox = objective(agg.FedProx(K, mu=0.5))
     value = prox(loss, params, global_params)
     assert float(value.detach()) == pytest.approx(1.5 + 0.25 * 3)
     value.backward()
     assert torch.allclose(params[0].grad, torch.full((3,), 0.5))
 
-    prop = ClientObjective.from_config(client_config(agg.PropFair(K, M=5.0, epsilon=0.2)))
+    prop = objective(agg.PropFair(K, M=5.0, epsilon=0.2))
+    assert isinstance(prop, PropFairObjective)
     assert float(prop(loss).detach()) == pytest.approx(-np.log(1 - 1.5 / 5.0))
     assert float(prop(4.9)) == pytest.approx(4.9 / 5.0)  # within epsilon of the pole
 
-    cvar_rule = agg.FedCVaRAvg(K, alpha=0.25, gamma=0.1, threshold=0.75)
-    cvar = ClientObjective.from_config(client_config(cvar_rule))
-    assert cvar.threshold == 0.75
-    t = torch.tensor(cvar.threshold, requires_grad=True)
+    cvar = objective(agg.FedCVaRAvg(K, alpha=0.25, gamma=0.1, threshold=0.75))
+    assert cvar.initial_state() == 0.75 and cvar.state_lr(0.05) == 0.05
+    t = torch.tensor(cvar.initial_state(), requires_grad=True)
     expected = 0.9 * 0.75 + 0.9 / 0.25 * 0.75 + 0.1 * 1.5
-    assert float(cvar(loss, t=t).detach()) == pytest.approx(expected)
+    assert float(cvar(loss, state=t).detach()) == pytest.approx(expected)
     assert cvar.reply_metrics(0.5) == {THRESHOLD_KEY: 0.5}
 
-    plain = ClientObjective.from_config(client_config(agg.FedAdam(K, agg.FedMABA(K))))
-    assert plain(2.0) == 2.0 and plain.reply_metrics() == {}
+    for plain_rule in (agg.FedMABA(K), agg.PropFair(K, weighting="eg")):
+        config = client_config(plain_rule)
+        assert config == {"fastfair-rule": plain_rule.name}  # no objective is sent
+        plain = objective(plain_rule)
+        assert type(plain) is ClientObjective
+        assert plain(2.0) == 2.0 and plain.reply_metrics() == {}
     with pytest.raises(ValueError, match="global_params"):
         prox(loss)
     with pytest.raises(ValueError, match="fastfair-mu"):
-        ClientObjective.from_config({"fastfair-rule": "FedProx"})
+        ClientObjective.from_config({"fastfair-objective": "proximal"})
+    with pytest.raises(TypeError, match="fastfair rule"):
+        client_config(agg.FedAdam())
+
+
+def test_cvar_threshold_travels_in_every_rounds_config():
+    strategy = FastFairStrategy(agg.FedCVaRAvg(K, alpha=0.3, threshold=0.25))
+    params = model(np.random.default_rng(0))
+    config = configure(strategy, params, range(K))[0].content["config"]
+    assert config["fastfair-objective"] == "cvar" and config[THRESHOLD_KEY] == 0.25
+    strategy.aggregate_train(1, [reply(n, params, {"num-examples": 3, THRESHOLD_KEY: float(n)})
+                                 for n in (1, 2)])
+    config = configure(strategy, params, range(K))[0].content["config"]
+    assert config[THRESHOLD_KEY] == 1.5  # the mean of the reported thresholds
+
 
 
 # --------------------------------------------------------------------------- real simulation
 
-SIM_RULES = ["fedavg", "aaggff-d", "fedmaba", "qfedavg", "fedcvar", "fedprox", "fedadam"]
+SIM_RULES = ["fedavg", "aaggff-d", "fedmaba", "qfedavg", "fedcvar", "fedprox", "propfair",
+             "fedadam"]
 SIM_RESULTS = {}
 
 
@@ -401,45 +543,43 @@ def _client_data(partition):
 
 def _client_train(msg, context):
     """A linear least-squares client: reports the loss of the received model before training,
-    its example count and partition id, and trains 5 gradient steps on its rule's objective."""
-    import numpy as np
+    its example count and partition id, and trains 5 gradient steps (torch autograd) on the
+    objective its config describes, with the objective's scalar state when it has one."""
+    import torch
 
     from fastfair.integrations.flwr import ClientObjective
 
+    torch.set_num_threads(1)
     config = msg.content["config"]
     partition = int(context.node_config["partition-id"])
     if config.get("misbehave") and partition == 7 and config["server-round"] == 2:
         raise RuntimeError("client 7 fails in round 2")
-    weight, bias = [a.numpy() for a in msg.content["arrays"].values()]
-    global_weight, global_bias = weight.copy(), bias.copy()
-    x, y = _client_data(partition)
+    received = [torch.from_numpy(a.numpy()) for a in msg.content["arrays"].values()]
+    params = [p.clone().requires_grad_(True) for p in received]
+    x, y = (torch.from_numpy(a) for a in _client_data(partition))
     objective = ClientObjective.from_config(config)
+    start = objective.initial_state()
+    state = None if start is None else torch.tensor(start, requires_grad=True)
+    trained = params + ([state] if state is not None else [])
 
-    def loss_and_grads(w, b):
-        r = x @ w + b - y
-        return float((r ** 2).mean()), 2 * x.T @ r / len(y), 2 * r.mean(0)
+    def mse(weight, bias):
+        return ((x @ weight + bias - y) ** 2).mean()
 
-    loss_before, _, _ = loss_and_grads(weight, bias)
-    t = objective.threshold
+    with torch.no_grad():
+        loss_before = float(mse(*received))
+    lr = 0.05
     for _ in range(5):
-        loss, gw, gb = loss_and_grads(weight, bias)
-        if objective.rule is not None and type(objective.rule).__name__ == "FedProx":
-            gw, gb = objective.rule.proximal_gradient([gw, gb], [weight, bias],
-                                                      [global_weight, global_bias])
-        if t is not None:  # Fed-CVaR-Avg: the (theta, t) step of the rule
-            theta = np.concatenate([weight.ravel(), bias])
-            grad = np.concatenate([gw.ravel(), gb])
-            theta, t = objective.rule.client_step(theta, t, grad, loss, 0.05, 0.05)
-            weight = theta[:weight.size].reshape(weight.shape).astype(np.float32)
-            bias = theta[weight.size:].astype(np.float32)
-        else:
-            weight = (weight - 0.05 * gw).astype(np.float32)
-            bias = (bias - 0.05 * gb).astype(np.float32)
+        grads = torch.autograd.grad(objective(mse(*params), params, received, state), trained)
+        with torch.no_grad():
+            for p, g in zip(params, grads):
+                p -= lr * g
+            if state is not None:
+                state -= objective.state_lr(lr) * grads[-1]
     metrics = {"num-examples": len(y), "partition-id": partition,
-               **objective.reply_metrics(t)}
+               **objective.reply_metrics(state)}
     if not (config.get("misbehave") and partition == 8):
         metrics["train_loss"] = loss_before
-    content = RecordDict({"arrays": ArrayRecord([weight, bias]),
+    content = RecordDict({"arrays": ArrayRecord([p.detach().numpy() for p in params]),
                           "metrics": MetricRecord(metrics)})
     return Message(content=content, reply_to=msg)
 
@@ -472,15 +612,17 @@ def _server_main(grid, context):
     for name in SIM_RULES:
         # Flower sizes the cohort from the nodes connected so far, before waiting for
         # min_available_nodes: min_train_nodes keeps the first round's cohort full.
-        strategy = RecordingStrategy(rules()[name](), fraction_train=0.6, fraction_evaluate=0.0,
-                                     min_train_nodes=6, min_available_nodes=K,
-                                     client_id_key="partition-id")
+        rule, opt = cases()[name]()
+        strategy = RecordingStrategy(rule, server_optimizer=opt, fraction_train=0.6,
+                                     fraction_evaluate=0.0, min_train_nodes=6,
+                                     min_available_nodes=K, client_id_key="partition-id")
         strategy.name = name
         strategy.start(grid, ArrayRecord(init), num_rounds=3,
                        train_config=ConfigRecord({"misbehave": name == "fedmaba"}))
 
 
 def test_flower_simulation_per_rule_family():
+    pytest.importorskip("torch")  # the clients train with autograd
     from flwr.clientapp import ClientApp
     from flwr.serverapp import ServerApp
     from flwr.simulation import run_simulation

@@ -92,21 +92,24 @@ def train(msg: Message, context: Context) -> Message:
     with torch.no_grad():
         loss_before = float(torch.nn.functional.cross_entropy(model(x), y))
 
-    t = None if objective.threshold is None else torch.tensor(objective.threshold,
-                                                              requires_grad=True)
-    params = list(model.parameters()) + ([t] if t is not None else [])
-    opt = torch.optim.SGD(params, lr=LR)
+    # Fed-CVaR-Avg trains a threshold t beside the model, with its own step size.
+    start = objective.initial_state()
+    state = None if start is None else torch.tensor(start, requires_grad=True)
+    groups = [{"params": list(model.parameters())}]
+    if state is not None:
+        groups.append({"params": [state], "lr": objective.state_lr(LR)})
+    opt = torch.optim.SGD(groups, lr=LR)
     order = torch.randperm(len(y), generator=torch.Generator().manual_seed(pid))
-    for start in range(0, len(y), BATCH):
-        idx = order[start:start + BATCH]
+    for first in range(0, len(y), BATCH):
+        idx = order[first:first + BATCH]
         batch_loss = torch.nn.functional.cross_entropy(model(x[idx]), y[idx])
-        loss = objective(batch_loss, list(model.parameters()), received, t)
+        loss = objective(batch_loss, list(model.parameters()), received, state)
         opt.zero_grad()
         loss.backward()
         opt.step()
 
     metrics = {"num-examples": len(y), "train_loss": loss_before, "partition-id": pid,
-               **objective.reply_metrics(None if t is None else t.detach())}
+               **objective.reply_metrics(state)}
     content = RecordDict({"arrays": ArrayRecord(model.state_dict()),
                           "metrics": MetricRecord(metrics)})
     return Message(content=content, reply_to=msg)

@@ -1,0 +1,61 @@
+r"""Flower strategies backed by fastfair aggregators (Flower's Message API, ``flwr>=1.41``).
+
+:class:`FastFairStrategy` turns any fastfair rule (FedAvg, FairAvg, FedProx, FedMABA, q-FedAvg,
+TERM, PropFair, Fed-CVaR-Avg, FedMGDA, AAggFF, ...) with any server optimiser (``SGD`` by default,
+FedAvgM, FedAdam, FedYogi, FedAdagrad) into a ``flwr.serverapp.strategy.Strategy``. Every round:
+
+1. Flower samples the clients (``fraction_train``, ``min_train_nodes``, as in Flower's FedAvg);
+   the strategy adds the rule's name and its client objective (:func:`client_config`) to the
+   train config.
+2. Each reply must carry the client's model (one ``ArrayRecord``) and one ``MetricRecord`` with the
+   example count (``weighted_by_key``), for rules that need it the loss of the *received* model
+   before local training (``loss_key``), and the round inputs its objective reports
+   (Fed-CVaR-Avg's trained threshold under :data:`THRESHOLD_KEY`).
+3. The rule maps (client ids, losses, counts, round inputs) to coefficients :math:`c` ``[m]``;
+   the round inputs it declares that come from the models (q-FedAvg's squared update norms,
+   FedMGDA's updates) are computed from the replies. With :math:`w` the model sent, :math:`w_i`
+   the replies and ``SGD(lr=η)``, the new global model is
+
+   .. math:: w \leftarrow w - \eta \sum_i c_i (w - w_i)
+             = \Big(1 - \eta \sum_i c_i\Big) w + \sum_i \eta c_i w_i
+
+   computed in one multi-tensor pass of :func:`fastfair.ops.weighted_average` over the replies'
+   serialized buffers (read in place, never copied). Any other server optimiser receives the
+   pseudo-gradient :math:`\sum_i c_i (w - w_i)` from the same single pass and takes its step.
+4. The coefficients are returned as train metrics (``fastfair-clients``,
+   ``fastfair-coefficients``, their min/max/sum) next to Flower's own averaged client metrics.
+
+The rule and the optimiser live in the strategy object, so their state carries across Flower's
+round loop; :meth:`FastFairStrategy.state_dict` / :meth:`~FastFairStrategy.load_state_dict`
+checkpoint both together with the node-to-client mapping.
+
+Replies that failed, or lack the count, the loss or a rule input, or whose arrays do not match
+the model sent, are dropped with one log line each and the round goes on with the rest; a round
+left with no usable reply keeps the global model unchanged. (Flower's own FedAvg drops failed
+replies the same way but stops the run on inconsistent ones.) Inputs the rule itself rejects
+(e.g. a negative loss for q-FedAvg) raise Flower's ``AggregationError``.
+
+Client side: ``ClientObjective.from_config(msg.content["config"])`` rebuilds, inside a
+``ClientApp``, what the rule asks clients to minimise (FedProx's proximal term, PropFair's loss
+transform, Fed-CVaR-Avg's jointly trained threshold; the plain loss otherwise): the one protocol
+of :mod:`fastfair.aggregators.objectives`, shared with the simulator.
+
+Modules: :mod:`~fastfair.integrations.flwr.arrays` (Flower arrays read in place),
+:mod:`~fastfair.integrations.flwr.aggregate` (the pure server step),
+:mod:`~fastfair.integrations.flwr.client` (the client config) and
+:mod:`~fastfair.integrations.flwr.strategy` (:class:`FastFairStrategy`).
+"""
+
+try:
+    from fastfair.integrations.flwr.arrays import array_to_numpy, numpy_to_array
+    from fastfair.integrations.flwr.strategy import FastFairStrategy
+except ImportError as exc:  # the integration is an optional extra
+    if not (exc.name or "").startswith("flwr"):
+        raise
+    raise ImportError('fastfair.integrations.flwr needs Flower >= 1.41: '
+                      'pip install "fastfair[flower]"') from exc
+from fastfair.integrations.flwr.aggregate import aggregate_arrays, pseudo_gradient
+from fastfair.integrations.flwr.client import THRESHOLD_KEY, ClientObjective, client_config
+
+__all__ = ["ClientObjective", "FastFairStrategy", "THRESHOLD_KEY", "aggregate_arrays",
+           "array_to_numpy", "client_config", "numpy_to_array", "pseudo_gradient"]

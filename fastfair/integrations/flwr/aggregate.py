@@ -1,0 +1,147 @@
+r"""The server step on the clients' models, as pure functions of NumPy arrays.
+
+With :math:`w` the model sent (L arrays), :math:`w_i` the m replies and :math:`c` the rule's
+coefficients, the combined pseudo-gradient is :math:`g = \sum_i c_i (w - w_i)`. Every function
+here makes one multi-tensor pass of :func:`fastfair.ops.weighted_average` per dtype over the
+replies' arrays (a model of one float dtype is one pass) and never forms the updates
+:math:`w - w_i`; integer arrays (e.g. batch-norm counters) are combined in float64 and rounded
+back to their dtype.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from fastfair import ops
+from fastfair.aggregators.server_opt import SGD, ServerOptimizer
+
+_FLOAT_DTYPES = ("float16", "float32", "float64")
+
+
+def _combine(global_arrays: Sequence[np.ndarray], local_arrays: Sequence[Sequence[np.ndarray]],
+             global_weight: float, local_weights: np.ndarray,
+             out: Optional[List[np.ndarray]] = None) -> List[np.ndarray]:
+    """``global_weight * w + sum_i local_weights[i] * w_i`` per array, one pass per dtype.
+    ``out``: preallocated results for the float arrays (the others are always fresh)."""
+    inputs = [list(global_arrays)] if global_weight != 0.0 else []
+    inputs += [list(a) for a in local_arrays]
+    weights = np.concatenate([[global_weight] if global_weight != 0.0 else [], local_weights])
+    result: List[Optional[np.ndarray]] = [None] * len(global_arrays)
+    groups: Dict[str, List[int]] = {}
+    for k, a in enumerate(global_arrays):
+        groups.setdefault(str(a.dtype), []).append(k)
+    for dtype, idx in groups.items():
+        if dtype in _FLOAT_DTYPES:
+            res = ops.weighted_average([[client[k] for k in idx] for client in inputs], weights,
+                                       out=None if out is None else [out[k] for k in idx])
+        else:
+            res = ops.weighted_average(
+                [[client[k].astype(np.float64) for k in idx] for client in inputs], weights)
+            res = [np.rint(r).astype(dtype) for r in res]
+        for k, r in zip(idx, res):
+            result[k] = r
+    return result
+
+
+def aggregate_arrays(global_arrays: Sequence[np.ndarray],
+                     local_arrays: Sequence[Sequence[np.ndarray]], coefficients: Any, *,
+                     lr: float = 1.0, out: Optional[List[np.ndarray]] = None
+                     ) -> List[np.ndarray]:
+    r"""The server step of a rule from the clients' models, without forming their updates.
+
+    .. math:: w' = w - \eta \sum_i c_i (w - w_i) = \Big(1 - \eta\sum_i c_i\Big) w
+              + \sum_i \eta\, c_i\, w_i
+
+    Parameters
+    ----------
+    global_arrays
+        The model sent, L arrays :math:`w`.
+    local_arrays
+        m client models, each L arrays of the shapes and dtypes of ``global_arrays``.
+    coefficients
+        ``[m]`` the rule's coefficients :math:`c` (they need not sum to 1).
+    lr
+        Server learning rate :math:`\eta`.
+    out
+        Optional L preallocated results (contiguous, shapes and dtypes of ``global_arrays``);
+        used for the float arrays.
+
+    Returns
+    -------
+    L new arrays (one multi-tensor pass of :func:`fastfair.ops.weighted_average`; the term in
+    :math:`w` is skipped when its weight is exactly 0, e.g. FedAvg with lr = 1).
+    """
+    c = np.asarray(coefficients, dtype=np.float64)
+    return _combine(global_arrays, local_arrays, 1.0 - lr * float(c.sum()), lr * c, out)
+
+
+def pseudo_gradient(global_arrays: Sequence[np.ndarray],
+                    local_arrays: Sequence[Sequence[np.ndarray]],
+                    coefficients: Any) -> List[np.ndarray]:
+    r"""The combined pseudo-gradient a server optimiser steps on, in one pass:
+
+    .. math:: \sum_i c_i (w - w_i) = \Big(\sum_i c_i\Big) w - \sum_i c_i w_i
+
+    Shapes as :func:`aggregate_arrays`; returns L arrays.
+    """
+    c = np.asarray(coefficients, dtype=np.float64)
+    return _combine(global_arrays, local_arrays, float(c.sum()), -c)
+
+
+def server_step(optimizer: ServerOptimizer, global_arrays: Sequence[np.ndarray],
+                local_arrays: Sequence[Sequence[np.ndarray]], coefficients: Any, *,
+                out: Optional[List[np.ndarray]] = None) -> List[np.ndarray]:
+    r"""The new global model: ``optimizer``'s step on the combined pseudo-gradient.
+
+    :class:`~fastfair.aggregators.SGD` is :func:`aggregate_arrays` with its ``lr`` (one fused
+    pass), counted as one step of the optimiser. Any other optimiser gets
+    :func:`pseudo_gradient` of the float arrays (one pass) and steps on copies of them; integer
+    arrays are averaged as by :func:`aggregate_arrays` with lr = 1. Shapes and ``out`` (the
+    results of the float arrays) as :func:`aggregate_arrays`; returns L new arrays.
+    """
+    if type(optimizer) is SGD:
+        fused = aggregate_arrays(global_arrays, local_arrays, coefficients, lr=optimizer.lr,
+                                 out=out)
+        optimizer.steps += 1
+        return fused
+    floats = [k for k, a in enumerate(global_arrays) if str(a.dtype) in _FLOAT_DTYPES]
+    others = [k for k in range(len(global_arrays)) if k not in floats]
+
+    def take(idx: List[int]):
+        return [global_arrays[k] for k in idx], [[a[k] for k in idx] for a in local_arrays]
+
+    new: List[Optional[np.ndarray]] = [None] * len(global_arrays)
+    sent, local = take(floats)
+    params = [np.empty_like(g) if out is None else out[k] for k, g in zip(floats, sent)]
+    for p, g in zip(params, sent):
+        np.copyto(p, g)
+    optimizer.step(params, pseudo_gradient(sent, local, coefficients))
+    for k, p in zip(floats, params):
+        new[k] = p
+    if others:
+        for k, p in zip(others, aggregate_arrays(*take(others), coefficients)):
+            new[k] = p
+    return new
+
+
+def squared_distance(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> float:
+    """``sum_l ||a_l - b_l||^2``: a reply's squared update norm without keeping the update. For
+    float arrays the difference and its square are formed in their dtype (the difference of
+    nearby values is exact) and summed pairwise (relative error about log2(size) units of
+    roundoff); integer arrays go through float64."""
+    total = 0.0
+    buffers: Dict[np.dtype, np.ndarray] = {}
+    for x, y in zip(a, b):
+        if x.dtype.kind != "f":
+            d = x.astype(np.float64) - y
+        else:
+            buf = buffers.get(x.dtype)
+            if buf is None or buf.size < x.size:
+                buf = buffers[x.dtype] = np.empty(max(x.size for x in a), dtype=x.dtype)
+            d = buf[:x.size].reshape(x.shape)
+            np.subtract(x, y, out=d)
+        np.square(d, out=d)
+        total += float(d.sum())
+    return total

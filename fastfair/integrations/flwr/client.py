@@ -1,0 +1,43 @@
+"""The client side: what a ``ClientApp`` trains on, carried in the train config.
+
+The strategy adds :func:`client_config` to every round's train config; inside the ``ClientApp``,
+``ClientObjective.from_config(msg.content["config"])`` rebuilds the objective (the one protocol
+of :mod:`fastfair.aggregators.objectives`, shared with the simulator):
+
+.. code-block:: python
+
+    objective = ClientObjective.from_config(msg.content["config"])
+    state = objective.initial_state()     # Fed-CVaR-Avg's threshold t, else None
+    ...   # train on objective(batch_loss, params, received_params, state)
+    metrics = {"num-examples": n, "train_loss": loss_before, **objective.reply_metrics(state)}
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict
+
+from fastfair.aggregators.base import Aggregator
+from fastfair.aggregators.objectives import THRESHOLD_KEY, ClientObjective
+
+__all__ = ["RULE_KEY", "THRESHOLD_KEY", "ClientObjective", "client_config"]
+
+#: Config key carrying the rule's public name (``"fedprox"``), for the client's information.
+RULE_KEY = "fastfair-rule"
+
+
+def client_config(aggregator: Aggregator) -> Dict[str, Any]:
+    """The config entries the clients of ``aggregator`` need this round: ``fastfair-rule`` (its
+    name) and its :meth:`~fastfair.aggregators.Aggregator.client_objective`'s ``to_config()``.
+
+    FedProx adds ``fastfair-objective = "proximal"`` and ``fastfair-mu``; PropFair
+    (``weighting="fedavg"``) ``"propfair"``, ``fastfair-M`` and ``fastfair-epsilon``;
+    Fed-CVaR-Avg (relay form) ``"cvar"``, ``fastfair-alpha``, ``fastfair-gamma``,
+    ``fastfair-lr_threshold`` (-1: the client learning rate) and the current threshold
+    ``fastfair-threshold``; rules whose clients minimise their plain loss add nothing. Read back
+    by :meth:`ClientObjective.from_config`. Build it anew every round: the objective may carry
+    the rule's current state.
+    """
+    if not isinstance(aggregator, Aggregator):
+        raise TypeError(f"aggregator must be a fastfair rule; got {type(aggregator).__name__}")
+    objective = aggregator.client_objective()
+    return {RULE_KEY: aggregator.name, **({} if objective is None else objective.to_config())}

@@ -1,0 +1,349 @@
+""":class:`FastFairStrategy`: a Flower strategy whose aggregation is a fastfair rule and whose
+server step is a fastfair server optimiser (the round is described in
+:mod:`fastfair.integrations.flwr`)."""
+
+from __future__ import annotations
+
+import copy
+from logging import INFO, WARNING
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
+
+import numpy as np
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.serverapp import Grid
+from flwr.serverapp.exception import AggregationError
+from flwr.serverapp.strategy import FedAvg as _FlowerFedAvg
+from flwr.supercore import log
+
+from fastfair.aggregators.base import FORMAT_VERSION, UPDATE_INPUTS, Aggregator
+from fastfair.aggregators.server_opt import SGD, ServerOptimizer
+from fastfair.integrations.flwr.aggregate import server_step, squared_distance
+from fastfair.integrations.flwr.arrays import array_to_numpy, numpy_to_array
+from fastfair.integrations.flwr.client import client_config
+
+MetricsAggregation = Callable[[List[RecordDict], str], MetricRecord]
+
+
+class _Reply:
+    """One usable train reply, its arrays viewed in place."""
+
+    __slots__ = ("node_id", "arrays", "count", "loss", "inputs", "content", "client")
+
+    def __init__(self, node_id, arrays, count, loss, inputs, content, client):
+        self.node_id, self.arrays, self.count, self.loss = node_id, arrays, count, loss
+        self.inputs, self.content, self.client = inputs, content, client
+
+
+def _finite_number(value: Any) -> Optional[float]:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    v = float(value)
+    return v if np.isfinite(v) else None
+
+
+class FastFairStrategy(_FlowerFedAvg):
+    r"""A Flower strategy whose aggregation is a fastfair rule.
+
+    .. code-block:: python
+
+        from fastfair.aggregators import FedAdam, FedMABA
+        from fastfair.integrations.flwr import FastFairStrategy
+
+        strategy = FastFairStrategy(FedMABA(num_clients=100), fraction_train=0.1,
+                                    client_id_key="partition-id")
+        # or with an adaptive server step on the same coefficients:
+        strategy = FastFairStrategy(FedMABA(num_clients=100), server_optimizer=FedAdam(lr=0.01))
+        result = strategy.start(grid, initial_arrays=ArrayRecord(model.state_dict()),
+                                num_rounds=50)
+
+    Parameters
+    ----------
+    aggregator
+        Any fastfair rule (:class:`fastfair.aggregators.Aggregator`); its ``num_clients`` K
+        bounds the client ids. A rule that expects gradients at the received model in the replies
+        (``expects_gradients``, e.g. Fed-CVaR-Avg's one-step form) is refused, and so is a server
+        optimiser (pass it as ``server_optimizer``).
+    server_optimizer
+        The server step on the round's combined pseudo-gradient
+        (:class:`~fastfair.aggregators.ServerOptimizer`: SGD, FedAvgM, FedAdam, FedYogi,
+        FedAdagrad); its ``lr`` is the server learning rate :math:`\eta`. ``None`` (default):
+        ``SGD(lr=1.0)``, the rule's own average.
+    loss_key
+        Metric key of each client's loss of the *received* model, measured before local training
+        (as the adaptive rules require). Default ``"train_loss"``, the key of Flower's QFedAvg.
+        Required only by rules that use losses (``needs_losses``).
+    client_id_key
+        Metric key of each client's id in ``[0, K)`` (e.g. its partition id), so that per-client
+        state follows the data across runs. ``None`` (default): Flower node ids are numbered
+        ``0, 1, ...`` in order of first reply (kept in :meth:`state_dict`).
+    round_input_keys
+        The rule's ``round_inputs`` are filled in from the replies: ``sq_norms`` and ``updates``
+        from their models, every other input from the metric key its client objective declares
+        (``reports``; Fed-CVaR-Avg's ``thresholds`` under :data:`THRESHOLD_KEY`). This mapping
+        ``{input name: metric key}`` overrides those keys or adds inputs read from the metrics.
+    fraction_train, fraction_evaluate, min_train_nodes, min_evaluate_nodes, min_available_nodes,
+    weighted_by_key, arrayrecord_key, configrecord_key, train_metrics_aggr_fn,
+    evaluate_metrics_aggr_fn
+        As Flower's ``FedAvg`` (client sampling, record keys, metric averaging).
+        ``weighted_by_key`` (default ``"num-examples"``) gives the counts the rules weigh by.
+    """
+
+    def __init__(self, aggregator: Aggregator, *,
+                 server_optimizer: Optional[ServerOptimizer] = None,
+                 loss_key: str = "train_loss", client_id_key: Optional[str] = None,
+                 round_input_keys: Optional[Mapping[str, str]] = None,
+                 fraction_train: float = 1.0, fraction_evaluate: float = 1.0,
+                 min_train_nodes: int = 2, min_evaluate_nodes: int = 2,
+                 min_available_nodes: int = 2, weighted_by_key: str = "num-examples",
+                 arrayrecord_key: str = "arrays", configrecord_key: str = "config",
+                 train_metrics_aggr_fn: Optional[MetricsAggregation] = None,
+                 evaluate_metrics_aggr_fn: Optional[MetricsAggregation] = None) -> None:
+        if isinstance(aggregator, ServerOptimizer):
+            raise TypeError(f"aggregator is the server optimiser {aggregator!r}: pass a rule as "
+                            "aggregator and the optimiser as server_optimizer=, e.g. "
+                            f"FastFairStrategy(FedAvg(num_clients), server_optimizer="
+                            f"{aggregator!r})")
+        if not isinstance(aggregator, Aggregator):
+            raise TypeError("aggregator must be a fastfair rule (e.g. "
+                            "fastfair.aggregators.FedAvg(num_clients)); got "
+                            f"{type(aggregator).__name__}")
+        if aggregator.expects_gradients:
+            raise ValueError(f"aggregator {aggregator!r} expects gradients at the received model "
+                             "in the replies; the strategy aggregates trained models, so "
+                             "configure the rule for model updates")
+        if server_optimizer is None:
+            server_optimizer = SGD()
+        elif not isinstance(server_optimizer, ServerOptimizer):
+            raise TypeError("server_optimizer must be a fastfair server optimiser (e.g. "
+                            "fastfair.aggregators.FedAdam(lr=0.01)) or None; got "
+                            f"{type(server_optimizer).__name__}")
+        objective = aggregator.client_objective()
+        reports = {} if objective is None else objective.reports
+        keys = {name: reports[name] for name in aggregator.round_inputs if name in reports}
+        keys.update(round_input_keys or {})
+        missing = [name for name in aggregator.round_inputs
+                   if name not in UPDATE_INPUTS and name not in keys]
+        if missing:
+            raise ValueError(f"rule {aggregator.name!r} needs the round input(s) "
+                             f"{', '.join(missing)}, which neither the replies' models nor its "
+                             "client objective provide: map each to the reply metric that "
+                             "carries it with round_input_keys")
+        super().__init__(fraction_train=fraction_train, fraction_evaluate=fraction_evaluate,
+                         min_train_nodes=min_train_nodes, min_evaluate_nodes=min_evaluate_nodes,
+                         min_available_nodes=min_available_nodes,
+                         weighted_by_key=weighted_by_key, arrayrecord_key=arrayrecord_key,
+                         configrecord_key=configrecord_key,
+                         train_metrics_aggr_fn=train_metrics_aggr_fn,
+                         evaluate_metrics_aggr_fn=evaluate_metrics_aggr_fn)
+        self.aggregator = aggregator
+        self.server_optimizer = server_optimizer
+        self.loss_key = loss_key
+        self.client_id_key = client_id_key
+        #: Round inputs read from the reply metrics, ``{input name: metric key}``.
+        self.round_input_keys = keys
+        self._computed = [name for name in aggregator.round_inputs
+                          if name in UPDATE_INPUTS and name not in keys]
+        self._node_index: Dict[int, int] = {}
+        self._sent: Optional[Tuple[List[str], List[np.ndarray]]] = None
+        self._out: Optional[List[np.ndarray]] = None
+        #: Coefficients, client ids and node ids of the last aggregated round (for inspection).
+        self.last_round: Optional[Dict[str, np.ndarray]] = None
+
+    # ------------------------------------------------------------------ Flower hooks
+    def summary(self) -> None:
+        """Logs the rule, the optimiser and the keys read from replies, then Flower's FedAvg
+        summary."""
+        log(INFO, "\t├──> fastfair rule: %r", self.aggregator)
+        log(INFO, "\t│\t├── server optimizer: %r", self.server_optimizer)
+        log(INFO, "\t│\t├── loss key: '%s' (needed: %s)", self.loss_key,
+            self.aggregator.needs_losses)
+        if self.round_input_keys:
+            log(INFO, "\t│\t├── round inputs from metrics: %s", self.round_input_keys)
+        log(INFO, "\t│\t└── client ids: %s", f"metric '{self.client_id_key}'"
+            if self.client_id_key else "node ids in order of first reply")
+        super().summary()
+
+    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                        grid: Grid) -> Iterable[Message]:
+        """Flower's sampling and messages, with the rule's client config added; remembers the
+        model sent (viewed in place) for the server step."""
+        keys = list(arrays.keys())
+        self._sent = (keys, [array_to_numpy(arrays[k]) for k in keys])
+        for key, value in client_config(self.aggregator).items():
+            config[key] = value
+        return super().configure_train(server_round, arrays, config, grid)
+
+    def aggregate_train(self, server_round: int, replies: Iterable[Message]
+                        ) -> Tuple[Optional[ArrayRecord], Optional[MetricRecord]]:
+        """Validates the replies, asks the rule for coefficients and takes the server step.
+
+        Returns the new global ``ArrayRecord`` (None when no reply is usable) and the train
+        metrics: Flower's weighted average of the client metrics plus ``fastfair-clients``,
+        ``fastfair-coefficients``, ``fastfair-coef-min``/``-max``/``-sum`` and
+        ``fastfair-dropped`` (replies left out).
+        """
+        if self._sent is None:
+            raise AggregationError("aggregate_train was called before configure_train: the "
+                                   "strategy needs the model it sent")
+        valid, failed = self._check_and_log_replies(list(replies), is_train=True,
+                                                    validate=False)
+        usable = [r for r in (self._read_reply(msg) for msg in valid) if r is not None]
+        dropped = len(failed) + len(valid) - len(usable)
+        if not usable:
+            log(WARNING, "aggregate_train: no usable reply in round %d; the global model is "
+                "unchanged", server_round)
+            return None, None
+
+        keys, sent = self._sent
+        ids, new_nodes = self._client_ids(usable)
+        losses = (np.array([r.loss for r in usable]) if all(r.loss is not None for r in usable)
+                  else None)
+        counts = np.array([r.count for r in usable])
+        inputs = {name: np.array([r.inputs[name] for r in usable])
+                  for name in self.round_input_keys}
+        inputs.update(self._computed_inputs(sent, usable))
+        try:
+            coef = np.asarray(self.aggregator.weights(ids, losses, num_samples=counts, **inputs),
+                              dtype=np.float64)
+        except (ValueError, TypeError) as exc:
+            raise AggregationError(f"rule {self.aggregator.name!r} rejected round "
+                                   f"{server_round}: {exc}") from exc
+        self._node_index.update(new_nodes)
+
+        # The results are serialised (copied) below, so one set of buffers serves every round:
+        # the pass writes to memory already mapped instead of faulting in new pages.
+        if self._out is None or any(o.shape != g.shape or o.dtype != g.dtype
+                                    for o, g in zip(self._out, sent)):
+            self._out = [np.empty_like(g) for g in sent]
+        new = server_step(self.server_optimizer, sent, [r.arrays for r in usable], coef,
+                          out=self._out)
+        record = ArrayRecord({k: numpy_to_array(a) for k, a in zip(keys, new)})
+
+        metrics = self.train_metrics_aggr_fn([r.content for r in usable], self.weighted_by_key)
+        metrics["fastfair-clients"] = [int(i) for i in ids]
+        metrics["fastfair-coefficients"] = [float(c) for c in coef]
+        metrics["fastfair-coef-min"] = float(coef.min())
+        metrics["fastfair-coef-max"] = float(coef.max())
+        metrics["fastfair-coef-sum"] = float(coef.sum())
+        metrics["fastfair-dropped"] = int(dropped)
+        self.last_round = {"client_ids": ids, "coefficients": coef,
+                           "node_ids": np.array([r.node_id for r in usable], dtype=np.uint64)}
+        return record, metrics
+
+    # ------------------------------------------------------------------ helpers
+    def _read_reply(self, msg: Message) -> Optional[_Reply]:
+        """The reply's arrays and metrics, or None (with a log line saying why) if unusable."""
+        node = msg.metadata.src_node_id
+        content = msg.content
+
+        def drop(reason: str) -> None:
+            log(WARNING, "aggregate_train: dropping the reply of node %d: %s", node, reason)
+
+        if len(content.array_records) != 1 or len(content.metric_records) != 1:
+            drop(f"expected one ArrayRecord and one MetricRecord; got "
+                 f"{len(content.array_records)} and {len(content.metric_records)}")
+            return None
+        record = next(iter(content.array_records.values()))
+        metrics = next(iter(content.metric_records.values()))
+        keys, sent = self._sent
+        if list(record.keys()) != keys:
+            drop(f"its arrays are named {list(record.keys())[:4]}...; the model sent has "
+                 f"{keys[:4]}...")
+            return None
+        try:
+            arrays = [array_to_numpy(record[k]) for k in keys]
+        except (TypeError, ValueError) as exc:
+            drop(f"unreadable array ({exc})")
+            return None
+        for k, a, g in zip(keys, arrays, sent):
+            if a.shape != g.shape or a.dtype != g.dtype:
+                drop(f"array '{k}' is {a.dtype}{list(a.shape)}; the model sent has "
+                     f"{g.dtype}{list(g.shape)}")
+                return None
+        count = _finite_number(metrics.get(self.weighted_by_key))
+        if count is None or count < 0:
+            drop(f"metric '{self.weighted_by_key}' (example count) is missing, negative or not "
+                 "a finite number")
+            return None
+        loss = _finite_number(metrics.get(self.loss_key))
+        if loss is None and self.aggregator.needs_losses:
+            drop(f"metric '{self.loss_key}' (loss of the received model) is missing or not a "
+                 f"finite number; rule {self.aggregator.name!r} needs it")
+            return None
+        inputs = {}
+        for name, key in self.round_input_keys.items():
+            value = _finite_number(metrics.get(key))
+            if value is None:
+                drop(f"metric '{key}' ({name}) is missing or not a finite number")
+                return None
+            inputs[name] = value
+        client = None
+        if self.client_id_key is not None:
+            raw = metrics.get(self.client_id_key)
+            if isinstance(raw, bool) or not isinstance(raw, (int, float)) or raw != int(raw) \
+                    or not 0 <= raw < self.aggregator.num_clients:
+                drop(f"metric '{self.client_id_key}' (client id) must be an integer in "
+                     f"[0, {self.aggregator.num_clients}); got {raw!r}")
+                return None
+            client = int(raw)
+        return _Reply(node, arrays, count, loss, inputs, content, client)
+
+    def _client_ids(self, usable: List[_Reply]) -> Tuple[np.ndarray, Dict[int, int]]:
+        """Client ids of the replies, and the node numbers this round would add (committed
+        only once the rule accepts the round)."""
+        if self.client_id_key is not None:
+            return np.array([r.client for r in usable], dtype=np.int64), {}
+        new: Dict[int, int] = {}
+        ids = []
+        for r in usable:
+            idx = self._node_index.get(r.node_id, new.get(r.node_id))
+            if idx is None:
+                idx = len(self._node_index) + len(new)
+                if idx >= self.aggregator.num_clients:
+                    raise AggregationError(
+                        f"more than num_clients = {self.aggregator.num_clients} distinct nodes "
+                        "replied: build the aggregator with num_clients >= the number of nodes, "
+                        "or pass client_id_key")
+                new[r.node_id] = idx
+            ids.append(idx)
+        return np.array(ids, dtype=np.int64), new
+
+    def _computed_inputs(self, sent: List[np.ndarray], usable: List[_Reply]) -> Dict[str, Any]:
+        """The round inputs the rule declares that come from the replies' models: ``sq_norms``
+        (squared update norms, without forming the updates) and ``updates`` (``w - w_i``)."""
+        inputs: Dict[str, Any] = {}
+        if "sq_norms" in self._computed:
+            inputs["sq_norms"] = np.array([squared_distance(sent, r.arrays) for r in usable])
+        if "updates" in self._computed:
+            inputs["updates"] = [[g - a for g, a in zip(sent, r.arrays)] for r in usable]
+        return inputs
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> Dict[str, Any]:
+        """Checkpoint of the strategy: the rule's and the server optimiser's versioned
+        state_dicts and the node-to-client numbering. Pickle it, or save it with
+        ``torch.save``; restore with :meth:`load_state_dict`."""
+        nodes = sorted(self._node_index, key=self._node_index.get)
+        return {"format_version": FORMAT_VERSION, "rule": self.aggregator.state_dict(),
+                "optimizer": self.server_optimizer.state_dict(),
+                "node_ids": [int(n) for n in nodes]}
+
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        """Restores :meth:`state_dict` (the rule's and the optimiser's own checks apply: same
+        rule, optimiser, population and configuration); on any mismatch raises and changes
+        nothing."""
+        if not isinstance(state_dict, dict) or set(state_dict) != {"format_version", "rule",
+                                                                   "optimizer", "node_ids"}:
+            raise ValueError("state_dict must come from FastFairStrategy.state_dict()")
+        if state_dict["format_version"] != FORMAT_VERSION:
+            raise ValueError(f"state_dict has format_version {state_dict['format_version']!r}; "
+                             f"this fastfair reads {FORMAT_VERSION}")
+        nodes = [int(n) for n in state_dict["node_ids"]]
+        if len(set(nodes)) != len(nodes) or len(nodes) > self.aggregator.num_clients:
+            raise ValueError("state_dict['node_ids'] must be distinct and at most num_clients")
+        # Each load checks before it changes anything; the rule's part is checked on a copy
+        # first, so that a failure in either part leaves both untouched.
+        copy.deepcopy(self.aggregator).load_state_dict(state_dict["rule"])
+        self.server_optimizer.load_state_dict(state_dict["optimizer"])
+        self.aggregator.load_state_dict(state_dict["rule"])
+        self._node_index = {n: i for i, n in enumerate(nodes)}
