@@ -7,7 +7,7 @@ import dataclasses
 import difflib
 import inspect
 import typing
-from typing import Any, Callable, Dict, Mapping, NamedTuple, Tuple, Union
+from typing import Any, Callable, Dict, Mapping, NamedTuple, Sequence, Tuple, Union
 
 
 class OptionSpec(NamedTuple):
@@ -63,6 +63,15 @@ def _type_name(annotation: Any) -> str:
     if typing.get_origin(annotation) is Union:
         return " or ".join(_type_name(a) for a in typing.get_args(annotation))
     return "None" if annotation is type(None) else getattr(annotation, "__name__", str(annotation))
+
+
+def check_name(kind: str, name: Any, names: Sequence[str]) -> None:
+    """Raises ValueError unless ``name`` is one of ``names``: the message lists them and
+    suggests the closest (``kind`` says what is named, e.g. ``"rule"``)."""
+    if name not in names:
+        close = difflib.get_close_matches(str(name), list(names), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"unknown {kind} {name!r}{hint}; choose from {', '.join(names)}")
 
 
 def check_options(owner: str, options: Mapping[str, Any], spec: Mapping[str, OptionSpec]) -> None:

@@ -16,10 +16,9 @@ built.
 
 from __future__ import annotations
 
-import difflib
 from typing import Any, Dict, List, Type
 
-from fastfair._options import OptionSpec, check_options, signature_options
+from fastfair._options import OptionSpec, check_name, check_options, signature_options
 from fastfair.aggregators.aaggff import AAggFFD, AAggFFS
 from fastfair.aggregators.afl import AFL
 from fastfair.aggregators.base import Aggregator
@@ -39,10 +38,7 @@ RULES: Dict[str, Type[Aggregator]] = {
 
 
 def _lookup(kind: str, name: Any, table: Dict[str, Any]) -> Any:
-    if name not in table:
-        close = difflib.get_close_matches(str(name), list(table), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValueError(f"unknown {kind} {name!r}{hint}; choose from {', '.join(table)}")
+    check_name(kind, name, list(table))
     return table[name]
 
 

@@ -24,6 +24,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Type, Union
 
 import numpy as np
 
+from fastfair._options import check_name
 from fastfair.aggregators.registry import RULES
 from fastfair.methods import METHODS
 from fastfair.sim import checkpoint, report
@@ -48,11 +49,8 @@ assert set(METHOD_RUNNERS) == set(METHODS)
 
 def runner_class(rule: str) -> Type[Runner]:
     """The runner class of a rule or method name (ValueError listing them all if unknown)."""
-    if rule in METHOD_RUNNERS:
-        return METHOD_RUNNERS[rule]
-    if rule in RULES:
-        return Simulation
-    raise ValueError(f"unknown rule {rule!r}; choose from {', '.join([*RULES, *METHODS])}")
+    check_name("rule", rule, [*RULES, *METHODS])
+    return METHOD_RUNNERS.get(rule, Simulation)
 
 
 def make_runner(config: SimulationConfig, dist: Optional[Distributed] = None, *,

@@ -1,0 +1,75 @@
+"""The package's shape: rules are known by declarations, not classes, outside the aggregators; no
+import cycle; no oversized module."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from fastfair import aggregators
+
+PACKAGE = Path(__file__).resolve().parents[1] / "fastfair"
+
+
+def _modules():
+    return [p for p in sorted(PACKAGE.rglob("*.py"))]
+
+
+def _name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_no_code_outside_the_aggregators_tests_a_rule_class():
+    concrete = {cls.__name__ for cls in aggregators.RULES.values()}
+    concrete |= {cls.__name__ for cls in aggregators.SERVER_OPTIMIZERS.values()}
+    found = []
+    for path in _modules():
+        if "aggregators" in path.parts:
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            for call in re.findall(r"isinstance\([^,]+,\s*([^)]+)\)", line):
+                names = set(re.findall(r"\w+", call))
+                if names & concrete:
+                    found.append(f"{path.relative_to(PACKAGE)}:{n}: {line.strip()}")
+    assert not found, "\n".join(found)
+
+
+def test_no_import_cycle():
+    graph = {}
+    for path in _modules():
+        me = _name(path)
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            deps |= {n for n in names if n.startswith("fastfair")}
+        graph[me] = deps
+    known = set(graph)
+    # A module depends on the modules it names (a package's __init__ included, except its own).
+    edges = {m: {d for d in deps if d in known and d != m and not m.startswith(d + ".")}
+             for m, deps in graph.items()}
+    state = {}
+
+    def visit(m, stack):
+        state[m] = "open"
+        for d in edges[m]:
+            if state.get(d) == "open":
+                raise AssertionError("import cycle: " + " -> ".join(stack + [m, d]))
+            if d not in state:
+                visit(d, stack + [m])
+        state[m] = "done"
+
+    for m in edges:
+        if m not in state:
+            visit(m, [])
+
+
+def test_no_module_is_over_about_400_lines():
+    sizes = {str(p.relative_to(PACKAGE)): len(p.read_text().splitlines()) for p in _modules()}
+    assert {k: v for k, v in sizes.items() if v > 420} == {}

@@ -1,0 +1,92 @@
+"""The experiment layer: the Python API writes what the command line writes, every option is
+honoured or refused before anything is written, and resume refuses what it cannot continue."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fastfair.cli import main
+from fastfair.sim import Experiment, SimulationConfig
+
+TINY = ["--clients", "40", "--per-round", "5", "--rounds", "4", "--eval-every", "2", "--quiet"]
+
+
+def _without_times(metrics):
+    return {rule: [{k: v for k, v in r.items() if k != "seconds"} for r in hist]
+            for rule, hist in metrics.items()}
+
+
+def test_python_experiment_writes_what_the_cli_writes(tmp_path):
+    assert main(["simulate", "--compare", "fedavg,aaggff-d", "--rule-option",
+                 "aaggff-d:cdf=frechet", "--out", str(tmp_path / "cli"), *TINY]) == 0
+    config = SimulationConfig(clients=40, per_round=5, rounds=4, eval_every=2)
+    result = Experiment(config, ["fedavg", "aaggff-d"], {"aaggff-d": {"cdf": "frechet"}},
+                        out=tmp_path / "py").run()
+    cli, py = tmp_path / "cli", tmp_path / "py"
+    assert sorted(p.name for p in cli.iterdir()) == sorted(p.name for p in py.iterdir())
+    assert (cli / "final_accuracy.csv").read_text() == (py / "final_accuracy.csv").read_text()
+    assert (cli / "config.json").read_text() == (py / "config.json").read_text()
+    assert (_without_times(json.loads((cli / "metrics.json").read_text()))
+            == _without_times(json.loads((py / "metrics.json").read_text())))
+    assert "aaggff-d" in result.table() and set(result.finals) == {"fedavg", "aaggff-d"}
+
+
+def test_experiment_in_memory_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = Experiment(SimulationConfig(clients=20, per_round=4, rounds=2, eval_every=1)).run()
+    assert result.out is None and list(tmp_path.iterdir()) == []
+    assert [r["round"] for r in result.histories["fedavg"]] == [1, 2]
+    with pytest.raises(ValueError, match="checkpoint_every needs an output folder"):
+        Experiment(SimulationConfig(), checkpoint_every=2)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--rule", "fedevg", "--lr", "0.5"], "does not use lr (--lr)"),
+    (["--rule", "superfed-mm", "--server-option", "lr=0.5"], "server_options must not set lr"),
+    (["--rule", "fedavg", "--hidden", "32"], "hidden = 32 has no effect"),
+    (["--rule", "fedavg", "--dataset", "digits", "--max-samples", "90"], "max_samples = 90"),
+    (["--rule", "fedavg", "--local-steps", "3", "--epochs", "2"], "epochs = 2 has no effect"),
+    (["--rule", "term", "--rule-option", "tilt=\"x\""], "option 'tilt' takes float"),
+    (["--rule", "fedavg", "--server-optimizer", "fedadam", "--server-option", "beta=0.5"],
+     "server optimizer 'fedadam' has no option 'beta' (did you mean"),
+    (["--rule", "fedavg", "--availability", "bernoulli", "--availability-option", "p=0.5"],
+     "availability 'bernoulli' has no option 'p'"),
+    (["--compare", "fedavg,fedmabba"], "unknown rule 'fedmabba' (did you mean 'fedmaba'?)"),
+])
+def test_every_option_is_honoured_or_refused_before_writing(tmp_path, capsys, argv, message):
+    out = tmp_path / "run"
+    assert main(["simulate", *argv, "--out", str(out), "--quiet"]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_resume_refuses_what_it_cannot_continue(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["simulate", "--rule", "fedavg", "--out", str(out), *TINY]) == 0
+    assert main(["simulate", "--resume", str(out)]) == 2
+    assert "saved no checkpoint" in capsys.readouterr().err
+    assert main(["simulate", "--resume", str(tmp_path / "missing")]) == 2
+    assert "not a fastfair run folder" in capsys.readouterr().err
+
+    saved = tmp_path / "saved"
+    assert main(["simulate", "--rule", "fedavg", "--out", str(saved), "--checkpoint-every", "2",
+                 *TINY]) == 0
+    assert main(["simulate", "--resume", str(saved), "--rounds", "8"]) == 2
+    assert "pass no other run option" in capsys.readouterr().err
+    config = json.loads((saved / "config.json").read_text())
+    config["config"]["lr"] = 0.3
+    (saved / "config.json").write_text(json.dumps(config))
+    assert main(["simulate", "--resume", str(saved)]) == 2
+    assert "changed since the checkpoint" in capsys.readouterr().err
+    (saved / "checkpoint.pt").write_bytes(b"\x80\x02 not a checkpoint")
+    assert main(["simulate", "--resume", str(saved)]) == 2
+    assert "not a readable fastfair checkpoint" in capsys.readouterr().err
+
+
+def test_rules_command_lists_rules_optimizers_and_methods(capsys):
+    assert main(["rules"]) == 0
+    printed = capsys.readouterr().out
+    for name in ("aaggff-d", "fedcvar", "fedadagrad", "superfed-lm"):
+        assert name in printed
