@@ -71,15 +71,23 @@ def test_code_citations_resolve():
     assert not bad, "citations of missing doc sections:\n" + "\n".join(bad)
 
 
+LINK = re.compile(r"\[([^\]]*)\]\(([\w./-]*\.md)?(?:#[^)\s]*)?\)")
+
+
 def test_docs_cross_references_resolve():
+    # "[§2.5](algorithms.md#...)" names a section of the linked file; a bare "§2.5" one of the
+    # same file.
     bad = []
     for doc in sorted((ROOT / "docs").glob("*.md")):
         text = doc.read_text()
-        own = doc_sections(doc.name)
-        without_paths = CITATION.sub("", text)
-        bad += [f"{doc.name}: §{num}" for num in SECTION.findall(without_paths)
-                if num not in own]
         bad += [f"{doc.name}: {c}" for c in unresolved_citations(text)]
+        for label, target in LINK.findall(text):
+            sections = doc_sections(target or doc.name, doc.parent)
+            bad += [f"{doc.name}: [§{num}]({target})" for num in SECTION.findall(label)
+                    if num not in sections]
+        rest = LINK.sub("", CITATION.sub("", text))
+        bad += [f"{doc.name}: §{num}" for num in SECTION.findall(rest)
+                if num not in doc_sections(doc.name)]
     assert not bad, "references to missing sections:\n" + "\n".join(bad)
 
 
