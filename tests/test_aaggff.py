@@ -1,4 +1,4 @@
-"""AAggFF-D: the spec's golden vectors (CDF table, three rounds), multi-round agreement with the
+"""AAggFF-D: the golden vectors of docs/algorithms.md §2.2 and §2.5.6 (CDF table, three rounds), multi-round agreement with the
 dense float64 references in every variant, the on-demand full decision, and awkward inputs."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def assert_printed(actual, printed, decimals):
     assert err <= 0.5 * 10.0 ** -decimals + 1e-15, f"{err:.3g} off the printed values"
 
 
-# Thesis Table 3.3 (spec 2.2): losses (0.01, 0.10, 0.02), x = (3, 30, 6) / 13, range [0, 1]. The
+# Thesis Table 3.3 (docs/algorithms.md §2.2): losses (0.01, 0.10, 0.02), x = (3, 30, 6) / 13, range [0, 1]. The
 # table prints four decimals; the full values are the same formulas evaluated with 50 digits.
 TABLE_LOSSES = np.array([0.01, 0.10, 0.02])
 TABLE_3_3 = {
@@ -37,7 +37,7 @@ TABLE_3_3 = {
     "normal": ([0.2209, 0.9045, 0.2951],
                [0.22087816371245974, 0.9045111532660713, 0.29512922565738594]),
 }
-# The authors' code's "normal" (spec 2.2 [D]): 0.5 (erfc((x - 1)/sqrt 2) + 1).
+# The authors' code's "normal" (docs/algorithms.md §2.2): 0.5 (erfc((x - 1)/sqrt 2) + 1).
 CODE_NORMAL = ([1.2791, 0.5955, 1.2049],
                [1.2791218362875403, 0.5954888467339287, 1.2048707743426141])
 
@@ -66,7 +66,7 @@ def test_response_range(cdf):
     assert_rule_close(cdf_responses(TABLE_LOSSES, cdf, 0.2, 0.7), 0.2 + 0.5 * base, "golden")
 
 
-# Spec 2.5.6: K = 6, Weibull, C2 = C = m/K = 1/3, p^(1) = 1/6 (paper math). The spec prints six
+# docs/algorithms.md §2.5.6: K = 6, Weibull, C2 = C = m/K = 1/3, p^(1) = 1/6 (paper math). The docs print six
 # decimals; the full values are the dense paper formulas evaluated with 50 digits.
 GOLDEN_ROUNDS = [([0, 3], [0.5, 1.5]), ([1, 3], [2.0, 1.0]), ([2, 5], [0.3, 0.9])]
 GOLDEN_P = [
@@ -229,7 +229,7 @@ def test_hyperparameter_errors(kwargs, message):
 
 
 # ------------------------------------------------------------------------------------- AAggFF-S
-# Spec 2.4: K = 3, Weibull, C1 = 0; the spec prints six decimals, the full values are the same QPs
+# docs/algorithms.md §2.4.3: K = 3, Weibull, C1 = 0; the docs print six decimals, the full values are the same QPs
 # solved by support enumeration with 50 digits. The reference-code rows start from p^(1) = 1/K.
 ONS_LOSSES = np.array([[0.5, 1.0, 2.0], [0.6, 0.9, 1.5], [0.4, 1.2, 1.0]])
 ONS_GOLDEN = {

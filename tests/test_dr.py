@@ -1,4 +1,4 @@
-"""AAggFF-D's DR gradient: the spec's golden vectors, dense == lazy, reference, errors."""
+"""AAggFF-D's DR gradient: the golden vectors of docs/algorithms.md §2.5.6, dense == lazy, reference, errors."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from fastfair import ops, reference
 from tests.conftest import requires_cuda, torch
 
-# Spec aaggff_fedevg_superfed.md section 2.5.6: K = 6, Weibull, C2 = C = m/K = 1/3, p^(1) = 1/6.
+# docs/algorithms.md §2.5.6: K = 6, Weibull, C2 = C = m/K = 1/3, p^(1) = 1/6.
 GOLDEN_ROUNDS = [([0, 3], [0.5, 1.5]), ([1, 3], [2.0, 1.0]), ([2, 5], [0.3, 0.9])]
 GOLDEN_P = [
     [0.148209, 0.166299, 0.166299, 0.186597, 0.166299, 0.166299],
@@ -21,13 +21,13 @@ GOLDEN_Q = [[0.442671, 0.557329], [0.509118, 0.490882], [0.459373, 0.540627]]
 
 
 def weibull_responses(losses, c2):
-    """r = C2 * (1 - exp(-x^2)), x = F / mean(F) (spec 2.2 with C1 = 0)."""
+    """r = C2 * (1 - exp(-x^2)), x = F / mean(F) (docs/algorithms.md §2.2 with C1 = 0)."""
     x = np.asarray(losses) / np.mean(losses)
     return c2 * (1.0 - np.exp(-x ** 2))
 
 
 def eta(K, c, t):
-    """sqrt(log K) / (L sqrt(t + 1)) with L = C2 + 2 for C1 = 0, C2 = C (spec 2.5.4-2.5.5)."""
+    """sqrt(log K) / (L sqrt(t + 1)) with L = C2 + 2 for C1 = 0, C2 = C (docs/algorithms.md §2.5.4-§2.5.5)."""
     return math.sqrt(math.log(K)) / ((c + 2.0) * math.sqrt(t + 1))
 
 

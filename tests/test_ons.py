@@ -1,4 +1,4 @@
-"""Simplex QP solvers and the Online Newton Step: spec golden vectors, the support-enumeration
+"""Simplex QP solvers and the Online Newton Step: the golden vectors of docs/algorithms.md §2.4.3, the support-enumeration
 and cvxpy oracles, awkward and ill-conditioned problems, state round trips, clear errors."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def solve(H, b, **kw):
 
 
 # ---------------------------------------------------------------------------------------------
-# Spec golden vectors (section 2.4: K = 3, Weibull, C1 = 0, losses of three rounds).
+# Golden vectors (docs/algorithms.md §2.4.3: K = 3, Weibull, C1 = 0, losses of three rounds).
 
 LOSSES = np.array([[0.5, 1.0, 2.0], [0.6, 0.9, 1.5], [0.4, 1.2, 1.0]])
 GOLDEN = {
@@ -76,7 +76,7 @@ def test_ons_golden_vectors(variant, C2):
 
 
 def test_alpha_beta_from_spec_constants():
-    # With the code range (0, 1/K): alpha = 4, beta = K / 4 (spec section 2.4).
+    # With the code range (0, 1/K): alpha = 4, beta = K / 4 (docs/algorithms.md §2.4).
     K = 3
     L = 1 / K
     assert 4 * K * L == pytest.approx(4.0) and 1 / (4 * L) == pytest.approx(0.75)

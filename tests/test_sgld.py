@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 
 
 # ---------------------------------------------------------------------------- beta schedule
-# Spec section 3.2, T = 500, beta 10 -> 0.01 (given to 4 decimals there).
+# docs/algorithms.md §3.2, T = 500, beta 10 -> 0.01 (given to 4 decimals there).
 BETA_GOLDEN = {0: 9.9991, 250: 9.937, 450: 9.6075, 490: 8.1024, 495: 6.4038, 498: 2.5075,
                499: 0.01}
 

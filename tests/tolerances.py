@@ -41,7 +41,7 @@ def assert_close(actual, expected, dtype: str, scale=None) -> None:
                                   f"at {worst}")
 
 # Aggregation rules (float64 state and coefficients): absolute tolerance on coefficients and
-# states against the specs' golden vectors, against the float64 references over many rounds, and
+# states against the golden vectors of docs/algorithms.md, against the float64 references over many rounds, and
 # for an iterative QP solution against its enumerated KKT point.
 RULE_TOLERANCES = {"golden": 1e-12, "reference": 1e-10, "qp": 1e-10}
 
@@ -76,11 +76,11 @@ def assert_softmax_close(actual, expected, dtype: str, argument) -> None:
 
 # Simplex QPs and the Online Newton Step (float64 throughout).
 QP_TOLERANCES = {
-    "golden_printed": 5e-7,  # the spec prints ONS golden vectors to six decimals
-    "golden": 1e-9,          # against the spec's harness (support enumeration) on the same inputs
+    "golden_printed": 5e-7,  # docs/algorithms.md §2.4.3 prints the ONS golden vectors to six decimals
+    "golden": 1e-9,          # against support enumeration (fastfair.reference.ons) on the same inputs
     "oracle": 1e-10,         # against support enumeration, well-conditioned problems
     "kkt": 1e-9,             # scaled KKT residual of every returned point
-    "cvxpy": 1e-6,           # cvxpy's solvers stop at about this accuracy (spec section 2.4)
+    "cvxpy": 1e-6,           # cvxpy's solvers stop at about this accuracy (docs/algorithms.md §2.4.2)
     "simplex_sum": 1e-12,    # |sum(p) - 1| of every returned point
     "fista": 1e-9,           # FISTA + support polish against the exact solver
 }

@@ -1,7 +1,7 @@
 r"""AAggFF: adaptive aggregation for fair FL as an online decision problem over the simplex.
 
 Every round the server turns the participating clients' losses of the received global model into
-responses in :math:`[C_1, C_2]` through a CDF (spec section 2.2),
+responses in :math:`[C_1, C_2]` through a CDF (docs/algorithms.md §2.2),
 
 .. math::
    x_i = F_i \Big/ \tfrac{1}{m}\textstyle\sum_{j \in S} F_j, \qquad
@@ -15,7 +15,7 @@ coefficients p. Two online learners choose p:
   generalized simplex projection per round through :class:`fastfair.ops.OnlineNewtonStep`.
 * :class:`AAggFFD` (cross-device): FTRL with the entropic regulariser (exponentiated gradient) on
   the doubly-robust (DR) linearised gradient. Its common part cancels in the softmax, so a round is
-  Hedge on a sparse pseudo-loss and costs O(m) whatever K (spec 2.5.6), through
+  Hedge on a sparse pseudo-loss and costs O(m) whatever K (docs/algorithms.md §2.5.6), through
   :func:`fastfair.ops.dr_lazy_step`.
 
 The six CDFs (every scale 1, thesis Table 3.3): Weibull :math:`1 - e^{-x^2}`, Fréchet
@@ -55,7 +55,7 @@ def cdf_transform(x: np.ndarray, cdf: str = "weibull", *, normal_cdf: str = "pap
 
     ``normal_cdf="reference_code"`` gives the authors' code's "normal",
     :math:`\tfrac12(\mathrm{erfc}((x-1)/\sqrt2) + 1)`: decreasing in x, in (0.5, 1.5), not a CDF
-    (spec 2.2 [D]; the Berka runs used it). ``out`` (``[m]`` float64, may be ``x`` itself)
+    (docs/algorithms.md §2.2; the Berka runs used it). ``out`` (``[m]`` float64, may be ``x`` itself)
     receives the result; the ufuncs run in place because a round is only m ~ 10^3 values and the
     per-call overhead dominates.
     """
@@ -96,7 +96,7 @@ def cdf_transform(x: np.ndarray, cdf: str = "weibull", *, normal_cdf: str = "pap
 
 def cdf_responses(losses: np.ndarray, cdf: str = "weibull", c1: float = 0.0, c2: float = 1.0, *,
                   normal_cdf: str = "paper") -> np.ndarray:
-    r"""Responses ``r`` ``[m]`` of the m participating clients (spec eq. 3.8).
+    r"""Responses ``r`` ``[m]`` of the m participating clients (thesis eq. 3.8, docs/algorithms.md §2.2).
 
     .. math:: r_i = C_1 + (C_2 - C_1)\,\mathrm{CDF}(F_i / \bar F), \qquad
               \bar F = \tfrac1m \textstyle\sum_{j\in S} F_j
@@ -153,7 +153,7 @@ class AAggFFD(Aggregator):
 
     With sampling probability C, responses ``r_S`` in :math:`[C_1, C_2]` (default
     :math:`[0, C]`), :math:`\bar r = \mathrm{mean}(r_S)` and the state
-    :math:`D \in \mathbb R^K` (zero at the start), one round t is (spec 2.5.6)
+    :math:`D \in \mathbb R^K` (zero at the start), one round t is (docs/algorithms.md §2.5.6)
 
     .. math::
        D_i \leftarrow D_i - \frac{\hat r_i - \bar r}{1 + \bar r \mu_t}\ (i \in S),\quad
@@ -174,14 +174,14 @@ class AAggFFD(Aggregator):
         ``"exponential"``, ``"logistic"`` or ``"normal"``.
     response_range
         ``(C1, C2)`` with ``0 <= C1 < C2``; default ``(0, C)``, the range for which
-        :math:`\tilde L_\infty = C + 2` does not blow up with 1/C (spec 2.3).
+        :math:`\tilde L_\infty = C + 2` does not blow up with 1/C (docs/algorithms.md §2.3).
     sample_prob
         C. Default None: :math:`\pi = m/K` of each round (uniform sampling of m of K). A number in
         (0, 1] is the nominal C of the authors' code (e.g. 0.00054 for CelebA where 5/9343 =
         0.000535).
     variant
         ``"paper"`` (default): :math:`\hat r_S = \bar r + (r_S - \bar r)/C`;
-        ``"reference_code"``: :math:`\hat r_S = (r_S - \bar r)/C` (spec 2.5.7).
+        ``"reference_code"``: :math:`\hat r_S = (r_S - \bar r)/C` (docs/algorithms.md §2.5.7).
     initial_p
         ``"uniform"`` (default): :math:`p^{(1)} = 1/K`; ``"reference_code"``:
         :math:`p^{(1)} = C\mathbf 1` (only the round-1 denominator changes:
@@ -292,12 +292,12 @@ class AAggFFS(Aggregator):
         Response transform, as :class:`AAggFFD` (default ``"weibull"``).
     response_range
         ``(C1, C2)``, ``0 <= C1 < C2``; default ``(0, 1/K)``, the authors' code (the thesis' text
-        reads C2 = 3; spec 2.3 [A]). Sets :math:`\alpha = 4KL_\infty`,
+        reads C2 = 3; docs/algorithms.md §2.3). Sets :math:`\alpha = 4KL_\infty`,
         :math:`\beta = 1/(4L_\infty)`, :math:`L_\infty = C_2/(1+C_1)`.
     variant
         ``"paper"`` (default, eq. 3.7) or ``"reference_code"``: the authors' objective
         :math:`\langle\sum g, p\rangle + \frac\alpha2\lVert p\rVert^2 + \frac\beta2
-        p^\top(\alpha I + \sum g g^\top)p` (spec 2.4 [D]).
+        p^\top(\alpha I + \sum g g^\top)p` (docs/algorithms.md §2.4.2).
     initial_p
         ``"uniform"`` (default): :math:`p^{(1)} = 1/K`; ``"reference_code"``: the round-1
         gradient uses the authors' :math:`p^{(1)} = C\mathbf 1 = \mathbf 1` in its denominator.

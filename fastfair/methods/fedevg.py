@@ -1,4 +1,4 @@
-r"""FedEvg (thesis Ch. IV): clients train an energy-based classifier on their own data and report,
+r"""FedEvg (thesis Ch. IV; docs/algorithms.md §3): clients train an energy-based classifier on their own data and report,
 for every sample of a shared synthetic set, the sign-energy weight
 :math:`e_{ij} = \exp(\mathrm{sgn} f(\hat x_j; \theta_i)[\hat y_j])` and the energy gradient
 :math:`G_{ij} = -\nabla_x f(\hat x_j; \theta_i)[\hat y_j]`; the server moves the synthetic set by
@@ -25,7 +25,7 @@ from fastfair import ops
 
 @dataclass
 class FedEvgOptions:
-    """FedEvg hyperparameters (``--rule-option KEY=VALUE``); thesis Table/section 3.4.
+    """FedEvg hyperparameters (``--rule-option KEY=VALUE``); docs/algorithms.md §3.4.
 
     ``variant='reference_code'`` replaces the settings where the thesis and its reference code
     disagree (left at None here) by the code's values: ``beta_end`` 0.01 -> 1.0,

@@ -1,4 +1,4 @@
-r"""SuPerFed-MM and SuPerFed-LM (thesis Ch. II): every client keeps a local model
+r"""SuPerFed-MM and SuPerFed-LM (thesis Ch. II; docs/algorithms.md §4): every client keeps a local model
 :math:`\theta^l` beside the federated one :math:`\theta^f` and trains the mixture
 :math:`\theta(\lambda) = (1-\lambda)\theta^f + \lambda\theta^l` with :math:`\lambda \sim U(0, 1)`
 per minibatch (MM) or per layer and minibatch (LM), after round :math:`\lfloor L T\rfloor`, with a
@@ -24,7 +24,7 @@ from fastfair import ops
 
 @dataclass
 class SuperFedOptions:
-    """SuPerFed hyperparameters (``--rule-option KEY=VALUE``); spec section 4.4.
+    """SuPerFed hyperparameters (``--rule-option KEY=VALUE``); docs/algorithms.md §4.4.
 
     ``start`` is L (mixing starts after round floor(L T)); ``nu`` and ``mu`` weigh the
     orthogonality and proximity terms; ``prox='code'`` uses the reference code's

@@ -238,7 +238,7 @@ def server_step(kind: str, params: np.ndarray, pseudo_grad: np.ndarray, m: np.nd
 # --------------------------------------------------------------------------- AAggFF
 
 def aaggff_cdf(name: str, x: np.ndarray, normal_cdf: str = "paper") -> np.ndarray:
-    r"""The six response CDFs of AAggFF written as in the spec's harness (every scale 1):
+    r"""The six response CDFs of AAggFF written as in docs/algorithms.md §2.2 (every scale 1):
     Weibull :math:`1-e^{-x^2}`, Fréchet :math:`e^{-1/x}`, Gumbel :math:`e^{-e^{-(x-1)}}`,
     exponential :math:`1-e^{-x}`, logistic :math:`1/(1+e^{-(x-1)})`, normal
     :math:`\tfrac12(1+\mathrm{erf}((x-1)/\sqrt2))`; the authors' "normal" is

@@ -83,7 +83,7 @@ def fedevg_server_step(x: np.ndarray, G: np.ndarray, e: np.ndarray, w: np.ndarra
 def cosine_beta_schedule(rounds: int, beta_start: float = 10.0, beta_end: float = 0.01,
                          s: float = 0.008) -> np.ndarray:
     r"""FedEvg's server step sizes :math:`\beta^{(t)}`, ``t = 0..T-1`` (the DDPM cosine schedule,
-    rescaled; spec section 3.2):
+    rescaled; docs/algorithms.md §3.2):
 
     .. math:: \bar\alpha(u) = \cos^2\!\Big(\frac{u/T + s}{1 + s}\frac{\pi}{2}\Big) / \bar\alpha(0),
        \quad b_t = 1 - \bar\alpha(t+1)/\bar\alpha(t),

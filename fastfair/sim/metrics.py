@@ -1,7 +1,7 @@
 """Fairness metrics over per-client results (accuracy or loss).
 
 All take a 1-D array of per-client values; fractions select ``k = max(1, floor(frac * K))``
-clients. Definitions follow the seed papers: population variance (1/K), mean of the k worst /
+clients. Definitions (docs/algorithms.md §7): population variance (1/K), mean of the k worst /
 best, Gini on sorted values, parity gap max - min, and the biased autocorrelation of a series.
 """
 
