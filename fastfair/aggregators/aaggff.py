@@ -32,7 +32,8 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 from fastfair import ops
-from fastfair.aggregators.base import Aggregator, Commit, check_choice, check_scalar
+from fastfair.aggregators._checks import check_choice, check_scalar
+from fastfair.aggregators.base import Aggregator, Commit
 
 CDFS = ("weibull", "frechet", "gumbel", "exponential", "logistic", "normal")
 VARIANTS = ("paper", "reference_code")

@@ -23,7 +23,8 @@ from typing import Any, Dict, Tuple
 import numpy as np
 
 from fastfair import ops
-from fastfair.aggregators.base import Aggregator, Commit, check_choice, check_scalar
+from fastfair.aggregators._checks import check_choice, check_scalar
+from fastfair.aggregators.base import Aggregator, Commit
 
 
 class AFL(Aggregator):

@@ -68,7 +68,8 @@ from typing import Any, Callable, ClassVar, Dict, Optional, Tuple
 import numpy as np
 
 from fastfair import ops
-from fastfair._arrays import framework_or_none, from_host, is_cuda
+from fastfair._arrays import from_host
+from fastfair.aggregators._checks import check_ids, check_vector, host_array
 from fastfair.aggregators.objectives import ClientObjective
 
 #: Version of the ``state_dict`` format (2: ``"rule"`` holds the rule's public name).
@@ -79,101 +80,6 @@ FORMAT_VERSION = 2
 UPDATE_INPUTS = ("updates", "sq_norms")
 
 Commit = Callable[[], None]
-
-
-# --------------------------------------------------------------------------- input conversion
-
-def host_array(x: Any, name: str) -> np.ndarray:
-    """``x`` (list, NumPy, torch, CuPy or any ``__dlpack__`` producer) as a host NumPy array."""
-    kind = framework_or_none(x)
-    if kind == "torch":
-        t = x.detach()
-        if str(t.dtype) in ("torch.bfloat16", "torch.float16"):
-            t = t.double()
-        return t.cpu().numpy()
-    if kind == "cupy":
-        return x.get()
-    if kind == "dlpack":
-        if is_cuda(x):
-            raise TypeError(f"{name}: cannot read a CUDA array of type {type(x).__name__}; "
-                            "pass a torch tensor, a CuPy array or host memory")
-        return np.from_dlpack(x)
-    return np.asarray(x)
-
-
-def check_ids(client_ids: Any, num_clients: int, *, allow_duplicates: bool = False) -> np.ndarray:
-    """``client_ids`` as int64 ``[m]``, checked: non-empty, 1-D, integer, in ``[0, K)`` and
-    distinct (unless ``allow_duplicates``)."""
-    ids = host_array(client_ids, "client_ids")
-    if ids.size == 0:
-        raise ValueError("client_ids is empty: a round needs at least one participating client")
-    if ids.ndim != 1:
-        raise ValueError(f"client_ids must be 1-D [m]; got shape {ids.shape}")
-    if ids.dtype.kind not in "iu":
-        raise TypeError(f"client_ids must be integers; got dtype {ids.dtype}")
-    ids = ids.astype(np.int64, copy=False)
-    lo, hi = int(ids.min()), int(ids.max())
-    if lo < 0 or hi >= num_clients:
-        bad = int(np.flatnonzero((ids < 0) | (ids >= num_clients))[0])
-        raise ValueError(f"client_ids must lie in [0, {num_clients}); got {int(ids[bad])} at "
-                         f"position {bad}")
-    if not allow_duplicates and ids.size > 1:
-        s = np.sort(ids)  # an unstable sort is enough to detect; positions are found on failure
-        if (s[1:] == s[:-1]).any():
-            order = np.argsort(ids, kind="stable")
-            same = ids[order[1:]] == ids[order[:-1]]
-            k = int(np.flatnonzero(same)[0])
-            raise ValueError(f"client_ids must be distinct; client {int(ids[order[k]])} appears "
-                             f"at positions {int(order[k])} and {int(order[k + 1])}")
-    return ids
-
-
-def check_vector(values: Any, m: int, name: str, *, nonnegative: bool = False) -> np.ndarray:
-    """A per-client round input as float64 ``[m]``: length m, finite (and >= 0 if asked)."""
-    v = host_array(values, name)
-    if v.ndim != 1:
-        raise ValueError(f"{name} must be 1-D with one entry per client; got shape {v.shape}")
-    if v.shape[0] != m:
-        raise ValueError(f"{name} has {v.shape[0]} entries but client_ids has {m}")
-    if v.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must be real numbers; got dtype {v.dtype}")
-    v = np.ascontiguousarray(v, dtype=np.float64)
-    bad = ~np.isfinite(v)
-    if bad.any():
-        pos = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"{name} must be finite; got {v[pos]} at position {pos}")
-    if nonnegative and (v < 0).any():
-        pos = int(np.flatnonzero(v < 0)[0])
-        raise ValueError(f"{name} must be non-negative; got {v[pos]} at position {pos}")
-    return v
-
-
-def check_scalar(value: Any, name: str, *, lo: Optional[float] = None,
-                 hi: Optional[float] = None, lo_open: bool = False,
-                 hi_open: bool = False) -> float:
-    """A hyperparameter as a finite float in the stated interval; the error names it."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a real number; got {value!r}") from None
-    ok = math.isfinite(v)
-    if ok and lo is not None:
-        ok = v > lo if lo_open else v >= lo
-    if ok and hi is not None:
-        ok = v < hi if hi_open else v <= hi
-    if not ok:
-        left = "(" if lo_open else "["
-        right = ")" if hi_open else "]"
-        rng = f"{left}{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}{right}"
-        raise ValueError(f"{name} must be finite and in {rng}; got {value!r}")
-    return v
-
-
-def check_choice(value: Any, name: str, choices: Tuple[str, ...]) -> str:
-    """A string option among ``choices``; the error lists them."""
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
-    return str(value)
 
 
 # --------------------------------------------------------------------------- the base class

@@ -25,9 +25,9 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
+from fastfair.aggregators._checks import check_choice, check_scalar, check_vector, host_array
+from fastfair.aggregators.base import Aggregator, Commit
 from fastfair.aggregators.objectives import CVaRObjective, cvar_objective
-from fastfair.aggregators.base import (Aggregator, Commit, check_choice, check_scalar,
-                                       check_vector, host_array)
 
 
 def cvar_coefficients(losses: Any, t: float, alpha: float, gamma: float) -> Tuple[Any, Any]:

@@ -28,7 +28,8 @@ from typing import Any, Dict, NamedTuple, Tuple
 
 import numpy as np
 
-from fastfair.aggregators.base import Aggregator, Commit, check_choice, check_scalar
+from fastfair.aggregators._checks import check_choice, check_scalar
+from fastfair.aggregators.base import Aggregator, Commit
 
 
 class FedMABASolution(NamedTuple):

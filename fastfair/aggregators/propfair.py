@@ -19,7 +19,8 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
-from fastfair.aggregators.base import Aggregator, Commit, check_choice, check_scalar
+from fastfair.aggregators._checks import check_choice, check_scalar
+from fastfair.aggregators.base import Aggregator, Commit
 from fastfair.aggregators.fedavg import fedavg_weights
 from fastfair.aggregators.objectives import PropFairObjective, propfair_loss
 

@@ -20,9 +20,9 @@ from typing import Any, Dict, Tuple
 
 import numpy as np
 
+from fastfair.aggregators._checks import check_choice, check_scalar, check_vector
 from fastfair.aggregators._updates import squared_norms
-from fastfair.aggregators.base import (Aggregator, Commit, check_choice, check_scalar,
-                                       check_vector)
+from fastfair.aggregators.base import Aggregator, Commit
 
 
 def qfedavg_coefficients(losses: np.ndarray, sq_norms: np.ndarray, q: float,

@@ -25,7 +25,8 @@ from typing import Any, ClassVar, Dict, List, Optional, Tuple, Type
 import numpy as np
 
 from fastfair._arrays import framework_or_none
-from fastfair.aggregators.base import FORMAT_VERSION, check_scalar
+from fastfair.aggregators._checks import check_scalar
+from fastfair.aggregators.base import FORMAT_VERSION
 
 
 def _clone(x: Any) -> Any:

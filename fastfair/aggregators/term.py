@@ -15,7 +15,8 @@ from typing import Any, Dict, Tuple
 
 import numpy as np
 
-from fastfair.aggregators.base import Aggregator, Commit, check_choice, check_scalar
+from fastfair.aggregators._checks import check_choice, check_scalar
+from fastfair.aggregators.base import Aggregator, Commit
 
 
 def tilted_weights(losses: np.ndarray, tilt: float, counts: Any = None) -> np.ndarray:
