@@ -5,7 +5,7 @@ Each raises ``TypeError`` or ``ValueError`` naming the argument and what is allo
 from __future__ import annotations
 
 import math
-from typing import Any, Optional, Tuple
+from typing import Any, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -67,20 +67,30 @@ def check_vector(values: Any, m: int, name: str, *, nonnegative: bool = False) -
     if v.dtype.kind not in "biuf":
         raise TypeError(f"{name} must be real numbers; got dtype {v.dtype}")
     v = np.ascontiguousarray(v, dtype=np.float64)
-    bad = ~np.isfinite(v)
-    if bad.any():
-        pos = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"{name} must be finite; got {v[pos]} at position {pos}")
-    if nonnegative and (v < 0).any():
-        pos = int(np.flatnonzero(v < 0)[0])
-        raise ValueError(f"{name} must be non-negative; got {v[pos]} at position {pos}")
+    check_values(v, name, lo=0.0 if nonnegative else None)
     return v
+
+
+def check_values(values: np.ndarray, name: str, *, lo: Optional[float] = None) -> None:
+    """Raises ValueError naming the first entry of the float64 array ``values`` (any shape) that
+    is not finite or lies below ``lo``, with its position."""
+    for bad, need in ((~np.isfinite(values), "finite"),
+                      (None if lo is None else values < lo,
+                       "non-negative" if lo == 0.0 else f">= {lo}")):
+        if bad is not None and bad.any():
+            pos = np.unravel_index(int(np.flatnonzero(bad)[0]), values.shape)
+            where = pos[0] if len(pos) == 1 else pos
+            raise ValueError(f"{name} must be {need}; got {values[pos]} at position {where}")
 
 
 def check_scalar(value: Any, name: str, *, lo: Optional[float] = None,
                  hi: Optional[float] = None, lo_open: bool = False,
                  hi_open: bool = False) -> float:
-    """A hyperparameter as a finite float in the stated interval; the error names it."""
+    """A hyperparameter (or scalar state) as a finite float in the stated interval; the error
+    names it. Bools, strings and arrays of any size but 0-d are refused (``TypeError``)."""
+    if (isinstance(value, (bool, np.bool_, str, bytes, list, tuple))
+            or getattr(value, "ndim", 0) != 0):
+        raise TypeError(f"{name} must be a real number; got {value!r}")
     try:
         v = float(value)
     except (TypeError, ValueError):
@@ -98,8 +108,39 @@ def check_scalar(value: Any, name: str, *, lo: Optional[float] = None,
     return v
 
 
+def check_count(value: Any, name: str) -> int:
+    """A counter (rounds, steps) as a non-negative int; bools, floats and strings are refused."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be a non-negative integer; got {value!r}")
+    if value < 0:
+        raise ValueError(f"{name} must be a non-negative integer; got {value!r}")
+    return int(value)
+
+
 def check_choice(value: Any, name: str, choices: Tuple[str, ...]) -> str:
     """A string option among ``choices``; the error lists them."""
     if value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
     return str(value)
+
+
+class StateSpec(NamedTuple):
+    """What one state value must be: a real scalar (``shape=()``) or a float64 array of
+    ``shape``, finite and at least ``lo`` (None: unbounded)."""
+
+    shape: Tuple[int, ...] = ()
+    lo: Optional[float] = None
+
+    def check(self, value: Any, name: str) -> Any:
+        """``value`` checked (``TypeError``/``ValueError`` naming ``name``): a float for a
+        scalar, else a new C-contiguous float64 array that shares no memory with ``value``."""
+        if not self.shape:
+            return check_scalar(value, name, lo=self.lo)
+        arr = host_array(value, name)
+        if arr.dtype.kind not in "iuf":
+            raise TypeError(f"{name} must hold real numbers; got dtype {arr.dtype}")
+        if arr.shape != self.shape:
+            raise ValueError(f"{name} must have shape {self.shape}; got {arr.shape}")
+        arr = np.array(arr, dtype=np.float64, order="C", copy=True)
+        check_values(arr, name, lo=self.lo)
+        return arr

@@ -23,7 +23,7 @@ from typing import Any, Dict, Tuple
 import numpy as np
 
 from fastfair import ops
-from fastfair.aggregators._checks import check_choice, check_scalar
+from fastfair.aggregators._checks import StateSpec, check_choice, check_scalar
 from fastfair.aggregators.base import Aggregator, Commit
 
 
@@ -42,9 +42,9 @@ class AFL(Aggregator):
         ``"updated"`` (default): the new :math:`\lambda_S`; ``"previous"``: the λ before this
         round's step, :math:`\lambda_S / \sum_S \lambda` (``1/m`` if those are all 0).
 
-    State: ``lam`` ``[K]`` float64 (8 bytes per client), initialised to ``1/K``. The sampled
-    entries of λ always sum to 1 after a round; under partial participation λ over all K need
-    not. ``weights(client_ids, losses)`` returns ``c`` ``[m]``. O(m) per round.
+    State: ``lam`` ``[K]`` float64 (8 bytes per client, non-negative), initialised to ``1/K``.
+    The sampled entries of λ always sum to 1 after a round; under partial participation λ over
+    all K need not. ``weights(client_ids, losses)`` returns ``c`` ``[m]``. O(m) per round.
     """
 
     name = "afl"
@@ -61,6 +61,9 @@ class AFL(Aggregator):
 
     def _state(self) -> Dict[str, Any]:
         return {"lam": self.lam}
+
+    def _state_specs(self) -> Dict[str, StateSpec]:
+        return {"lam": StateSpec((self.num_clients,), lo=0.0)}
 
     def _set_state(self, state: Dict[str, Any]) -> None:
         self.lam = state["lam"]

@@ -32,7 +32,10 @@ State
     ``state_dict()`` returns ``{"format_version", "rule", "num_clients", "config", "state"}`` with
     copies of every array; ``load_state_dict(sd)`` restores it exactly (a run continued from a
     loaded state is bit-identical to one never interrupted) and rejects another rule, population,
-    configuration or format version, leaving the state untouched.
+    configuration or format version. Every state value is checked before any is installed, by
+    the checks the constructor and the rounds apply: each key's :class:`StateSpec` (type, shape,
+    finite, sign) and the rule's invariants across keys (AAggFF-S's positive definite H); a
+    state that fails leaves the aggregator exactly as it was.
 
 What a rule declares
     ``name``: its one public name (``"aaggff-d"``), used by :mod:`fastfair.aggregators.registry`,
@@ -56,8 +59,10 @@ Client side
 Writing a rule
     Subclass :class:`Aggregator`; implement ``_round(ids, losses, num_samples, **inputs)``, which
     must not mutate anything and returns ``(coefficients, commit)`` where ``commit()`` applies the
-    new state and cannot fail; list constructor hyperparameters in ``_config()`` and state arrays
-    and scalars in ``_state()`` / ``_set_state()``.
+    new state and cannot fail; list constructor hyperparameters in ``_config()``, state arrays
+    and scalars in ``_state()``, one :class:`StateSpec` per state key in ``_state_specs()``,
+    invariants across keys in ``_check_state()`` and the installation of a checked state (which
+    cannot fail) in ``_set_state()``.
 """
 
 from __future__ import annotations
@@ -69,7 +74,7 @@ import numpy as np
 
 from fastfair import ops
 from fastfair._arrays import from_host
-from fastfair.aggregators._checks import check_ids, check_vector, host_array
+from fastfair.aggregators._checks import StateSpec, check_count, check_ids, check_vector
 from fastfair.aggregators.objectives import ClientObjective
 
 #: Version of the ``state_dict`` format (2: ``"rule"`` holds the rule's public name).
@@ -111,8 +116,7 @@ class Aggregator:
         self.num_clients = int(num_clients)
         self._num_samples: Optional[np.ndarray] = None
         if num_samples is not None:
-            self._num_samples = check_vector(num_samples, self.num_clients, "num_samples",
-                                             nonnegative=True).copy()
+            self._num_samples = self._counts_spec().check(num_samples, "num_samples")
         self.round = 0
 
     # ------------------------------------------------------------------ declarations
@@ -218,8 +222,21 @@ class Aggregator:
         """Mutable state: arrays (copied by state_dict) and scalars."""
         return {}
 
+    def _state_specs(self) -> Dict[str, StateSpec]:
+        """One :class:`StateSpec` per key of :meth:`_state`: the checks the constructor and the
+        rounds guarantee of that value (shape, finite, lower bound)."""
+        return {}
+
+    def _check_state(self, state: Dict[str, Any]) -> None:
+        """Raises unless the invariants across keys hold for a loaded ``state`` (every key of
+        ``state_dict()["state"]``) whose values passed their specs; changes nothing."""
+
     def _set_state(self, state: Dict[str, Any]) -> None:
-        """Installs a validated state from :meth:`_state`'s keys."""
+        """Installs a checked state from :meth:`_state`'s keys; must not fail."""
+
+    def _counts_spec(self) -> StateSpec:
+        """Static sample counts ``[K]``: finite and non-negative (constructor and state)."""
+        return StateSpec((self.num_clients,), lo=0.0)
 
     def state_dict(self) -> Dict[str, Any]:
         """Versioned snapshot: ``{"format_version", "rule", "num_clients", "config", "state"}``;
@@ -257,24 +274,25 @@ class Aggregator:
                                  "same hyperparameters")
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
-        """Restores a :meth:`state_dict` exactly; on any mismatch raises and changes nothing."""
+        """Restores a :meth:`state_dict` exactly. Every value is checked first (the round
+        counter, the static counts, each key's :class:`StateSpec`, then :meth:`_check_state`),
+        and only then is anything installed: on any mismatch it raises and changes nothing."""
         self._check_header(state_dict)
-        current = self.state_dict()["state"]
-        given = state_dict.get("state", {})
-        if set(given) != set(current):
+        given = state_dict.get("state")
+        if not isinstance(given, dict):
+            raise TypeError("state_dict['state'] must be a dict returned by state_dict()")
+        specs = dict(self._state_specs())
+        if self._num_samples is not None:
+            specs["num_samples"] = self._counts_spec()
+        expected = {"round", *specs}
+        if set(given) != expected:
             raise ValueError(f"state_dict state has keys {sorted(given)}; expected "
-                             f"{sorted(current)}")
-        new: Dict[str, Any] = {}
-        for key, ref in current.items():
-            value = given[key]
-            if isinstance(ref, np.ndarray):
-                arr = host_array(value, f"state[{key!r}]")
-                if arr.shape != ref.shape:
-                    raise ValueError(f"state[{key!r}] has shape {arr.shape}; expected {ref.shape}")
-                new[key] = np.array(arr, dtype=ref.dtype, copy=True)
-            else:
-                new[key] = value
-        self.round = int(new.pop("round"))
+                             f"{sorted(expected)}")
+        new = {key: spec.check(given[key], f"state[{key!r}]") for key, spec in specs.items()}
+        new["round"] = check_count(given["round"], "state['round']")
+        self._check_state(new)
+        # Everything is checked: nothing below can fail.
+        self.round = new.pop("round")
         if "num_samples" in new:
             self._num_samples = new.pop("num_samples")
         self._set_state(new)
