@@ -129,6 +129,46 @@ def test_propfair_weights_and_client_loss(rng):
     np.testing.assert_allclose(xs.grad.numpy()[3:], [0.2, 0.2], rtol=1e-15)
 
 
+# ----------------------------------------------------------------------------- any magnitude
+
+HUGE = [1e308, 1e308, 0.5e308]  # their sum overflows float64
+
+
+@pytest.mark.parametrize("make, losses, expected", [
+    (lambda n: FedAvg(5, num_samples=n), None, [0.4, 0.4, 0.2]),
+    (lambda n: FedProx(5, num_samples=n), None, [0.4, 0.4, 0.2]),
+    (lambda n: PropFair(5, num_samples=n), None, [0.4, 0.4, 0.2]),
+    (lambda n: TERM(5, 0.0, num_samples=n), [1.0, 2.0, 3.0], [0.4, 0.4, 0.2]),
+    # n_k / (M - F_k) = (1, 1, 0.5) e308 / (0.1, 0.05, 0.1)
+    (lambda n: PropFair(5, M=0.2, num_samples=n, weighting="eg"), [0.1, 0.15, 0.1],
+     [2 / 7, 4 / 7, 1 / 7]),
+    # n_k F_k^q = (1, 1, 0.5) e308 * (1, 2, 2)
+    (lambda n: QFedAvg(5, q=1.0, num_samples=n, form="eg"), [1.0, 2.0, 2.0], [0.25, 0.5, 0.25]),
+])
+def test_count_weights_of_any_magnitude(make, losses, expected):
+    assert_rule_close(make(np.array(HUGE + [1.0, 1.0])).weights([0, 1, 2], losses), expected,
+                      "golden")
+    # per-round counts, and the same counts scaled down to ordinary sizes
+    assert_rule_close(make(None).weights([3, 4, 0], losses, num_samples=HUGE), expected, "golden")
+    assert_rule_close(make(None).weights([3, 4, 0], losses, num_samples=[2.0, 2.0, 1.0]),
+                      expected, "golden")
+
+
+def test_fedavg_weights_are_exact_at_ordinary_sizes(rng):
+    n = rng.integers(0, 10**6, 1000).astype(float)
+    np.testing.assert_array_equal(FedAvg(1000, num_samples=n).weights(np.arange(1000)),
+                                  n / n.sum())
+
+
+def test_eg_responses_that_overflow():
+    # q-FedAvg: F^q overflows float64 (1000^200), its weights do not: (1/10)^200 and 1.
+    c = QFedAvg(3, q=200.0, form="eg").weights([0, 1], [100.0, 1000.0])
+    assert c[1] == 1.0 and c[0] == pytest.approx(1e-200, rel=1e-12)
+    # TERM: tilt * F itself overflows: the weights are undefined, and the error says why.
+    with pytest.raises(ValueError, match=r"tilt \* losses overflows float64 at position 1"):
+        TERM(3, 1e308).weights([0, 1], [1.0, 2.0])
+
+
 # ----------------------------------------------------------------------------- FedMGDA
 
 @pytest.mark.parametrize("m, d", [(2, 5), (4, 9), (5, 3), (6, 20), (7, 4)])
