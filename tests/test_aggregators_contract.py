@@ -107,6 +107,10 @@ BAD_CALLS = [
     ("count mismatch", lambda ex: (([0, 1, 2], [0.1, 0.2, 0.3]),
                                    {**ex(3), "num_samples": [1.0, 2.0]}), "num_samples has 2"),
     ("2-D ids", lambda ex: ((np.array([[0, 1]]), [0.1, 0.2]), ex(2)), "client_ids must be 1-D"),
+    ("ragged ids", lambda ex: (([[0, 1], [2]], [0.1, 0.2, 0.3]), ex(3)),
+     r"client_ids must be an array .* got a ragged nested sequence"),
+    ("ragged losses", lambda ex: (([0, 1, 2], [[0.1], [0.2, 0.3]]), ex(3)),
+     "losses must be an array .* ragged"),
 ]
 
 
@@ -220,7 +224,7 @@ def _corruptions(key, value):
     elif isinstance(value, np.ndarray):
         yield from [("nan", _first(value, np.nan)), ("inf", _first(value, np.inf)),
                     ("string", "abc"), ("strings", value.astype(str)), ("None", None),
-                    ("shape", np.append(value.reshape(-1), 0.0))]
+                    ("shape", np.append(value.reshape(-1), 0.0)), ("ragged", [[0.0], [0.0, 1.0]])]
     else:
         yield from [("nan", float("nan")), ("inf", float("inf")), ("string", "abc"),
                     ("bool", True), ("None", None), ("shape", np.zeros(2))]

@@ -27,7 +27,11 @@ def host_array(x: Any, name: str) -> np.ndarray:
             raise TypeError(f"{name}: cannot read a CUDA array of type {type(x).__name__}; "
                             "pass a torch tensor, a CuPy array or host memory")
         return np.from_dlpack(x)
-    return np.asarray(x)
+    try:
+        return np.asarray(x)
+    except ValueError:  # NumPy's "inhomogeneous shape" of ragged nested sequences
+        raise ValueError(f"{name} must be an array or a sequence of numbers (nested sequences "
+                         "of equal lengths); got a ragged nested sequence") from None
 
 
 def check_ids(client_ids: Any, num_clients: int, *, allow_duplicates: bool = False) -> np.ndarray:
