@@ -49,6 +49,7 @@ RULES = {
                                                  initial_p="reference_code"), lambda m: {}),
     "AFL": (lambda: A.AFL(K, 0.5), lambda m: {}),
     "AFL-previous": (lambda: A.AFL(K, 0.5, coefficients="previous"), lambda m: {}),
+    "AFL-reference_code": (lambda: A.AFL(K, 0.5, initial_lambda="reference_code"), lambda m: {}),
 }
 
 

@@ -67,6 +67,7 @@ Writing a rule
 
 from __future__ import annotations
 
+import inspect
 import math
 from typing import Any, Callable, ClassVar, Dict, Optional, Tuple
 
@@ -251,7 +252,8 @@ class Aggregator:
                           for k, v in state.items()}}
 
     def _check_header(self, state_dict: Dict[str, Any]) -> None:
-        """Raises unless ``state_dict`` has this format version, rule, population and config."""
+        """Raises unless ``state_dict`` has this format version, rule, population and config
+        (where a hyperparameter it lacks, being older, must be at its default here)."""
         if not isinstance(state_dict, dict):
             raise TypeError("state_dict must be a dict returned by state_dict()")
         version = state_dict.get("format_version")
@@ -267,7 +269,12 @@ class Aggregator:
                              f"this aggregator has {self.num_clients}")
         config = state_dict.get("config", {})
         mine = self._config()
+        # An option added after the state_dict was written is absent from it: fine at its default.
+        defaults = {p.name: p.default
+                    for p in inspect.signature(type(self).__init__).parameters.values()}
         for key in sorted(set(config) | set(mine)):
+            if key not in config and key in defaults and _same(mine[key], defaults[key]):
+                continue
             if key not in config or key not in mine or not _same(config[key], mine[key]):
                 raise ValueError(f"state_dict config[{key!r}] = {config.get(key)!r} differs from "
                                  f"this aggregator's {mine.get(key)!r}; construct it with the "
