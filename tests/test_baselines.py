@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from fastfair import ops
-from fastfair.aggregators import (TERM, FairAvg, FedAdagrad, FedAdam, FedAvg, FedAvgM, FedMABA,
-                                  FedMGDA, FedProx, FedYogi, PropFair, QFedAvg)
+from fastfair.aggregators import (SGD, TERM, FairAvg, FedAdagrad, FedAdam, FedAvg, FedAvgM,
+                                  FedMABA, FedMGDA, FedProx, FedYogi, PropFair, QFedAvg)
 from fastfair.aggregators.fedmgda import min_norm_box_qp
 from fastfair.reference import aggregators as ref
 from tests.tolerances import assert_rule_close
@@ -72,6 +72,42 @@ def test_qfedavg_step_matches_reference(rng, q):
     lists = [[torch.from_numpy(x[:5]), torch.from_numpy(x[5:])] for x in w - local]
     assert_rule_close(QFedAvg(50, q=q, lipschitz=10.0).weights(np.arange(m), losses,
                                                                updates=lists), coef)
+
+
+def _authors_qfedavg_step(w, local, losses, q, lr, server_lr):
+    """The AAggFF authors' q-FedAvg server update, written as their code computes it
+    (QfedavgServer with lipschitz = server_lr / lr; QfedavgOptimizer.accumulate and step), for
+    parameters given as lists of layers."""
+    lipschitz = server_lr / lr
+    grad = [np.zeros_like(p) for p in w]
+    denominator = 0.0
+    for layers, loss in zip(local, losses):
+        local_delta = [(p - l) * lipschitz for p, l in zip(w, layers)]
+        for g, d in zip(grad, local_delta):
+            g += d * loss ** q
+        delta_norm = sum(float((d ** 2).sum()) for d in local_delta)
+        denominator += delta_norm * loss ** (q - 1) * q + loss ** q * lipschitz
+    return [p - g / denominator * server_lr for p, g in zip(w, grad)]
+
+
+@pytest.mark.parametrize("q", [0.0, 0.5, 2.0])
+def test_qfedavg_reproduces_the_authors_update(rng, q):
+    lr, server_lr = 0.05, 0.3
+    w = [rng.standard_normal((3, 4)), rng.standard_normal(5)]
+    local = [[p + 0.1 * rng.standard_normal(p.shape) for p in w] for _ in range(4)]
+    losses = rng.gamma(2.0, 0.5, 4)
+    expected = _authors_qfedavg_step(w, local, losses, q, lr, server_lr)
+    updates = [[p - l for p, l in zip(w, layers)] for layers in local]
+    agg = QFedAvg(10, q=q, lipschitz=server_lr / lr)
+    coef = agg.weights([7, 1, 4, 2], losses, updates=updates)
+    # through aggregate(lr=server_lr) ...
+    params = [p.copy() for p in w]
+    agg.aggregate(updates, coef, base=params, lr=server_lr)
+    # ... and through the server optimiser SGD(lr=server_lr)
+    stepped = SGD(lr=server_lr).step([p.copy() for p in w], agg.aggregate(updates, coef))
+    for a, b, e in zip(params, stepped, expected):
+        assert_rule_close(a, e)
+        assert_rule_close(b, e)
 
 
 def test_qfedavg_eg_form_and_errors():

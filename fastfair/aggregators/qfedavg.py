@@ -64,7 +64,11 @@ class QFedAvg(Aggregator):
     q
         Fairness exponent q >= 0 (q = 0 is FedAvg-like with step scaling).
     lipschitz
-        L > 0, the inverse of the clients' learning rate (``form="qffl"``).
+        L > 0, the inverse of the clients' learning rate (``form="qffl"``). The AAggFF authors'
+        code uses :math:`L = \eta_s/\eta` (server over client learning rate) and steps by
+        :math:`\eta_s`: ``QFedAvg(lipschitz=server_lr / lr)`` with the server optimiser
+        ``SGD(lr=server_lr)`` (or ``aggregate(..., lr=server_lr)``) reproduces that update
+        (docs/algorithms.md §2.6.2); with :math:`\eta_s = 1` it is the q-FFL paper's.
     num_samples
         Static counts ``[K]`` for ``form="eg"`` (uniform when absent).
     form
