@@ -118,3 +118,17 @@ def test_array_dataset():
         ArrayDataset([(np.ones((2, 3)), [0, 5])], num_classes=2)
     with pytest.raises(ValueError, match=r"train\[0\] must be x \[n, F\] and y \[n\]"):
         ArrayDataset([(np.ones((2, 3)), [0, 1, 1])])
+
+
+def test_array_dataset_refuses_labels_that_are_not_integers():
+    x = np.ones((3, 2))
+    # Integer-valued floats are labels; 1.7 was silently truncated to class 1.
+    assert ArrayDataset([(x, [0.0, 1.0, 2.0])]).client_data([0], "train").y.tolist() == [0, 1]
+    with pytest.raises(ValueError, match=r"train\[1\]: y must hold integer class labels; got "
+                       r"1\.7 at position 2"):
+        ArrayDataset([(x, [0, 1, 2]), (x, np.array([0.0, 1.0, 1.7]))])
+    with pytest.raises(ValueError, match=r"test\[0\]: y must hold integer class labels; got nan"):
+        ArrayDataset([(x, [0, 1, 2])], test=[(x, torch.tensor([0.0, float("nan"), 1.0]))])
+    with pytest.raises(TypeError, match=r"train\[0\]: y must hold integer class labels; got "
+                       "dtype <U1"):
+        ArrayDataset([(x, ["a", "b", "c"])])

@@ -193,8 +193,19 @@ class ArrayDataset(FederatedDataset):
 
     @staticmethod
     def _pair(x, y, name: str) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Client ``name``'s (``"train[k]"``) arrays as float32 x and int64 y; labels must be
+        integers (integer-valued floats are accepted, never rounded or truncated)."""
         x = torch.as_tensor(np.asarray(x), dtype=torch.float32)
-        y = torch.as_tensor(np.asarray(y)).long()
+        labels = np.asarray(y)
+        if labels.dtype.kind == "f":
+            bad = ~np.isfinite(labels) | (labels != np.round(labels))
+            if bad.any():
+                pos = np.unravel_index(int(np.flatnonzero(bad)[0]), labels.shape)
+                raise ValueError(f"{name}: y must hold integer class labels; got "
+                                 f"{labels[pos]} at position {pos[0] if len(pos) == 1 else pos}")
+        elif labels.dtype.kind not in "biu":
+            raise TypeError(f"{name}: y must hold integer class labels; got dtype {labels.dtype}")
+        y = torch.as_tensor(labels).long()
         if x.ndim != 2 or y.ndim != 1 or x.shape[0] != y.shape[0]:
             raise ValueError(f"{name} must be x [n, F] and y [n]; got {tuple(x.shape)} and "
                              f"{tuple(y.shape)}")
