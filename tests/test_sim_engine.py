@@ -17,6 +17,7 @@ import torch
 from fastfair.cli import main
 from fastfair.sim import ArrayDataset, ModuleModel, Simulation, SimulationConfig
 from fastfair.sim import checkpoint as checkpoint_module
+from fastfair.sim.models import MLP, LogisticRegression
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--clients", "60", "--per-round", "6", "--eval-every", "2", "--quiet"]
@@ -79,6 +80,24 @@ def test_own_arrays_and_module():
     assert sim.history[-1]["acc_mean"] > 0.9
     with pytest.raises(ValueError, match="config.clients is 9 but the dataset has 8"):
         Simulation(SimulationConfig(clients=9, per_round=4), dataset=data)
+
+
+@pytest.mark.parametrize("model, message", [
+    (lambda: ModuleModel(torch.nn.Linear(5, 9)), r"returns shape \[1, 1, 9\]"),
+    (lambda: ModuleModel(torch.nn.Linear(5, 11)),
+     r"returns shape \[1, 1, 11\] \(if some classes are absent"),
+    (lambda: ModuleModel(torch.nn.Linear(6, 10)), r"on one sample \[1, 1, 5\] it fails: "),
+    (lambda: LogisticRegression(6, 10), r"on one sample \[1, 1, 5\] it fails: "),
+    (lambda: MLP(5, 9), r"returns shape \[1, 1, 9\]"),
+])
+def test_model_that_does_not_fit_the_data_is_refused_at_construction(model, message):
+    rng = np.random.default_rng(0)
+    data = ArrayDataset([(rng.random((20, 5)), rng.integers(0, 10, 20)) for _ in range(8)],
+                        num_classes=10)
+    config = SimulationConfig(clients=8, per_round=4, rounds=2, eval_every=2)
+    with pytest.raises(ValueError, match=r"the model must map inputs \[m, B, F\] to logits "
+                       r"\[m, B, C\] with F = 5 features and C = 10 classes.*" + message):
+        Simulation(config, dataset=data, model=model())
 
 
 def test_cli_writes_metrics_plots_and_table(tmp_path, capsys):

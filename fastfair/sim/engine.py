@@ -25,7 +25,7 @@ from fastfair.aggregators import registry
 from fastfair.aggregators.objectives import ClientObjective
 from fastfair.sim.availability import build_availability
 from fastfair.sim.config import SimulationConfig
-from fastfair.sim.data import FederatedDataset, build_dataset
+from fastfair.sim.data import ClientBatch, FederatedDataset, build_dataset
 from fastfair.sim.distributed import Distributed
 from fastfair.sim.models import FlatModel, make_model
 from fastfair.sim.runner import Runner
@@ -81,6 +81,25 @@ class Simulation(Runner):
         self.round = 0
         self.history: List[Dict[str, Any]] = []
         self._eval_batch = self._pick_eval_clients(self.dataset)
+        self._check_model(self._eval_batch)
+
+    def _check_model(self, batch: ClientBatch) -> None:
+        """Raises ValueError unless the model maps one sample of ``batch`` (``[1, 1, F]``, F the
+        data set's features) to ``[1, 1, C]`` logits, C its classes: a mismatch found here, once,
+        instead of deep inside the first round's batched training."""
+        F, C = self.dataset.num_features, self.dataset.num_classes
+        expected = (f"the model must map inputs [m, B, F] to logits [m, B, C] with F = {F} "
+                    f"features and C = {C} classes (the data set's num_features and num_classes)")
+        try:
+            with torch.no_grad():
+                out = self.model.forward(self.params.reshape(1, -1), batch.x[:1].unsqueeze(0))
+        except (RuntimeError, IndexError, ValueError, TypeError) as exc:
+            raise ValueError(f"{expected}; on one sample [1, 1, {F}] it fails: {exc}") from exc
+        if tuple(out.shape) != (1, 1, C):
+            hint = (" (if some classes are absent from the data, pass num_classes to the data "
+                    "set)" if out.ndim == 3 and out.shape[-1] > C else "")
+            raise ValueError(f"{expected}; on one sample [1, 1, {F}] it returns shape "
+                             f"{list(out.shape)}{hint}")
 
     @classmethod
     def validate(cls, config: SimulationConfig) -> None:
