@@ -26,7 +26,7 @@ BASE = {("softmax K=1e6", "fastfair"): 2e-3, ("softmax K=1e6", "torch"): 4e-3,
 
 
 def test_a_run_compared_with_itself_passes():
-    lines, regressions = tracking.compare(_run(BASE), _run(BASE))
+    lines, regressions = tracking.compare(_run(BASE), [_run(BASE)])
     assert regressions == []
     assert any("softmax K=1e6" in line and "1.00x" in line for line in lines)
 
@@ -34,7 +34,7 @@ def test_a_run_compared_with_itself_passes():
 def test_a_twice_slower_fastfair_case_fails_and_is_named():
     slow = dict(BASE)
     slow[("eg_step K=1e6", "fastfair")] *= 2
-    _, regressions = tracking.compare(_run(BASE), _run(slow))
+    _, regressions = tracking.compare(_run(BASE), [_run(slow)])
     assert len(regressions) == 1 and regressions[0].startswith("cpu eg_step K=1e6 / fastfair")
 
 
@@ -42,19 +42,27 @@ def test_growth_within_the_band_and_slower_references_pass():
     new = dict(BASE)
     new[("eg_step K=1e6", "fastfair")] *= 0.9 * tracking.DEFAULT_BAND
     new[("softmax K=1e6", "torch")] *= 5
-    assert tracking.compare(_run(BASE), _run(new))[1] == []
+    assert tracking.compare(_run(BASE), [_run(new)])[1] == []
+
+
+def test_several_new_runs_are_reduced_to_their_per_case_minimum():
+    outlier = dict(BASE)
+    outlier[("softmax K=1e6", "fastfair")] *= 8  # one run disturbed by another job
+    assert tracking.compare(_run(BASE), [_run(outlier)])[1] != []
+    lines, regressions = tracking.compare(_run(BASE), [_run(outlier), _run(BASE)])
+    assert regressions == [] and lines[0] == "new: the per-case minimum of 2 runs"
 
 
 def test_ratio_to_reference_gates_on_the_case_reference():
     new = {k: v * 3 for k, v in BASE.items()}  # a machine three times slower: ratios unchanged
-    assert tracking.compare(_run(BASE), _run(new), metric="ratio_to_reference")[1] == []
-    assert tracking.compare(_run(BASE), _run(new), metric="seconds")[1] != []
+    assert tracking.compare(_run(BASE), [_run(new)], metric="ratio_to_reference")[1] == []
+    assert tracking.compare(_run(BASE), [_run(new)], metric="seconds")[1] != []
 
 
 def test_cases_in_one_run_only_are_listed_not_failed():
     new = {k: v for k, v in BASE.items() if k[0] != "eg_step K=1e6"}
     new[("logsumexp K=1e6", "fastfair")], new[("logsumexp K=1e6", "torch")] = 1e-3, 1e-3
-    lines, regressions = tracking.compare(_run(BASE, threads=2), _run(new))
+    lines, regressions = tracking.compare(_run(BASE, threads=2), [_run(new)])
     assert regressions == []
     assert "only in the baseline: cpu eg_step K=1e6 / fastfair" in lines
     assert "only in the new run: cpu logsumexp K=1e6 / fastfair" in lines
@@ -71,7 +79,7 @@ def test_main_exit_code_and_bad_input(tmp_path, capsys):
     assert tracking.main(["compare", str(base), str(slow)]) == 1
     assert "cpu softmax K=1e6 / fastfair: 2.00x" in capsys.readouterr().out
     with pytest.raises(ValueError, match="band must be > 1"):
-        tracking.compare(_run(BASE), _run(BASE), band=1.0)
+        tracking.compare(_run(BASE), [_run(BASE)], band=1.0)
     old = tmp_path / "old.json"
     old.write_text(json.dumps({"schema": 0, "records": []}))
     with pytest.raises(ValueError, match="schema 0"):
