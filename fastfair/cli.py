@@ -100,6 +100,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="save a checkpoint every N rounds (0: never)")
     g.add_argument("--resume", type=Path, metavar="DIR", help="continue the run saved in DIR")
     g.add_argument("--quiet", action="store_true", help="no progress bar")
+    g = p.add_argument_group("execution")
+    g.add_argument("--device", default=d.device,
+                   help="cpu, cuda or cuda:N: where the model, the cohort's data and training "
+                        "live (under torchrun with cuda, each process uses GPU LOCAL_RANK)")
+    g.add_argument("--threads", type=int, default=1,
+                   help="torch and fastfair kernel threads per process (1 does not collapse on "
+                        "a busy machine; raise it for large models on idle cores)")
     sub.add_parser("rules", help="list every rule, server optimizer and method with its options",
                    description="Lists every rule and server optimizer with its options and "
                                "defaults, and the methods (their options: --rule-option).")
@@ -133,7 +140,8 @@ def _experiment(args: argparse.Namespace, dist: Any) -> Any:
     from fastfair.sim.report import parse_rules
 
     if args.resume is not None:
-        return Experiment.resume(args.resume, progress=not args.quiet, dist=dist)
+        return Experiment.resume(args.resume, progress=not args.quiet, dist=dist,
+                                 threads=args.threads)
     if args.rule and args.compare:
         raise ValueError("pass --rule or --compare, not both")
     rules = [args.rule] if args.rule else list(parse_rules(args.compare or ",".join(DEFAULT_RULES)))
@@ -150,17 +158,17 @@ def _experiment(args: argparse.Namespace, dist: Any) -> Any:
         server_options=_options(args.server_option, "--server-option"),
         availability=args.availability,
         availability_options=_options(args.availability_option, "--availability-option"),
-        eval_every=args.eval_every, eval_clients=args.eval_clients)
+        eval_every=args.eval_every, eval_clients=args.eval_clients, device=args.device)
     return Experiment(config, rules, _rule_options(args.rule_option, rules),
                       out=args.out or _fresh_folder(), checkpoint_every=args.checkpoint_every,
-                      progress=not args.quiet, dist=dist)
+                      progress=not args.quiet, dist=dist, threads=args.threads)
 
 
 def simulate(args: argparse.Namespace) -> int:
     """``fastfair simulate``: runs the experiment and prints its summary table."""
     from fastfair.sim.distributed import Distributed
 
-    dist = Distributed.from_environment()
+    dist = Distributed.from_environment(_device(args))
     try:
         experiment = _experiment(args, dist)
         lead = dist.rank == 0
@@ -182,11 +190,21 @@ def simulate(args: argparse.Namespace) -> int:
         dist.close()
 
 
+def _device(args: argparse.Namespace) -> str:
+    """The device of the run: ``--device``, or the saved run's when resuming."""
+    if args.resume is None:
+        return args.device
+    try:
+        return json.loads((args.resume / "config.json").read_text())["config"]["device"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "cpu"  # Experiment.resume reports what is wrong with the folder
+
+
 def _given(args: argparse.Namespace):
     """(given, default) for every run option of ``simulate`` other than --resume and --quiet."""
     defaults = _parser().parse_args(["simulate"])
     for name, value in vars(args).items():
-        if name not in ("resume", "quiet", "command"):
+        if name not in ("resume", "quiet", "command", "threads"):
             yield value, getattr(defaults, name)
 
 

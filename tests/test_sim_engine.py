@@ -154,6 +154,12 @@ def _run(args, **kwargs):
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
 
 
+def _finish(proc):
+    """Waits for ``proc``, draining and closing its pipes; returns (exit code, stderr)."""
+    _, err = proc.communicate()
+    return proc.returncode, err.decode()
+
+
 def test_resume_after_kill_reproduces_the_run(tmp_path):
     args = ["--compare", "fedavg,fedmaba", "--rounds", "40", "--checkpoint-every", "2", *TINY]
     straight = _run([*args, "--out", str(tmp_path / "straight")])
@@ -163,12 +169,13 @@ def test_resume_after_kill_reproduces_the_run(tmp_path):
     while not checkpoint.exists() and killed.poll() is None and time.time() < deadline:
         time.sleep(0.002)
     killed.send_signal(signal.SIGKILL)
-    killed.wait()
+    _finish(killed)
     state = checkpoint_module.load(checkpoint)
     assert state["current_rule"] == "fedavg", "the kill should land inside the first rule"
-    assert straight.wait() == 0
-    resumed = _run(["--resume", str(tmp_path / "killed"), "--quiet"])
-    assert resumed.wait() == 0, resumed.stderr.read().decode()
+    code, err = _finish(straight)
+    assert code == 0, err
+    code, err = _finish(_run(["--resume", str(tmp_path / "killed"), "--quiet"]))
+    assert code == 0, err
     a = json.loads((tmp_path / "straight" / "metrics.json").read_text())
     b = json.loads((tmp_path / "killed" / "metrics.json").read_text())
     assert {k: _without_times(v) for k, v in a.items()} == {k: _without_times(v) for k, v in b.items()}
@@ -178,8 +185,8 @@ def test_resume_after_kill_reproduces_the_run(tmp_path):
 
 def test_two_processes_match_one(tmp_path):
     args = ["--compare", "fedavg,qfedavg", "--rounds", "6", *TINY]
-    single = _run([*args, "--out", str(tmp_path / "one")])
-    assert single.wait() == 0, single.stderr.read().decode()
+    code, err = _finish(_run([*args, "--out", str(tmp_path / "one")]))
+    assert code == 0, err
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
     two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
                           "--nproc-per-node", "2", "-m", "fastfair", "simulate", *args, "--out",

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
 from fastfair._options import check_options, dataclass_options
 
 DATASETS = ("synthetic", "digits")
+DEVICE = re.compile(r"cpu|cuda(:\d+)?")
 MODELS = ("logreg", "mlp")
 PARTITIONS = ("iid", "dirichlet", "pathological")
 
@@ -58,6 +60,8 @@ class SimulationConfig:
     availability_options: Dict[str, Any] = field(default_factory=dict)
     eval_every: int = 5
     eval_clients: int = 1000
+    # where the model, the cohort's data and training live: "cpu", "cuda" or "cuda:N"
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         values = dataclasses.asdict(self)
@@ -69,6 +73,8 @@ class SimulationConfig:
                 raise ValueError(f"{name} must be >= 1; got {getattr(self, name)}")
         if self.local_steps is not None and self.local_steps < 1:
             raise ValueError(f"local_steps must be >= 1 or None; got {self.local_steps}")
+        if not DEVICE.fullmatch(self.device):
+            raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N'; got {self.device!r}")
         if self.seed < 0:
             raise ValueError(f"seed must be >= 0; got {self.seed}")
         if self.per_round > self.clients:

@@ -15,7 +15,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from fastfair.sim.seeding import Stream, keys, numpy_rng, torch_seed, uniform
+from fastfair.sim.seeding import Stream, keys, numpy_rng, torch_seed, torch_seeds, uniform
 
 TRAIN_FRACTION = 0.8
 
@@ -35,6 +35,10 @@ class ClientBatch:
     @property
     def counts(self) -> np.ndarray:
         return np.diff(self.offsets)
+
+    def to(self, device: torch.device) -> "ClientBatch":
+        """The batch with ``x`` and ``y`` on ``device`` (offsets stay on the host)."""
+        return ClientBatch(self.x.to(device), self.y.to(device), self.offsets)
 
 
 class FederatedDataset:
@@ -115,8 +119,9 @@ class SyntheticDataset(FederatedDataset):
     def num_samples(self, ids) -> np.ndarray:
         return _split_sizes(self.total_samples(ids))[0]
 
-    def _generate(self, client: int, total: int) -> Tuple[torch.Tensor, torch.Tensor]:
-        g = torch.Generator().manual_seed(torch_seed(self.seed, Stream.SYNTHETIC_CLIENT, client))
+    def _generate(self, key: int, total: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        """One client's ``total`` samples from its key in the ``SYNTHETIC_CLIENT`` stream."""
+        g = torch.Generator().manual_seed(key)
         u = float(torch.randn((), generator=g)) * self.alpha
         shift = float(torch.randn((), generator=g)) * self.beta
         F, C = self.num_features, self.num_classes
@@ -137,9 +142,10 @@ class SyntheticDataset(FederatedDataset):
             raise ValueError(f"split must be 'train' or 'test'; got {split!r}")
         totals = self.total_samples(ids)
         train, _ = _split_sizes(totals)
+        seeds = torch_seeds(self.seed, Stream.SYNTHETIC_CLIENT, ids)   # hashed once per cohort
         xs, ys, counts = [], [], []
-        for client, total, ntrain in zip(ids.tolist(), totals.tolist(), train.tolist()):
-            x, y = self._generate(client, total)
+        for key, total, ntrain in zip(seeds.tolist(), totals.tolist(), train.tolist()):
+            x, y = self._generate(key, total)
             part = slice(0, ntrain) if split == "train" else slice(ntrain, total)
             xs.append(x[part])
             ys.append(y[part])

@@ -64,7 +64,11 @@ class Simulation(Runner):
         arrays) replaces ``config.dataset``, and ``model`` (e.g. a
         :class:`~fastfair.sim.models.ModuleModel` around your module) replaces ``config.model``."""
         self.config = config
-        self.dist = dist or Distributed()
+        self.dist = dist or Distributed(device=torch.device(config.device))
+        self.device = self.dist.device if self.dist.world_size > 1 else torch.device(config.device)
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"device {config.device!r}: this torch sees no CUDA GPU; pass "
+                             "device='cpu' (--device cpu)")
         self.rule = build_rule(config)
         self.optimizer = build_server_optimizer(config)
         self.dataset = build_dataset(config) if dataset is None else dataset
@@ -74,13 +78,13 @@ class Simulation(Runner):
         self.model: FlatModel = model or make_model(config.model, self.dataset.num_features,
                                                     self.dataset.num_classes, hidden=config.hidden)
         init = torch.Generator().manual_seed(raw_seed(config.seed, Stream.MODEL_INIT))
-        self.params = self.model.init(init).float()
+        self.params = self.model.init(init).float().to(self.device)
         self.availability = build_availability(config.availability, config.clients,
                                                config.per_round, config.seed,
                                                config.availability_options)
         self.round = 0
         self.history: List[Dict[str, Any]] = []
-        self._eval_batch = self._pick_eval_clients(self.dataset)
+        self._eval_batch = self._pick_eval_clients(self.dataset).to(self.device)
         self._check_model(self._eval_batch)
 
     def _check_model(self, batch: ClientBatch) -> None:
@@ -112,7 +116,7 @@ class Simulation(Runner):
         cfg = self.config
         m = ids.shape[0]
         mine = self.dist.my_slice(m)
-        batch = self.dataset.client_data(ids[mine], "train")
+        batch = self.dataset.client_data(ids[mine], "train").to(self.device)
         losses_mine, _ = evaluate_clients(self.model, self.params, batch)
         losses = self.dist.gather(losses_mine, m)
         counts = self.dist.gather(batch.counts.astype(np.float64), m)
@@ -127,7 +131,8 @@ class Simulation(Runner):
                           dtype=np.float64)
         direction = torch.zeros_like(self.params)
         if updates.shape[0]:
-            ops.weighted_average(updates, coef[mine], out=direction)
+            ops.weighted_average(updates, torch.from_numpy(coef[mine]).to(self.device),
+                                 out=direction)
         self.optimizer.step(self.params, self.dist.sum(direction))
         return {"participants": int(m), "train_loss": float(np.mean(losses)),
                 "max_coefficient": float(np.max(coef))}
@@ -143,7 +148,7 @@ class Simulation(Runner):
             if name == "updates":
                 inputs[name] = self.dist.gather_rows(updates, m)
             elif name == "sq_norms":
-                inputs[name] = self.dist.gather(updates.double().pow(2).sum(1).numpy(), m)
+                inputs[name] = self.dist.gather(updates.double().pow(2).sum(1).cpu().numpy(), m)
             elif name in reported:
                 inputs[name] = self.dist.gather(np.asarray(reported[name], dtype=np.float64), m)
             else:
@@ -161,7 +166,7 @@ class Simulation(Runner):
                 "optimizer": self.optimizer.state_dict()}
 
     def _load(self, state: Dict[str, Any]) -> None:
-        params = torch.as_tensor(state["params"]).float()
+        params = torch.as_tensor(state["params"]).float().to(self.device)
         if params.shape != self.params.shape:
             raise ValueError(f"checkpoint parameters have shape {tuple(params.shape)}; the "
                              f"model has {tuple(self.params.shape)}")

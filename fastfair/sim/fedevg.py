@@ -36,7 +36,8 @@ class FedEvgSimulation(MethodRunner):
               "lr": f"{_OWN}: lr", "lr_decay": f"{_OWN}: lr_decay, lr_decay_every",
               "server_lr": f"the server step is Langevin; {_OWN}: beta_start, beta_end",
               "server_optimizer": "the server moves a synthetic set, not a model",
-              "server_options": "the server moves a synthetic set, not a model"}
+              "server_options": "the server moves a synthetic set, not a model",
+              "device": "FedEvg runs on the CPU"}
 
     def __init__(self, config: Any, dist: Optional[Distributed] = None, *,
                  dataset: Optional[FederatedDataset] = None) -> None:

@@ -150,12 +150,16 @@ class MethodRunner(Runner):
 
 @contextlib.contextmanager
 def torch_threads(n: int):
-    """Runs the block with ``n`` intra-op torch threads (restored after). The methods' models are
-    tiny: their ops run in microseconds on one thread, while several threads contending for busy
-    cores turn each into milliseconds of synchronisation."""
-    before = torch.get_num_threads()
+    """Runs the block with ``n`` intra-op torch threads and ``n`` OpenMP threads in fastfair's
+    kernels (both restored after). Small models' ops run in microseconds on one thread, while
+    several threads contending for busy cores turn each into milliseconds of synchronisation."""
+    import fastfair
+
+    before = torch.get_num_threads(), fastfair.get_num_threads()
     torch.set_num_threads(n)
+    fastfair.set_num_threads(n)
     try:
         yield
     finally:
-        torch.set_num_threads(before)
+        torch.set_num_threads(before[0])
+        fastfair.set_num_threads(before[1])

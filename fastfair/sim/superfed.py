@@ -59,6 +59,8 @@ def evaluate_personal(model: FlatModel, params: torch.Tensor, x: torch.Tensor, y
 class SuperFedSimulation(MethodRunner):
     """SuPerFed rounds on any federated data set and flat model of the simulator."""
 
+    unused = {"device": "SuPerFed runs on the CPU"}
+
     def __init__(self, config: Any, dist: Optional[Distributed] = None, *,
                  dataset: Optional[FederatedDataset] = None,
                  model: Optional[FlatModel] = None) -> None:
