@@ -10,7 +10,7 @@
 //
 // The header's formulas must round every product and sum on its own: no contraction into FMA.
 #if defined(__clang__)
-#pragma clang fp contract(off)
+#pragma STDC FP_CONTRACT OFF
 #elif defined(__GNUC__)
 #pragma GCC optimize("fp-contract=off")
 #endif
