@@ -69,7 +69,13 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--synthetic-alpha", type=float, default=d.synthetic_alpha)
     g.add_argument("--synthetic-beta", type=float, default=d.synthetic_beta)
     g.add_argument("--max-samples", type=int, default=d.max_samples,
-                   help="cap on a synthetic client's samples")
+                   help="cap on a synthetic or grouped client's samples")
+    g.add_argument("--groups", type=int, default=d.groups,
+                   help="grouped: latent client groups (each a shift of a common model)")
+    g.add_argument("--group-power", type=float, default=d.group_power,
+                   help="grouped: group g holds a share proportional to (g + 1)^-power")
+    g.add_argument("--group-shift", type=float, default=d.group_shift,
+                   help="grouped: how far each group's model and features move")
     g.add_argument("--partition", choices=PARTITIONS, default=d.partition,
                    help="how digits are split across clients")
     g.add_argument("--dirichlet-alpha", type=float, default=d.dirichlet_alpha)
@@ -149,7 +155,8 @@ def _experiment(args: argparse.Namespace, dist: Any) -> Any:
     config = SimulationConfig(
         dataset=dataset, clients=args.clients, per_round=args.per_round,
         rounds=args.rounds, seed=args.seed, synthetic_alpha=args.synthetic_alpha,
-        synthetic_beta=args.synthetic_beta, max_samples=args.max_samples,
+        synthetic_beta=args.synthetic_beta, max_samples=args.max_samples, groups=args.groups,
+        group_power=args.group_power, group_shift=args.group_shift,
         partition=args.partition, dirichlet_alpha=args.dirichlet_alpha,
         classes_per_client=args.classes_per_client, model=args.model, hidden=args.hidden,
         epochs=args.epochs, local_steps=args.local_steps, batch_size=args.batch_size,

@@ -9,7 +9,7 @@ from typing import Any, Dict, Optional
 
 from fastfair._options import check_options, dataclass_options
 
-DATASETS = ("synthetic", "digits")
+DATASETS = ("synthetic", "grouped", "digits")
 DEVICE = re.compile(r"cpu|cuda(:\d+)?")
 MODELS = ("logreg", "mlp")
 PARTITIONS = ("iid", "dirichlet", "pathological")
@@ -39,6 +39,10 @@ class SimulationConfig:
     synthetic_alpha: float = 1.0
     synthetic_beta: float = 1.0
     max_samples: int = 500
+    # grouped: latent groups of power-law sizes, each a shift of a common model
+    groups: int = 10
+    group_power: float = 1.5
+    group_shift: float = 1.0
     # digits
     partition: str = "dirichlet"
     dirichlet_alpha: float = 0.3
@@ -68,7 +72,7 @@ class SimulationConfig:
         spec = dataclass_options(type(self))
         check_options("SimulationConfig", values, spec)
         for name in ("clients", "per_round", "rounds", "eval_every", "eval_clients", "batch_size",
-                     "epochs", "max_samples", "hidden", "classes_per_client"):
+                     "epochs", "max_samples", "hidden", "classes_per_client", "groups"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1; got {getattr(self, name)}")
         if self.local_steps is not None and self.local_steps < 1:
@@ -88,9 +92,9 @@ class SimulationConfig:
             raise ValueError(f"lr and server_lr must be > 0 and lr_decay in (0, 1]; got lr="
                              f"{self.lr}, server_lr={self.server_lr}, lr_decay={self.lr_decay}")
         if not (self.synthetic_alpha >= 0 and self.synthetic_beta >= 0
-                and self.dirichlet_alpha > 0):
-            raise ValueError("synthetic_alpha and synthetic_beta must be >= 0 and "
-                             "dirichlet_alpha > 0")
+                and self.dirichlet_alpha > 0 and self.group_power >= 0 and self.group_shift >= 0):
+            raise ValueError("synthetic_alpha, synthetic_beta, group_power and group_shift must "
+                             "be >= 0 and dirichlet_alpha > 0")
         for name in ("rule_options", "server_options", "availability_options"):
             options = getattr(self, name)
             if not isinstance(options, dict) or not all(isinstance(k, str) for k in options):
@@ -104,7 +108,9 @@ class SimulationConfig:
         changed = self.non_default_fields()
         unused = {
             "synthetic_alpha": self.dataset != "synthetic", "synthetic_beta":
-            self.dataset != "synthetic", "max_samples": self.dataset != "synthetic",
+            self.dataset != "synthetic", "max_samples": self.dataset == "digits",
+            "groups": self.dataset != "grouped", "group_power": self.dataset != "grouped",
+            "group_shift": self.dataset != "grouped",
             "partition": self.dataset != "digits",
             "dirichlet_alpha": self.dataset != "digits" or self.partition != "dirichlet",
             "classes_per_client": self.dataset != "digits" or self.partition != "pathological",

@@ -24,8 +24,9 @@ from fastfair import ops
 from fastfair.aggregators import registry
 from fastfair.aggregators.objectives import ClientObjective
 from fastfair.sim.availability import build_availability
+from fastfair.sim.catalog import build_dataset
 from fastfair.sim.config import SimulationConfig
-from fastfair.sim.data import ClientBatch, FederatedDataset, build_dataset
+from fastfair.sim.data import ClientBatch, FederatedDataset
 from fastfair.sim.distributed import Distributed
 from fastfair.sim.models import FlatModel, make_model
 from fastfair.sim.runner import Runner
@@ -84,7 +85,7 @@ class Simulation(Runner):
                                                config.availability_options)
         self.round = 0
         self.history: List[Dict[str, Any]] = []
-        self._eval_batch = self._pick_eval_clients(self.dataset).to(self.device)
+        self._eval_batch = self._pick_eval_clients(self.dataset, self.device)
         self._check_model(self._eval_batch)
 
     def _check_model(self, batch: ClientBatch) -> None:
@@ -116,7 +117,7 @@ class Simulation(Runner):
         cfg = self.config
         m = ids.shape[0]
         mine = self.dist.my_slice(m)
-        batch = self.dataset.client_data(ids[mine], "train").to(self.device)
+        batch = self.dataset.client_data(ids[mine], "train", device=self.device)
         losses_mine, _ = evaluate_clients(self.model, self.params, batch)
         losses = self.dist.gather(losses_mine, m)
         counts = self.dist.gather(batch.counts.astype(np.float64), m)

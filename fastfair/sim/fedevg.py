@@ -13,7 +13,8 @@ from fastfair import ops
 from fastfair._options import check_options, dataclass_options
 from fastfair.methods.fedevg import FedEvgOptions, client_update, server_classifier
 from fastfair.sim.availability import build_availability
-from fastfair.sim.data import FederatedDataset, build_dataset
+from fastfair.sim.catalog import build_dataset
+from fastfair.sim.data import FederatedDataset
 from fastfair.sim.distributed import Distributed
 from fastfair.sim.runner import MethodRunner
 from fastfair.sim.seeding import Stream, torch_seed

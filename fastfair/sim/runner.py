@@ -64,7 +64,8 @@ class Runner:
         """Round ``t`` with the sampled clients ``ids`` (m >= 1); returns the round's record."""
         raise NotImplementedError
 
-    def _pick_eval_clients(self, dataset: FederatedDataset) -> ClientBatch:
+    def _pick_eval_clients(self, dataset: FederatedDataset,
+                           device: Optional[torch.device] = None) -> ClientBatch:
         """Chooses the evaluation clients (all, or a fixed random subset of ``eval_clients`` for
         large K, less those without test data, so that ``eval_ids`` lines up with what
         :meth:`evaluate` returns) and returns their test data."""
@@ -77,7 +78,7 @@ class Runner:
         if ids.size == 0:
             raise ValueError("no evaluation client has test data; raise --eval-clients")
         self.eval_ids = ids
-        return dataset.client_data(ids, "test")
+        return dataset.client_data(ids, "test", device)
 
     def _finish(self, t: int, record: Dict[str, Any], started: float) -> Dict[str, Any]:
         """Closes round t: its record, with evaluation metrics on evaluation rounds."""
@@ -106,6 +107,13 @@ class Runner:
         acc, loss, counts = self.evaluate()
         out = {f"acc_{k}": v for k, v in fairness_metrics(acc, weights=counts).items()}
         out["test_loss"] = float(np.dot(loss, counts) / counts.sum())
+        groups = self.dataset.groups(self.eval_ids)
+        if groups is not None:
+            # Each group's mean client accuracy; the worst of them is the fairness target.
+            present = np.unique(groups)
+            means = {int(g): float(acc[groups == g].mean()) for g in present}
+            out.update({f"acc_group{g}": v for g, v in means.items()})
+            out["acc_worst_group"] = min(means.values())
         out.update(self.extra_metrics())
         return out
 

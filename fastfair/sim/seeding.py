@@ -38,12 +38,20 @@ class Derivation(enum.Enum):
 class Stream(enum.Enum):
     """Every random stream: ``(derivation, tag)``; no two members share both."""
 
-    # Synthetic(alpha, beta): client sizes (two uniforms for Box-Muller), a client's data, the
-    # shared model of the IID variant.
+    # Synthetic(alpha, beta): client sizes (two uniforms for Box-Muller), a client's model and
+    # feature mean, its samples, the shared model of the IID variant.
     SYNTHETIC_SIZE_A = (Derivation.KEYS, 1)
     SYNTHETIC_SIZE_B = (Derivation.KEYS, 2)
     SYNTHETIC_CLIENT = (Derivation.KEYS, 3)
+    SYNTHETIC_SAMPLES = (Derivation.KEYS, 4)
     SYNTHETIC_SHARED_MODEL = (Derivation.KEYS, 7)
+    # The grouped workload: the common and group models, a client's group, its size (two
+    # uniforms for Box-Muller) and its samples.
+    GROUPED_MODELS = (Derivation.KEYS, 0x6D0)
+    GROUPED_GROUP = (Derivation.KEYS, 0x6A0)
+    GROUPED_SIZE_A = (Derivation.KEYS, 0x6A1)
+    GROUPED_SIZE_B = (Derivation.KEYS, 0x6A2)
+    GROUPED_CLIENT = (Derivation.KEYS, 0x6A3)
     # scikit-learn digits: the split over clients and each client's sample order.
     DIGITS_PARTITION = (Derivation.NUMPY, 0xD161)
     DIGITS_ORDER = (Derivation.NUMPY, 0xD162)

@@ -16,7 +16,8 @@ from fastfair import ops
 from fastfair._options import check_options, dataclass_options
 from fastfair.methods.superfed import SuperFedOptions, draw_lambdas, initial_local_model
 from fastfair.sim.availability import build_availability
-from fastfair.sim.data import ClientBatch, FederatedDataset, build_dataset
+from fastfair.sim.catalog import build_dataset
+from fastfair.sim.data import ClientBatch, FederatedDataset
 from fastfair.sim.distributed import Distributed
 from fastfair.sim.engine import build_server_optimizer
 from fastfair.sim.models import FlatModel, make_model

@@ -1,0 +1,21 @@
+"""The built-in data sets by the name a configuration gives (``--dataset``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastfair.sim.data import FederatedDataset, SyntheticDataset, digits_dataset
+from fastfair.sim.grouped import GroupedSyntheticDataset
+
+
+def build_dataset(config: Any) -> FederatedDataset:
+    """The built-in data set a :class:`~fastfair.sim.config.SimulationConfig` names."""
+    if config.dataset == "synthetic":
+        return SyntheticDataset(config.clients, config.synthetic_alpha, config.synthetic_beta,
+                                seed=config.seed, max_samples=config.max_samples)
+    if config.dataset == "grouped":
+        return GroupedSyntheticDataset(config.clients, num_groups=config.groups,
+                                       group_power=config.group_power, shift=config.group_shift,
+                                       max_samples=config.max_samples, seed=config.seed)
+    return digits_dataset(config.clients, config.partition, seed=config.seed,
+                          alpha=config.dirichlet_alpha, classes_per_client=config.classes_per_client)
