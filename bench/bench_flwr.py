@@ -27,7 +27,7 @@ from flwr.supercore.task_identity import TaskIdentity  # noqa: E402
 from bench.bench_weighted_average import list_shapes  # noqa: E402
 from bench.conftest import sizes  # noqa: E402
 from fastfair import aggregators as agg  # noqa: E402
-from fastfair.integrations.flwr import FastFairStrategy  # noqa: E402
+from fastfair.integrations.flwr import RECEIVED_LOSS_KEY, FastFairStrategy  # noqa: E402
 
 N_CLIENTS = sizes(100, 4)
 CLIENT_LR = 0.1  # q-FedAvg's L = 1 / client lr, on both sides
@@ -53,8 +53,9 @@ def round_data():
     for node in range(N_CLIENTS):
         arrays = {k: Array(g + np.float32(0.01) * rng.standard_normal(g.shape, dtype=np.float32))
                   for k, g in zip(keys, global_arrays)}
+        loss = float(rng.uniform(0.5, 2.5))  # of the global model: fastfair's key and Flower's
         metrics = MetricRecord({"num-examples": int(rng.integers(10, 1000)),
-                                "train_loss": float(rng.uniform(0.5, 2.5))})
+                                RECEIVED_LOSS_KEY: loss, "train_loss": loss})
         meta = Metadata(run_id=1, message_id="", src_node_id=node, dst_node_id=0,
                         reply_to_message_id="", group_id="", created_at=0.0, ttl=60.0,
                         message_type=MessageType.TRAIN)
