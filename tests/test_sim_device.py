@@ -4,7 +4,6 @@ and several "nodes" under torchrun match one process."""
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -20,6 +19,7 @@ from fastfair.sim import Experiment, Simulation, SimulationConfig, SyntheticData
 from fastfair.sim.models import LogisticRegression
 from fastfair.sim.seeding import splitmix64, splitmix64_torch
 from fastfair.sim.training import LocalTrainingConfig, local_steps, train_clients
+from tests.test_sim_engine import assert_runs_match
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -121,11 +121,4 @@ def test_two_nodes_on_localhost_match_one_process(tmp_path):
     for node in nodes:
         _, err = node.communicate(timeout=300)
         assert node.returncode == 0, err.decode()[-2000:]
-    a = json.loads((tmp_path / "one" / "metrics.json").read_text())
-    b = json.loads((tmp_path / "two" / "metrics.json").read_text())
-    for rule in a:
-        for ra, rb in zip(a[rule], b[rule]):
-            assert ra["participants"] == rb["participants"]
-            for key in ("train_loss", "test_loss", "acc_mean", "acc_worst10"):
-                if key in ra:
-                    assert rb[key] == pytest.approx(ra[key], rel=1e-4, abs=1e-6), (rule, key)
+    assert_runs_match(tmp_path / "one", tmp_path / "two")

@@ -193,8 +193,13 @@ def test_two_processes_match_one(tmp_path):
                           str(tmp_path / "two")], cwd=ROOT, env=env, capture_output=True,
                          timeout=300)
     assert two.returncode == 0, two.stderr.decode()[-2000:]
-    a = json.loads((tmp_path / "one" / "metrics.json").read_text())
-    b = json.loads((tmp_path / "two" / "metrics.json").read_text())
+    assert_runs_match(tmp_path / "one", tmp_path / "two")
+
+
+def assert_runs_match(one: Path, other: Path) -> None:
+    """The runs written to ``one`` and ``other`` agree round by round to float tolerance."""
+    a = json.loads((one / "metrics.json").read_text())
+    b = json.loads((other / "metrics.json").read_text())
     for rule in a:
         for ra, rb in zip(a[rule], b[rule]):
             assert ra["participants"] == rb["participants"]
