@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dense_linalg.h"
+#include "fastfair/simplex.h"
 
 namespace fastfair::cpu::FASTFAIR_ISA {
 
@@ -69,23 +70,6 @@ int64_t ratio_test(const double* p_free, const double* q, int64_t n, double* ste
 }
 
 namespace {
-
-// Euclidean projection onto the simplex (Michelot): tau grows and the set {v > tau} shrinks until
-// it is stable; each pass is one sum and one count. The CUDA kernel runs the same iteration.
-void project_simplex_euclid(const double* v, int64_t K, double* out) {
-  double tau = (sum(v, K) - 1.0) / double(K);
-  int64_t count = K;
-  for (;;) {
-    double s = 0.0;
-    int64_t c = 0;
-    for (int64_t i = 0; i < K; ++i)
-      if (v[i] > tau) { s += v[i]; ++c; }
-    if (c == count) break;
-    count = c;
-    tau = (s - 1.0) / double(c);
-  }
-  for (int64_t i = 0; i < K; ++i) out[i] = std::max(v[i] - tau, 0.0);
-}
 
 // Dual tolerance of the active-set tests: a few ulps of the problem's magnitude.
 double dual_tol(const double* H, const double* b, int64_t K) {
@@ -192,23 +176,27 @@ Status active_set_direct(const double* H, const double* b, int64_t K, double* p,
 namespace {
 
 // Starting point of a solve: the given warm start moved onto the simplex, or the centre.
-void starting_point(const double* warm, int64_t K, double* p) {
+Status starting_point(const double* warm, int64_t K, double* p) {
   if (warm == nullptr) {
     std::fill(p, p + K, 1.0 / double(K));
-    return;
+    return Status::success();
   }
   bool on_simplex = true;
   double s = 0.0;
   for (int64_t i = 0; i < K; ++i) {
+    if (!std::isfinite(warm[i]))
+      return Status::error("warm_start must be finite; got " + std::to_string(warm[i]) +
+                           " at position " + std::to_string(i));
     if (!(warm[i] >= 0.0)) on_simplex = false;
     s += warm[i];
   }
   if (on_simplex && std::fabs(s - 1.0) <= 1e-9 && s > 0.0) {
     std::copy(warm, warm + K, p);
     to_simplex(p, K);
-  } else {
-    project_simplex_euclid(warm, K, p);
+    return Status::success();
   }
+  std::vector<double> aux(K);
+  return project_simplex_row(warm, K, aux.data(), p);  // cannot fail: warm is finite
 }
 
 bool symmetric(const double* H, int64_t K) {
@@ -223,10 +211,11 @@ bool symmetric(const double* H, int64_t K) {
 
 // FISTA with the O'Donoghue-Candes gradient restart, step 1/L with L the Gershgorin bound of
 // lambda_max(H), from the centre of the simplex; stopped when L |x_{k+1} - y_k|_inf <= tol * scale
-// or, with stable > 0, when the support of x has not changed for `stable` steps. Returns the
-// number of steps; *converged tells whether the tolerance was met.
-int64_t fista_iterate(const double* H, const double* b, int64_t K, int64_t max_iter, double tol,
-                      int64_t stable, double* x, bool* converged) {
+// or, with stable > 0, when the support of x has not changed for `stable` steps. *steps is the
+// number of steps; *converged tells whether the tolerance was met. Fails when a step leaves the
+// finite range (an H that is zero or not finite).
+Status fista_iterate(const double* H, const double* b, int64_t K, int64_t max_iter, double tol,
+                     int64_t stable, double* x, int64_t* steps, bool* converged) {
   double L = 0.0;
   for (int64_t i = 0; i < K; ++i) {
     const double* h = H + i * K;
@@ -235,7 +224,7 @@ int64_t fista_iterate(const double* H, const double* b, int64_t K, int64_t max_i
     L = std::max(L, s);
   }
   const double scale = 1.0 + std::max(L, max_abs(b, K));
-  std::vector<double> y(K, 1.0 / double(K)), grad(K), v(K), xn(K);
+  std::vector<double> y(K, 1.0 / double(K)), grad(K), v(K), xn(K), aux(K);
   std::fill(x, x + K, 1.0 / double(K));
   double t = 1.0;
   int64_t it = 0, unchanged = 0;
@@ -247,7 +236,9 @@ int64_t fista_iterate(const double* H, const double* b, int64_t K, int64_t max_i
       grad[i] -= b[i];
       v[i] = y[i] - grad[i] / L;
     }
-    project_simplex_euclid(v.data(), K, xn.data());
+    if (!project_simplex_row(v.data(), K, aux.data(), xn.data()).ok)
+      return Status::error("a FISTA step is not finite; H must be finite and positive definite "
+                           "and b finite");
     double moved = 0.0, restart = 0.0;
     bool same_support = true;
     for (int64_t i = 0; i < K; ++i) {
@@ -269,15 +260,18 @@ int64_t fista_iterate(const double* H, const double* b, int64_t K, int64_t max_i
     unchanged = same_support ? unchanged + 1 : 0;
     if (stable > 0 && unchanged >= stable) break;
   }
-  return it;
+  *steps = it;
+  return Status::success();
 }
 
 // FISTA to tolerance, then the support of x is polished: the equality-constrained problem on it
 // is solved exactly and kept when its certificate is better.
-void fista_one(const double* H, const double* b, int64_t K, int64_t max_iter, double tol,
-               double* x, QpInfo* info) {
+Status fista_one(const double* H, const double* b, int64_t K, int64_t max_iter, double tol,
+                 double* x, QpInfo* info) {
   bool converged = false;
-  const int64_t it = fista_iterate(H, b, K, max_iter, tol, 0, x, &converged);
+  int64_t it = 0;
+  Status st = fista_iterate(H, b, K, max_iter, tol, 0, x, &it, &converged);
+  if (!st.ok) return st;
   std::vector<double> v(K);
   // Polish on the detected support.
   std::vector<int64_t> free;
@@ -316,20 +310,24 @@ void fista_one(const double* H, const double* b, int64_t K, int64_t max_iter, do
   certify(r.data(), b, x, K, max_diag(H, K), info);
   info->iterations = it;
   info->converged = converged;
+  return Status::success();
 }
 
 Status solve_one(const double* H, const double* b, int64_t K, const double* warm,
                  int64_t max_iter, double* p, QpInfo* info) {
-  starting_point(warm, K, p);
+  Status st = starting_point(warm, K, p);
+  if (!st.ok) return st;
   max_iter = default_max_iter(max_iter, K);
   // A cold start factors all of H (which proves it positive definite) and is done when the
   // minimiser on the hyperplane is already non-negative. Otherwise the primal active set would
   // drop one index per step from K, so projected-gradient steps pick a starting support first.
-  Status st = active_set_direct(H, b, K, p, max_iter, info, warm == nullptr && K > 16);
+  st = active_set_direct(H, b, K, p, max_iter, info, warm == nullptr && K > 16);
   if (!st.ok) return st;
   if (!info->converged && warm == nullptr && K > 16) {
     bool converged = false;
-    fista_iterate(H, b, K, std::min<int64_t>(500, max_iter), 1e-12, 10, p, &converged);
+    int64_t steps = 0;
+    st = fista_iterate(H, b, K, std::min<int64_t>(500, max_iter), 1e-12, 10, p, &steps, &converged);
+    if (!st.ok) return st;
     st = active_set_direct(H, b, K, p, max_iter, info);
     if (!st.ok) return st;
   }
@@ -357,17 +355,16 @@ Status simplex_qp_batched(const SimplexQpBatchArgs& a) {
     const double* b = a.b + k * K;
     double* p = a.p + k * K;
     QpInfo info;
-    if (a.method == 1) {
-      fista_one(H, b, K, a.max_iter > 0 ? a.max_iter : 10000, a.tol, p, &info);
-    } else if (!symmetric(H, K)) {
+    if (a.method != 1 && !symmetric(H, K)) {
       errors[k] = "H[" + std::to_string(k) + "] must be symmetric; pass (H + H.T) / 2";
       continue;
-    } else {
-      Status st = solve_one(H, b, K, nullptr, a.max_iter, p, &info);
-      if (!st.ok) {
-        errors[k] = "problem " + std::to_string(k) + ": " + st.message;
-        continue;
-      }
+    }
+    const Status st = a.method == 1
+                          ? fista_one(H, b, K, a.max_iter > 0 ? a.max_iter : 10000, a.tol, p, &info)
+                          : solve_one(H, b, K, nullptr, a.max_iter, p, &info);
+    if (!st.ok) {
+      errors[k] = "problem " + std::to_string(k) + ": " + st.message;
+      continue;
     }
     a.kkt[k] = info.kkt_residual;
     a.iterations[k] = info.iterations;
