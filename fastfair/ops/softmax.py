@@ -53,7 +53,10 @@ def logsumexp(x: Array, *, scale: Scale = 1.0, stream: Optional[int] = None) -> 
     -------
     float64: a 0-d result for ``[K]`` (a NumPy scalar or a 0-d tensor), ``[B]`` for ``[B, K]``,
     in the framework and on the device of ``x``. The sum is accumulated in float64 with an online
-    (max, sum) per block, so it neither overflows nor underflows for any finite ``x``.
+    (max, sum) per block, and every exponent is :math:`s (x_k - x_{top})` with the shift taken
+    before the scale (:math:`x_{top}` the entry of largest :math:`s x`), so it neither overflows
+    nor underflows for any finite ``x`` and ``s``, even where :math:`s x` leaves the range of
+    ``x``'s dtype.
 
     Raises
     ------
@@ -90,8 +93,9 @@ def softmax(x: Array, *, out: Optional[Array] = None, scale: Scale = 1.0,
 
     Returns
     -------
-    ``p`` with the shape of ``x``, in its framework and device; exponentials in the precision of
-    ``x`` (about 1 ulp), normaliser accumulated in float64.
+    ``p`` with the shape of ``x``, in its framework and device; exponentials
+    :math:`\exp(s (x_k - x_{top}))` in the precision of ``x`` (about 1 ulp of the exponent
+    :math:`s (x_k - x_{top})`, whatever the magnitude of ``x``), normaliser accumulated in float64.
 
     Raises
     ------
