@@ -93,7 +93,7 @@ void dr_gradient(py::handle responses, py::handle ids, py::handle p, double samp
       throw py::value_error("workspace is too small; allocate dr_dense_workspace_len(K) doubles");
     a.workspace = static_cast<double*>(wv.data);
   }
-  run_on_device(pv, stream, [&] { throw_if_failed(cpu::dr_gradient(a)); },
+  run_on_device(pv, stream, [&] { throw_value_error_if_failed(cpu::dr_gradient(a)); },
                 [&](void* s) { throw_if_failed(cuda::dr_gradient(a, s)); });
 }
 
@@ -115,7 +115,7 @@ void dr_lazy_step(py::handle state, py::handle ids, py::handle responses, double
                static_cast<const double*>(sample.responses.data),
                sample_prob, eta, prior_mass, var, static_cast<double*>(sv.data),
                static_cast<double*>(wv.data)};
-  run_on_device(sv, stream, [&] { throw_if_failed(cpu::dr_lazy_step(a)); },
+  run_on_device(sv, stream, [&] { throw_value_error_if_failed(cpu::dr_lazy_step(a)); },
                 [&](void* s) { throw_if_failed(cuda::dr_lazy_step(a, s)); });
 }
 
