@@ -121,6 +121,20 @@ def test_errors_leave_state_unchanged():
         ops.dr_gradient([], np.zeros(0, dtype=np.int64), np.ones(5) / 5, sample_prob=0.2)
     with pytest.raises(ValueError, match="float64"):
         ops.dr_lazy_step(np.zeros(5, dtype=np.float32), [0], [0.1], sample_prob=0.4, eta=1.0)
+    # Ragged or two-axis ids/responses, outputs named as the caller passed them (out).
+    with pytest.raises(ValueError, match="ids must be a rectangular array or a flat sequence"):
+        ops.dr_lazy_step(D, [[0, 1], [2]], [0.1, 0.2, 0.3], sample_prob=0.4, eta=1.0)
+    with pytest.raises(ValueError, match=r"ids must have shape \[m\]; got shape \(2, 1\)"):
+        ops.dr_lazy_step(D, [[0], [1]], [0.1, 0.2], sample_prob=0.4, eta=1.0)
+    with pytest.raises(ValueError, match="responses must be a rectangular array or a flat"):
+        ops.dr_lazy_step(D, [0, 1], [[0.1], [0.2, 0.3]], sample_prob=0.4, eta=1.0)
+    with pytest.raises(ValueError, match=r"out must have shape \[2\]"):
+        ops.dr_lazy_step(D, [0, 1], [0.1, 0.2], sample_prob=0.4, eta=1.0, out=np.zeros(3))
+    with pytest.raises(ValueError, match=r"out must have shape \[5\]"):
+        ops.dr_gradient([0.1], [0], np.ones(5) / 5, sample_prob=0.2, out=np.zeros(4))
+    with pytest.raises(TypeError, match="eta must be a real number"):
+        ops.dr_lazy_step(D, [0, 1], [0.1, 0.2], sample_prob=0.4, eta=None)
+    np.testing.assert_array_equal(D, np.zeros(5))
 
 
 def exact_dense(r, ids, p, c, variant="paper"):

@@ -155,5 +155,7 @@ def test_layout_and_argument_errors():
         ops.superfed_reduce(f, l, g[:-1].clone(), LAYOUT)
     with pytest.raises(ValueError, match="lam must have shape"):
         ops.superfed_mix(f, l, np.zeros((3, 2)), LAYOUT)
+    with pytest.raises(ValueError, match="out must have shape"):  # superfed_mix calls it out
+        ops.superfed_mix(f, l, np.zeros(f.shape[0]), LAYOUT, out=f[:, :-1].clone())
     with pytest.raises(ValueError, match="float32"):
         ops.superfed_reduce(f.double(), l, g, LAYOUT)

@@ -252,7 +252,7 @@ void require_dtype(const ArrayView& a, const std::string& name, DType t) {
 void require_contiguous(const ArrayView& a, const std::string& name) {
   if (!a.inner_contiguous(a.ndim()))
     throw py::value_error(name + " must be C-contiguous; pass a contiguous copy "
-                          "(numpy.ascontiguousarray(x) or x.contiguous())");
+                          "(numpy.ascontiguousarray(" + name + ") or " + name + ".contiguous())");
 }
 
 void require_cuda_built(const ArrayView& a, const std::string& name) {

@@ -6,9 +6,17 @@ from typing import Any, Optional, Tuple, Union
 
 from fastfair import _C
 from fastfair._arrays import (current_stream, detach, empty, float64_like, framework, int64_like,
-                              is_cuda)
+                              is_cuda, real)
 
 Array = Any
+
+
+def _sample(ids: Any, responses: Any, like: Array) -> Tuple[Array, Array]:
+    """The round's ids and responses as int64 / float64 ``[m]`` on ``like``'s device."""
+    ids_a = int64_like(ids, like, "ids")
+    if len(ids_a.shape) != 1:
+        raise ValueError(f"ids must have shape [m]; got shape {tuple(ids_a.shape)}")
+    return ids_a, float64_like(responses, like, "responses", vector=True)
 
 
 def dr_gradient(responses: Any, ids: Any, p: Array, *, sample_prob: float,
@@ -72,8 +80,7 @@ def dr_gradient(responses: Any, ids: Any, p: Array, *, sample_prob: float,
     """
     p = detach(p)
     framework(p)
-    ids_a = int64_like(ids, p, "ids").reshape(-1)
-    r = float64_like(responses, p, "responses")
+    ids_a, r = _sample(ids, responses, p)
     K = int(p.shape[0]) if len(p.shape) == 1 else -1
     if K < 0:
         raise ValueError(f"p must have shape [K]; got shape {tuple(p.shape)}")
@@ -81,7 +88,8 @@ def dr_gradient(responses: Any, ids: Any, p: Array, *, sample_prob: float,
         out = empty(p, [K], "float64")
     estimate = empty(p, [K], "float64") if with_estimate else None
     workspace = empty(p, [_C.dr_dense_workspace_len(K)], "float64") if is_cuda(p) else None
-    _C.dr_gradient(r, ids_a, p, float(sample_prob), variant, detach(out), estimate, workspace,
+    _C.dr_gradient(r, ids_a, p, real(sample_prob, "sample_prob", finite=False), variant,
+                   detach(out), estimate, workspace,
                    current_stream(p, stream))
     return (out, estimate) if with_estimate else out
 
@@ -141,10 +149,10 @@ def dr_lazy_step(state: Array, ids: Any, responses: Any, *, sample_prob: float, 
     """
     state = detach(state)
     framework(state)
-    ids_a = int64_like(ids, state, "ids").reshape(-1)
-    r = float64_like(responses, state, "responses")
+    ids_a, r = _sample(ids, responses, state)
     if out is None:
         out = empty(state, [int(ids_a.shape[0])], "float64")
-    _C.dr_lazy_step(state, ids_a, r, float(sample_prob), float(eta), float(prior_mass), variant,
-                    detach(out), current_stream(state, stream))
+    _C.dr_lazy_step(state, ids_a, r, real(sample_prob, "sample_prob", finite=False),
+                    real(eta, "eta", finite=False), real(prior_mass, "prior_mass", finite=False),
+                    variant, detach(out), current_stream(state, stream))
     return out

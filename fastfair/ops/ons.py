@@ -20,7 +20,7 @@ import numpy as np
 
 from fastfair import _C
 from fastfair._arrays import (check_finite, current_stream, detach, empty, framework, from_host,
-                              is_cuda)
+                              integer, is_cuda, numpy_array, real)
 
 Array = Any
 
@@ -66,7 +66,7 @@ def _host_f64(x: Any, name: str, ndim: int) -> np.ndarray:
         if is_cuda(x):
             raise ValueError(f"{name} is on a CUDA device; this solver runs on the host")
         x = np.from_dlpack(detach(x))
-    arr = np.ascontiguousarray(np.asarray(x, dtype=np.float64))
+    arr = np.ascontiguousarray(numpy_array(x, name, np.float64))
     if arr.ndim != ndim:
         raise ValueError(f"{name} must have {ndim} axes; got shape {arr.shape}")
     check_finite(arr.reshape(-1), name)
@@ -121,7 +121,7 @@ def ons_project(H: Array, b: Array, *, warm_start: Optional[Array] = None, max_i
     warm = None if warm_start is None else _host_f64(warm_start, "warm_start", 1)
     p = np.empty(K)
     try:
-        info = _C.simplex_qp(Hh, bh, warm, p, int(max_iter))
+        info = _C.simplex_qp(Hh, bh, warm, p, integer(max_iter, "max_iter", 0, 2 ** 62))
     except RuntimeError as exc:
         raise ValueError(str(exc)) from None
     p = from_host(p, H)
@@ -179,7 +179,8 @@ def ons_project_batched(H: Array, b: Array, *, method: str = "auto", tol: float 
         kkt = empty(H, [B], "float64")
         iters = empty(H, [B], "int64")
         support = empty(H, [B], "int64")
-        _C.simplex_qp_batched(H, b, p, kkt, iters, support, 1, int(max_iter), float(tol),
+        _C.simplex_qp_batched(H, b, p, kkt, iters, support, 1,
+                              integer(max_iter, "max_iter", 0, 2 ** 62), real(tol, "tol"),
                               current_stream(H, stream))
     else:
         Hh = _host_f64(H, "H", 3)
@@ -195,7 +196,7 @@ def ons_project_batched(H: Array, b: Array, *, method: str = "auto", tol: float 
         support = np.empty(B, dtype=np.int64)
         try:
             _C.simplex_qp_batched(Hh, bh, p, kkt, iters, support, 1 if method == "fista" else 0,
-                                  int(max_iter), float(tol), -1)
+                                  integer(max_iter, "max_iter", 0, 2 ** 62), real(tol, "tol"), -1)
         except RuntimeError as exc:
             raise ValueError(str(exc)) from None
         p, kkt, iters, support = (from_host(a, H) for a in (p, kkt, iters, support))
@@ -243,17 +244,17 @@ class OnlineNewtonStep:
 
     def __init__(self, num_clients: int, alpha: float, beta: float, variant: str = "paper", *,
                  tol: float = 1e-10) -> None:
-        K = int(num_clients)
-        if K < 1:
-            raise ValueError(f"num_clients must be >= 1; got {num_clients}")
-        if not (np.isfinite(alpha) and alpha > 0):
+        K = integer(num_clients, "num_clients", 1, 2 ** 31)
+        alpha, beta = real(alpha, "alpha"), real(beta, "beta")
+        if not alpha > 0:
             raise ValueError(f"alpha must be positive and finite (it keeps H positive definite); "
                              f"got {alpha}")
-        if not (np.isfinite(beta) and beta >= 0):
+        if not beta >= 0:
             raise ValueError(f"beta must be non-negative and finite; got {beta}")
         if variant not in ("paper", "ref_code"):
             raise ValueError(f"variant must be 'paper' or 'ref_code'; got {variant!r}")
-        if not (tol > 0):
+        tol = real(tol, "tol", finite=False)
+        if not tol > 0:
             raise ValueError(f"tol must be positive; got {tol}")
         self.num_clients = K
         self.alpha = float(alpha)

@@ -6,8 +6,10 @@ import math
 from typing import Any, Optional, Sequence, Union
 
 from fastfair import _C
+import numpy as np
+
 from fastfair._arrays import (current_stream, detach, dtype_name, empty, float64_like, framework,
-                              int64_like, is_cuda)
+                              int64_like, is_cuda, real)
 
 Array = Any
 Scale = Union[float, Sequence[float]]
@@ -21,11 +23,10 @@ def _rows(x: Array, name: str) -> int:
 
 
 def _scale_list(scale: Scale, rows: int, name: str) -> list:
-    values = [float(scale)] if isinstance(scale, (int, float)) else [float(s) for s in scale]
-    for s in values:
-        if s != s or s in (float("inf"), float("-inf")):
-            raise ValueError(f"{name} must be finite; got {s}")
-    return values
+    """One finite number, or one per row: a list of floats (the binding checks the count)."""
+    if not hasattr(scale, "__dlpack__") and np.ndim(scale) == 0:
+        return [real(scale, name)]
+    return [real(s, f"{name}[{b}]") for b, s in enumerate(scale)]
 
 
 def _workspace(x: Array, rows: int) -> Optional[Array]:

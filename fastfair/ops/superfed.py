@@ -17,7 +17,7 @@ from typing import Any, Dict, Optional, Sequence
 import numpy as np
 
 from fastfair import _C
-from fastfair._arrays import current_stream, detach, empty, float64_like, framework, is_cuda
+from fastfair._arrays import current_stream, detach, empty, float64_like, framework, is_cuda, real
 
 Array = Any
 
@@ -184,7 +184,7 @@ def superfed_mix(f: Array, l: Array, lam: Any, layout: SegmentLayout, *,
         out = empty(f, list(f.shape), "float32")
     offsets, twinned = layout.arrays(f)
     _C.superfed_step(f, l, None, None, None, None, lam64, None, detach(out), None, None, None,
-                     offsets, twinned, 0.0, 0.0, 0.0, False, current_stream(f, stream))
+                     offsets, twinned, 0.0, 0.0, 0.0, False, current_stream(f, stream), "out")
     return out
 
 
@@ -260,6 +260,7 @@ def superfed_step(f: Array, l: Array, g: Array, grad: Array, *, layout: SegmentL
         act = np.ascontiguousarray(_host(active), dtype=bool)
     offsets, twinned = layout.arrays(f)
     _C.superfed_step(f, l, g, grad, detach(buf_f), detach(buf_l), lam64, next64, detach(mixed),
-                     prox64, orth64, act, offsets, twinned, float(lr), float(momentum),
-                     float(weight_decay), bool(train_local), current_stream(f, stream))
+                     prox64, orth64, act, offsets, twinned, real(lr, "lr"),
+                     real(momentum, "momentum"), real(weight_decay, "weight_decay"),
+                     bool(train_local), current_stream(f, stream), "mixed")
     return mixed
