@@ -42,20 +42,55 @@ inline double max_abs(const double* x, int64_t n) {
   return m;
 }
 
+// Entry (i, j) of H + beta g g' from h = H_ij: the one expression every reader and writer of a
+// pending rank-1 update uses, so that entries formed on the fly and entries stored later agree
+// bit for bit (whatever the compiler fuses, it fuses the same way).
+inline double rank1_entry(double h, double beta, double gi, double gj) { return h + beta * (gi * gj); }
 
-// out = H x for a dense [K, K] H, one row per iteration. Each row's sum has a fixed order, so the
-// result is independent of the thread count. Rows are handed out in small dynamic chunks (here and
-// in the ONS passes): on a shared machine a descheduled thread then delays only its own chunk
-// instead of half of the matrix.
-inline void matvec(const double* H, int64_t K, const double* x, double* out) {
-#pragma omp parallel for schedule(dynamic, 32) if (K >= kParallelRows)
-  for (int64_t i = 0; i < K; ++i) out[i] = dot(H + i * K, x, K);
+// Symmetric [K, K] matrices as the solvers read them: a stored row-major H, or H plus a rank-1
+// term beta g g' formed entry by entry (the ONS step solves with H + beta g g' before it commits
+// the update to H). Both are read through m(i, j) and row sums below.
+struct DenseMatrix {
+  const double* H;
+  int64_t K;
+  double operator()(int64_t i, int64_t j) const { return H[i * K + j]; }
+};
+
+struct Rank1Updated {
+  const double* H;
+  int64_t K;
+  double beta;
+  const double* g;
+  double operator()(int64_t i, int64_t j) const { return rank1_entry(H[i * K + j], beta, g[i], g[j]); }
+};
+
+// out = M x, one row per iteration. Each row's sum has a fixed order, so the result is
+// independent of the thread count. Rows are handed out in small dynamic chunks (here and in the
+// ONS passes): on a shared machine a descheduled thread then delays only its own chunk instead of
+// half of the matrix.
+inline void matvec(const DenseMatrix& M, const double* x, double* out) {
+#pragma omp parallel for schedule(dynamic, 32) if (M.K >= kParallelRows)
+  for (int64_t i = 0; i < M.K; ++i) out[i] = dot(M.H + i * M.K, x, M.K);
 }
 
-inline double max_diag(const double* H, int64_t K) {
-  double m = 0.0;
-  for (int64_t i = 0; i < K; ++i) m = std::max(m, std::fabs(H[i * K + i]));
-  return m;
+inline void matvec(const Rank1Updated& M, const double* x, double* out) {
+  const int64_t K = M.K;
+#pragma omp parallel for schedule(dynamic, 32) if (K >= kParallelRows)
+  for (int64_t i = 0; i < K; ++i) {
+    const double* h = M.H + i * K;
+    const double gi = M.g[i];
+    double s = 0.0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t j = 0; j < K; ++j) s += rank1_entry(h[j], M.beta, gi, M.g[j]) * x[j];
+    out[i] = s;
+  }
+}
+
+template <class M>
+double max_diag(const M& m) {
+  double d = 0.0;
+  for (int64_t i = 0; i < m.K; ++i) d = std::max(d, std::fabs(m(i, i)));
+  return d;
 }
 
 // Upper Cholesky factor U (H_FF = U'U) of the free block, kept current while indices join and
@@ -69,22 +104,22 @@ class FreeFactor {
 
   // Factors H restricted to `free` from scratch (blocked right-looking); false if not PD, with
   // the failing original index in *bad.
-  bool factor(const double* H, int64_t K, const std::vector<int64_t>& free, int64_t* bad) {
+  template <class M>
+  bool factor(const M& H, const std::vector<int64_t>& free, int64_t* bad) {
     idx_ = free;
     n_ = int64_t(free.size());
     const int64_t n = n_, ld = cap_;
     double* U = U_.data();
     for (int64_t i = 0; i < n; ++i) {
-      const double* h = H + free[i] * K;
       double* u = U + i * ld;
-      for (int64_t j = i; j < n; ++j) u[j] = h[free[j]];
+      for (int64_t j = i; j < n; ++j) u[j] = H(free[i], free[j]);
     }
     for (int64_t k0 = 0; k0 < n; k0 += kPanel) {
       const int64_t k1 = std::min(n, k0 + kPanel);
       for (int64_t k = k0; k < k1; ++k) {
         double* uk = U + k * ld;
         const double d = uk[k];
-        if (!(d > kPivotFloor * H[free[k] * K + free[k]]) || !std::isfinite(d)) {
+        if (!(d > kPivotFloor * H(free[k], free[k])) || !std::isfinite(d)) {
           *bad = free[k];
           return false;
         }
@@ -123,14 +158,15 @@ class FreeFactor {
   }
 
   // Adds original index j as the last free index (bordered factor, O(n^2)); false if not PD.
-  bool append(const double* H, int64_t K, int64_t j) {
+  template <class M>
+  bool append(const M& H, int64_t j) {
     const int64_t n = n_, ld = cap_;
     double* U = U_.data();
     std::vector<double>& l = work_;
     l.resize(size_t(n));
-    for (int64_t i = 0; i < n; ++i) l[i] = H[idx_[i] * K + j];
+    for (int64_t i = 0; i < n; ++i) l[i] = H(idx_[i], j);
     forward(l.data());  // U' l = H_{F, j}
-    const double hjj = H[j * K + j];
+    const double hjj = H(j, j);
     const double d = hjj - dot(l.data(), l.data(), n);
     if (!(d > kPivotFloor * hjj) || !std::isfinite(d)) return false;
     for (int64_t i = 0; i < n; ++i) U[i * ld + n] = l[i];

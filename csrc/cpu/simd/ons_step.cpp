@@ -3,6 +3,8 @@
 // active set on the Cholesky factor of H_FF (simplex_qp.h). Compiled once per ISA level.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <string>
 #include <vector>
 
 #include "dense_linalg.h"
@@ -12,9 +14,13 @@
 namespace fastfair::cpu::FASTFAIR_ISA {
 namespace {
 
+// Entry (i, j) of the stored inverse A after its pending correction A - c u u': the one expression
+// of the step's pass and of ons_settle(), so that settling early changes no bit. The product
+// c * (u_i u_j) keeps A exactly symmetric.
+inline double corrected(double a, double c, double ui, double uj) { return a - c * (ui * uj); }
+
 // One pass over the stored inverse: apply the pending rank-1 correction (A <- A - c u u') and
-// return A g, A b and A 1 with the corrected A. The product c * (u_i u_j) keeps A exactly
-// symmetric.
+// return A g, A b and A 1 with the corrected A.
 void inverse_pass(double* A, int64_t K, double c, const double* u, const double* g,
                   const double* b, double* yg, double* yb, double* y1) {
 #pragma omp parallel for schedule(dynamic, 32) if (K >= kParallelRows)
@@ -25,7 +31,7 @@ void inverse_pass(double* A, int64_t K, double c, const double* u, const double*
       const double ui = u[i];
 #pragma omp simd reduction(+ : sg, sb, s1)
       for (int64_t j = 0; j < K; ++j) {
-        const double v = a[j] - c * (ui * u[j]);
+        const double v = corrected(a[j], c, ui, u[j]);
         a[j] = v;
         sg += v * g[j];
         sb += v * b[j];
@@ -46,25 +52,40 @@ void inverse_pass(double* A, int64_t K, double c, const double* u, const double*
   }
 }
 
-// One pass over H: H <- H + beta g g' and, when x is given, out = H x with the updated H.
-void hessian_pass(double* H, int64_t K, double beta, const double* g, const double* x, double* out) {
+bool any_nonzero(const double* v, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (v[i] != 0.0) return true;
+  return false;
+}
+
+// One pass over H that settles the pending term of the previous round (H <- H + beta pg pg',
+// stored; pg null: none) and, when x is given, returns out = (H + beta g g') x with this round's
+// term formed on the fly: H itself takes g only once the round has succeeded (as the next
+// round's pending term), so a round that fails leaves H as it logically was.
+void hessian_pass(double* H, int64_t K, double beta, const double* pg, const double* g,
+                  const double* x, double* out) {
 #pragma omp parallel for schedule(dynamic, 32) if (K >= kParallelRows)
   for (int64_t i = 0; i < K; ++i) {
     double* h = H + i * K;
-    const double gi = g[i];
     double s = 0.0;
-    if (x != nullptr) {
+    if (pg != nullptr && x != nullptr) {
+      const double pgi = pg[i], gi = g[i];
 #pragma omp simd reduction(+ : s)
       for (int64_t j = 0; j < K; ++j) {
-        const double v = h[j] + beta * (gi * g[j]);
+        const double v = rank1_entry(h[j], beta, pgi, pg[j]);
         h[j] = v;
-        s += v * x[j];
+        s += rank1_entry(v, beta, gi, g[j]) * x[j];
       }
-      out[i] = s;
-    } else {
+    } else if (pg != nullptr) {
+      const double pgi = pg[i];
 #pragma omp simd
-      for (int64_t j = 0; j < K; ++j) h[j] += beta * (gi * g[j]);
+      for (int64_t j = 0; j < K; ++j) h[j] = rank1_entry(h[j], beta, pgi, pg[j]);
+    } else if (x != nullptr) {
+      const double gi = g[i];
+#pragma omp simd reduction(+ : s)
+      for (int64_t j = 0; j < K; ++j) s += rank1_entry(h[j], beta, gi, g[j]) * x[j];
     }
+    if (x != nullptr) out[i] = s;
   }
 }
 
@@ -85,7 +106,7 @@ class SchurSolver {
     M_.resize(size_t(z * z));
     for (int64_t x = 0; x < z; ++x) {
       const double* row = A_ + Z[x] * K_;
-      for (int64_t y = 0; y < z; ++y) M_[x * z + y] = row[Z[y]] - c_ * (u_[Z[x]] * u_[Z[y]]);
+      for (int64_t y = 0; y < z; ++y) M_[x * z + y] = corrected(row[Z[y]], c_, u_[Z[x]], u_[Z[y]]);
     }
     return z == 0 || small_cholesky(M_.data(), z);
   }
@@ -178,14 +199,16 @@ bool active_set_schur(SchurSolver& solver, const double* wb, int64_t K, double t
   return false;
 }
 
-}  // namespace
-
-Status spd_inverse(const double* H, int64_t K, double* Hinv) {
+// H^{-1} of a symmetric positive definite H [K, K] through its Cholesky factor (exactly
+// symmetric); Hinv is written only once the factor exists.
+template <class M>
+Status spd_inverse(const M& H, double* Hinv) {
+  const int64_t K = H.K;
   FreeFactor fac(K);
   std::vector<int64_t> all(K);
   for (int64_t i = 0; i < K; ++i) all[i] = i;
   int64_t bad = -1;
-  if (!fac.factor(H, K, all, &bad)) return Status::error(not_pd_message(bad));
+  if (!fac.factor(H, all, &bad)) return Status::error(not_pd_message(bad));
   // Column j of H^{-1} solves H x = e_j; rows of the result are written as columns (symmetric).
 #pragma omp parallel for schedule(dynamic, 8)
   for (int64_t j = 0; j < K; ++j) {
@@ -203,13 +226,53 @@ Status spd_inverse(const double* H, int64_t K, double* Hinv) {
   return Status::success();
 }
 
+// The error of a failed factor of H + beta g g': mathematically positive definite (>= alpha I),
+// numerically not, since beta g g' swamps alpha in float64.
+Status singular() {
+  return Status::error("g is too large for the state: H + beta g g' is not numerically positive "
+                       "definite (beta g g' swamps alpha I in float64; a Cholesky pivot vanishes); "
+                       "the state is unchanged");
+}
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+}  // namespace
+
 Status ons_step(const OnsStepArgs& s, QpInfo* info) {
   const int64_t K = s.K;
   *info = QpInfo{};
   const int64_t max_iter = default_max_iter(s.max_iter, K);
+  // Validation, O(K), before anything changes: the new b and the new diagonal of H must be finite
+  // (H stays positive definite, so its off-diagonal entries are then bounded too).
+  for (int64_t i = 0; i < K; ++i)
+    if (!std::isfinite(s.g[i]))
+      return Status::error("g must be finite; got " + num(s.g[i]) + " at position " +
+                           std::to_string(i));
+  const double lin = s.paper ? s.beta * dot(s.g, s.p, K) - 1.0 : -1.0;
+  std::vector<double> b(K);  // b + lin g, committed at the end
+  double hmax = 0.0;         // max diagonal of the new H
+  for (int64_t i = 0; i < K; ++i) {
+    b[i] = s.b[i] + lin * s.g[i];
+    const double hii = rank1_entry(rank1_entry(s.H[i * K + i], s.beta, s.pending_g[i],
+                                               s.pending_g[i]), s.beta, s.g[i], s.g[i]);
+    if (!std::isfinite(hii) || !std::isfinite(b[i]))
+      return Status::error("g is too large for the state: " +
+                           std::string(std::isfinite(hii) ? "b + s g" : "H + beta g g'") +
+                           " overflows float64 at position " + std::to_string(i) + " (g = " +
+                           num(s.g[i]) + ", beta = " + num(s.beta) + ")");
+    hmax = std::max(hmax, hii);
+  }
+
+  // From here on the state changes only in representation until the commit at the end: the
+  // passes settle the previous round's pending terms into the stored H and inverse (and zero
+  // them), which leaves H and H^{-1} as they logically were; everything new lives in locals.
   std::vector<double> yg(K), yb(K), y1(K), wb(K), w1(K), p(s.p, s.p + K), r(K), d(K);
   inverse_pass(s.Hinv, K, *s.pending_c, s.pending_u, s.g, s.b, yg.data(), yb.data(), y1.data());
-  const double lin = s.paper ? s.beta * dot(s.g, s.p, K) - 1.0 : -1.0;
+  *s.pending_c = 0.0;
   const double gu = dot(s.g, yg.data(), K);
   const double c = s.beta / (1.0 + s.beta * gu);
   const double ub = dot(yg.data(), s.b, K), u1 = sum(yg.data(), K);
@@ -219,29 +282,27 @@ Status ons_step(const OnsStepArgs& s, QpInfo* info) {
     const double ui = yg[i];
     w1[i] = y1[i] - c * ui * u1;
     wb[i] = yb[i] - c * ui * ub + gcoef * ui;
-    s.b[i] += lin * s.g[i];
   }
-  std::copy(yg.begin(), yg.end(), s.pending_u);
-  *s.pending_c = c;
+  const double* pending_g = any_nonzero(s.pending_g, K) ? s.pending_g : nullptr;
+  const Rank1Updated H{s.H, K, s.beta, s.g};  // H_new, read through the stored H
 
-  double hmax = 0.0;  // max diagonal of the updated H
-  for (int64_t i = 0; i < K; ++i)
-    hmax = std::max(hmax, s.H[i * K + i] + s.beta * (s.g[i] * s.g[i]));
-  const double tol = 1e-13 * (1.0 + hmax + max_abs(s.b, K));
+  const double tol = 1e-13 * (1.0 + hmax + max_abs(b.data(), K));
   // Past |Z| ~ K^(2/3) the Schur complement costs more than the Cholesky of H_FF.
   const int64_t zmax = std::max<int64_t>(16, int64_t(std::cbrt(double(K) * double(K))));
   SchurSolver solver(s.Hinv, c, yg.data(), w1.data(), K);
   double nu = 0.0;
   const bool fast = active_set_schur(solver, wb.data(), K, tol, zmax, max_iter, p.data(), &nu, info);
+  bool rebuilt = false;
   if (fast) {
     to_simplex(p.data(), K);
-    hessian_pass(s.H, K, s.beta, s.g, p.data(), r.data());
-    certify(r.data(), s.b, p.data(), K, hmax, info);
-    // Iterative refinement against the stored H: the explicit inverse loses cond(H) * eps, the
-    // correction (same zero set, residual right-hand side) wins it back.
+    hessian_pass(s.H, K, s.beta, pending_g, s.g, p.data(), r.data());
+    std::fill(s.pending_g, s.pending_g + K, 0.0);
+    certify(r.data(), b.data(), p.data(), K, hmax, info);
+    // Iterative refinement against H: the explicit inverse loses cond(H) * eps, the correction
+    // (same zero set, residual right-hand side) wins it back.
     for (int rep = 0; rep < 2 && info->kkt_residual > 64 * kEps; ++rep) {
       for (int64_t i = 0; i < K; ++i) r[i] = p[i] > 0.0 ? nu - r[i] : 0.0;  // r held Hp - b
-      matvec(s.Hinv, K, r.data(), d.data());
+      matvec(DenseMatrix{s.Hinv, K}, r.data(), d.data());
       const double ur = dot(yg.data(), r.data(), K);
       for (int64_t i = 0; i < K; ++i) d[i] -= c * yg[i] * ur;
       double dnu = 0.0;
@@ -250,33 +311,58 @@ Status ons_step(const OnsStepArgs& s, QpInfo* info) {
       for (int64_t i = 0; i < K; ++i) p[i] += r[i];
       nu += dnu;
       to_simplex(p.data(), K);
-      matvec(s.H, K, p.data(), r.data());
+      matvec(H, p.data(), r.data());
       const int64_t iters = info->iterations;
-      certify(r.data(), s.b, p.data(), K, hmax, info);
+      certify(r.data(), b.data(), p.data(), K, hmax, info);
       info->iterations = iters;
     }
-    if (info->kkt_residual <= s.tol) {
-      std::copy(p.begin(), p.end(), s.p);
-      return Status::success();
-    }
   } else {
-    hessian_pass(s.H, K, s.beta, s.g, nullptr, nullptr);
+    hessian_pass(s.H, K, s.beta, pending_g, s.g, nullptr, nullptr);
+    std::fill(s.pending_g, s.pending_g + K, 0.0);
   }
-  // Direct path: Cholesky of H_FF on the stored H, warm-started from the previous decision.
-  std::copy(s.p, s.p + K, p.begin());
-  Status st = active_set_direct(s.H, s.b, K, p.data(), max_iter, info);
-  if (!st.ok) return st;
-  to_simplex(p.data(), K);
-  matvec(s.H, K, p.data(), r.data());
-  certify(r.data(), s.b, p.data(), K, hmax, info);
-  if (fast) {
-    // The fast path failed its certificate even after refinement: rebuild the inverse from H.
-    st = spd_inverse(s.H, K, s.Hinv);
-    if (!st.ok) return st;
-    *s.pending_c = 0.0;
-    info->refactorizations = 1;
+  if (!fast || !(info->kkt_residual <= s.tol)) {  // a NaN certificate fails too
+    // Direct path: Cholesky of H_FF, warm-started from the previous decision.
+    std::copy(s.p, s.p + K, p.begin());
+    Status st = active_set_direct(H, b.data(), p.data(), max_iter, info);
+    if (!st.ok) return singular();
+    to_simplex(p.data(), K);
+    matvec(H, p.data(), r.data());
+    certify(r.data(), b.data(), p.data(), K, hmax, info);
+    if (fast) {
+      // The fast path failed its certificate even after refinement: rebuild the inverse from H
+      // (the last step that can fail; it writes Hinv only once H_new has been factored).
+      st = spd_inverse(H, s.Hinv);
+      if (!st.ok) return singular();
+      rebuilt = true;
+      info->refactorizations = 1;
+    }
   }
+  // Commit: this round's terms become the pending ones of the next round.
+  std::copy(b.begin(), b.end(), s.b);
   std::copy(p.begin(), p.end(), s.p);
+  std::copy(s.g, s.g + K, s.pending_g);
+  if (!rebuilt) {
+    std::copy(yg.begin(), yg.end(), s.pending_u);
+    *s.pending_c = c;
+  }
+  return Status::success();
+}
+
+Status ons_settle(const OnsSettleArgs& s) {
+  const int64_t K = s.K;
+  const double c = *s.pending_c;
+  if (c != 0.0) {
+#pragma omp parallel for schedule(dynamic, 32) if (K >= kParallelRows)
+    for (int64_t i = 0; i < K; ++i) {
+      double* a = s.Hinv + i * K;
+      const double ui = s.pending_u[i];
+#pragma omp simd
+      for (int64_t j = 0; j < K; ++j) a[j] = corrected(a[j], c, ui, s.pending_u[j]);
+    }
+  }
+  *s.pending_c = 0.0;
+  if (any_nonzero(s.pending_g, K)) hessian_pass(s.H, K, s.beta, s.pending_g, nullptr, nullptr, nullptr);
+  std::fill(s.pending_g, s.pending_g + K, 0.0);
   return Status::success();
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -46,10 +47,15 @@ void certify(double* Hp, const double* b, const double* p, int64_t K, double hma
   }
   const double nu = 0.5 * (rmax + rmin);
   double worst = 0.5 * (rmax - rmin);
-  for (int64_t i = 0; i < K; ++i)
-    if (!(p[i] > 0.0)) worst = std::max(worst, nu - Hp[i]);
-  worst = std::max(worst, std::fabs(sum(p, K) - 1.0));
-  info->kkt_residual = worst / scale;
+  // Maxima that keep a NaN: a p or Hp with NaN (or an empty support) must fail any threshold.
+  for (int64_t i = 0; i < K; ++i) {
+    const double v = nu - Hp[i];
+    if (!(p[i] > 0.0) && !(v <= worst)) worst = v;
+  }
+  const double off = std::fabs(sum(p, K) - 1.0);
+  if (!(off <= worst)) worst = off;
+  info->kkt_residual = support > 0 && worst == worst ? worst / scale
+                                                     : std::numeric_limits<double>::infinity();
   info->nu = nu;
   info->support_size = support;
 }
@@ -72,30 +78,31 @@ int64_t ratio_test(const double* p_free, const double* q, int64_t n, double* ste
 namespace {
 
 // Dual tolerance of the active-set tests: a few ulps of the problem's magnitude.
-double dual_tol(const double* H, const double* b, int64_t K) {
-  return 1e-13 * (1.0 + max_diag(H, K) + max_abs(b, K));
+template <class M>
+double dual_tol(const M& H, const double* b) {
+  return 1e-13 * (1.0 + max_diag(H) + max_abs(b, H.K));
 }
 
 // Iterative refinement of the equality-constrained solution q (H_FF q = b_F + nu 1, 1'q = 1):
 // forming q = u + nu v from u = H_FF^{-1} b_F and v = H_FF^{-1} 1 cancels badly when H is
 // ill-conditioned; correcting with the directly computed residual restores a backward-stable q.
 // v must hold H_FF^{-1} 1; r is scratch of size n.
-void refine(const double* H, const double* b, int64_t K, const FreeFactor& fac, const double* v,
-            double* q, double* nu, double* r) {
+template <class M>
+void refine(const M& H, const double* b, const FreeFactor& fac, const double* v, double* q,
+            double* nu, double* r) {
   const int64_t n = fac.size();
   const std::vector<int64_t>& idx = fac.index();
   double bmax = 0.0, hmax = 0.0, qmax = max_abs(q, n);
   for (int64_t a = 0; a < n; ++a) {
     bmax = std::max(bmax, std::fabs(b[idx[a]]));
-    hmax = std::max(hmax, std::fabs(H[idx[a] * K + idx[a]]));
+    hmax = std::max(hmax, std::fabs(H(idx[a], idx[a])));
   }
   const double floor = 4 * kEps * (1.0 + bmax + std::fabs(*nu) + hmax * qmax);
   for (int rep = 0; rep < 3; ++rep) {
     double worst = 0.0;
     for (int64_t a = 0; a < n; ++a) {
-      const double* h = H + idx[a] * K;
       double s = 0.0;
-      for (int64_t c = 0; c < n; ++c) s += h[idx[c]] * q[c];
+      for (int64_t c = 0; c < n; ++c) s += H(idx[a], idx[c]) * q[c];
       r[a] = b[idx[a]] + *nu - s;
       worst = std::max(worst, std::fabs(r[a]));
     }
@@ -109,15 +116,17 @@ void refine(const double* H, const double* b, int64_t K, const FreeFactor& fac, 
 
 }  // namespace
 
-Status active_set_direct(const double* H, const double* b, int64_t K, double* p, int64_t max_iter,
-                         QpInfo* info, bool bail_on_block) {
+template <class M>
+Status active_set_direct(const M& H, const double* b, double* p, int64_t max_iter, QpInfo* info,
+                         bool bail_on_block) {
+  const int64_t K = H.K;
   std::vector<int64_t> free;
   for (int64_t i = 0; i < K; ++i)
     if (p[i] > 0.0) free.push_back(i);
   FreeFactor fac(K);
   int64_t bad = -1;
-  if (!fac.factor(H, K, free, &bad)) return Status::error(not_pd_message(bad));
-  const double tol = dual_tol(H, b, K);
+  if (!fac.factor(H, free, &bad)) return Status::error(not_pd_message(bad));
+  const double tol = dual_tol(H, b);
   std::vector<double> u(K), v(K), pf(K), r(K);
   std::vector<char> is_free(size_t(K), 0);
   for (int64_t i : free) is_free[i] = 1;
@@ -133,7 +142,7 @@ Status active_set_direct(const double* H, const double* b, int64_t K, double* p,
     double step = 1.0;
     int64_t block = ratio_test(pf.data(), u.data(), n, &step);
     if (block < 0) {  // a candidate: make it backward stable before trusting its signs
-      refine(H, b, K, fac, v.data(), u.data(), &nu, r.data());
+      refine(H, b, fac, v.data(), u.data(), &nu, r.data());
       block = ratio_test(pf.data(), u.data(), n, &step);
     }
     if (block >= 0 && bail_on_block) {
@@ -156,14 +165,13 @@ Status active_set_direct(const double* H, const double* b, int64_t K, double* p,
     double most = -tol;
     for (int64_t j = 0; j < K; ++j) {
       if (is_free[j]) continue;
-      const double* hj = H + j * K;
       double s = 0.0;
-      for (int64_t a = 0; a < n; ++a) s += hj[idx[a]] * u[a];
+      for (int64_t a = 0; a < n; ++a) s += H(j, idx[a]) * u[a];
       const double mu = s - b[j] - nu;
       if (mu < most) { most = mu; enter = j; }
     }
     if (enter < 0) { converged = true; break; }
-    if (!fac.append(H, K, enter)) return Status::error(not_pd_message(enter));
+    if (!fac.append(H, enter)) return Status::error(not_pd_message(enter));
     is_free[enter] = 1;
     p[enter] = 0.0;
     ++iter;
@@ -172,6 +180,11 @@ Status active_set_direct(const double* H, const double* b, int64_t K, double* p,
   info->converged = converged;
   return Status::success();
 }
+
+template Status active_set_direct(const DenseMatrix&, const double*, double*, int64_t, QpInfo*,
+                                  bool);
+template Status active_set_direct(const Rank1Updated&, const double*, double*, int64_t, QpInfo*,
+                                  bool);
 
 namespace {
 
@@ -214,11 +227,12 @@ bool symmetric(const double* H, int64_t K) {
 // or, with stable > 0, when the support of x has not changed for `stable` steps. *steps is the
 // number of steps; *converged tells whether the tolerance was met. Fails when a step leaves the
 // finite range (an H that is zero or not finite).
-Status fista_iterate(const double* H, const double* b, int64_t K, int64_t max_iter, double tol,
+Status fista_iterate(const DenseMatrix& H, const double* b, int64_t max_iter, double tol,
                      int64_t stable, double* x, int64_t* steps, bool* converged) {
+  const int64_t K = H.K;
   double L = 0.0;
   for (int64_t i = 0; i < K; ++i) {
-    const double* h = H + i * K;
+    const double* h = H.H + i * K;
     double s = 0.0;
     for (int64_t j = 0; j < K; ++j) s += std::fabs(h[j]);
     L = std::max(L, s);
@@ -231,7 +245,7 @@ Status fista_iterate(const double* H, const double* b, int64_t K, int64_t max_it
   *converged = false;
   while (it < max_iter) {
     ++it;
-    matvec(H, K, y.data(), grad.data());
+    matvec(H, y.data(), grad.data());
     for (int64_t i = 0; i < K; ++i) {
       grad[i] -= b[i];
       v[i] = y[i] - grad[i] / L;
@@ -266,11 +280,12 @@ Status fista_iterate(const double* H, const double* b, int64_t K, int64_t max_it
 
 // FISTA to tolerance, then the support of x is polished: the equality-constrained problem on it
 // is solved exactly and kept when its certificate is better.
-Status fista_one(const double* H, const double* b, int64_t K, int64_t max_iter, double tol,
-                 double* x, QpInfo* info) {
+Status fista_one(const DenseMatrix& H, const double* b, int64_t max_iter, double tol, double* x,
+                 QpInfo* info) {
+  const int64_t K = H.K;
   bool converged = false;
   int64_t it = 0;
-  Status st = fista_iterate(H, b, K, max_iter, tol, 0, x, &it, &converged);
+  Status st = fista_iterate(H, b, max_iter, tol, 0, x, &it, &converged);
   if (!st.ok) return st;
   std::vector<double> v(K);
   // Polish on the detected support.
@@ -279,7 +294,7 @@ Status fista_one(const double* H, const double* b, int64_t K, int64_t max_iter, 
     if (x[i] > 0.0) free.push_back(i);
   FreeFactor fac(int64_t(free.size()));
   int64_t bad = -1;
-  if (!free.empty() && fac.factor(H, K, free, &bad)) {
+  if (!free.empty() && fac.factor(H, free, &bad)) {
     const int64_t n = int64_t(free.size());
     std::vector<double> u(n), w(n, 1.0);
     for (int64_t a = 0; a < n; ++a) u[a] = b[free[a]];
@@ -294,47 +309,48 @@ Status fista_one(const double* H, const double* b, int64_t K, int64_t max_iter, 
       std::vector<double> q(K, 0.0), r(K);
       for (int64_t a = 0; a < n; ++a) q[free[a]] = u[a];
       to_simplex(q.data(), K);
-      matvec(H, K, q.data(), r.data());
+      matvec(H, q.data(), r.data());
       QpInfo trial;
-      certify(r.data(), b, q.data(), K, max_diag(H, K), &trial);
+      certify(r.data(), b, q.data(), K, max_diag(H), &trial);
       std::copy(x, x + K, v.begin());
-      matvec(H, K, v.data(), r.data());
+      matvec(H, v.data(), r.data());
       QpInfo before;
-      certify(r.data(), b, v.data(), K, max_diag(H, K), &before);
+      certify(r.data(), b, v.data(), K, max_diag(H), &before);
       if (trial.kkt_residual <= before.kkt_residual) std::copy(q.begin(), q.end(), x);
     }
   }
   to_simplex(x, K);
   std::vector<double> r(K);
-  matvec(H, K, x, r.data());
-  certify(r.data(), b, x, K, max_diag(H, K), info);
+  matvec(H, x, r.data());
+  certify(r.data(), b, x, K, max_diag(H), info);
   info->iterations = it;
   info->converged = converged;
   return Status::success();
 }
 
-Status solve_one(const double* H, const double* b, int64_t K, const double* warm,
-                 int64_t max_iter, double* p, QpInfo* info) {
+Status solve_one(const DenseMatrix& H, const double* b, const double* warm, int64_t max_iter,
+                 double* p, QpInfo* info) {
+  const int64_t K = H.K;
   Status st = starting_point(warm, K, p);
   if (!st.ok) return st;
   max_iter = default_max_iter(max_iter, K);
   // A cold start factors all of H (which proves it positive definite) and is done when the
   // minimiser on the hyperplane is already non-negative. Otherwise the primal active set would
   // drop one index per step from K, so projected-gradient steps pick a starting support first.
-  st = active_set_direct(H, b, K, p, max_iter, info, warm == nullptr && K > 16);
+  st = active_set_direct(H, b, p, max_iter, info, warm == nullptr && K > 16);
   if (!st.ok) return st;
   if (!info->converged && warm == nullptr && K > 16) {
     bool converged = false;
     int64_t steps = 0;
-    st = fista_iterate(H, b, K, std::min<int64_t>(500, max_iter), 1e-12, 10, p, &steps, &converged);
+    st = fista_iterate(H, b, std::min<int64_t>(500, max_iter), 1e-12, 10, p, &steps, &converged);
     if (!st.ok) return st;
-    st = active_set_direct(H, b, K, p, max_iter, info);
+    st = active_set_direct(H, b, p, max_iter, info);
     if (!st.ok) return st;
   }
   to_simplex(p, K);
   std::vector<double> r(K);
-  matvec(H, K, p, r.data());
-  certify(r.data(), b, p, K, max_diag(H, K), info);
+  matvec(H, p, r.data());
+  certify(r.data(), b, p, K, max_diag(H), info);
   return Status::success();
 }
 
@@ -343,7 +359,7 @@ Status solve_one(const double* H, const double* b, int64_t K, const double* warm
 Status simplex_qp(const SimplexQpArgs& a, QpInfo* info) {
   if (!symmetric(a.H, a.K)) return Status::error("H must be symmetric; pass (H + H.T) / 2");
   *info = QpInfo{};
-  return solve_one(a.H, a.b, a.K, a.warm, a.max_iter, a.p, info);
+  return solve_one(DenseMatrix{a.H, a.K}, a.b, a.warm, a.max_iter, a.p, info);
 }
 
 Status simplex_qp_batched(const SimplexQpBatchArgs& a) {
@@ -351,17 +367,17 @@ Status simplex_qp_batched(const SimplexQpBatchArgs& a) {
   std::vector<std::string> errors(size_t(a.batch));
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t k = 0; k < a.batch; ++k) {
-    const double* H = a.H + k * K * K;
+    const DenseMatrix H{a.H + k * K * K, K};
     const double* b = a.b + k * K;
     double* p = a.p + k * K;
     QpInfo info;
-    if (a.method != 1 && !symmetric(H, K)) {
+    if (a.method != 1 && !symmetric(H.H, K)) {
       errors[k] = "H[" + std::to_string(k) + "] must be symmetric; pass (H + H.T) / 2";
       continue;
     }
     const Status st = a.method == 1
-                          ? fista_one(H, b, K, a.max_iter > 0 ? a.max_iter : 10000, a.tol, p, &info)
-                          : solve_one(H, b, K, nullptr, a.max_iter, p, &info);
+                          ? fista_one(H, b, a.max_iter > 0 ? a.max_iter : 10000, a.tol, p, &info)
+                          : solve_one(H, b, nullptr, a.max_iter, p, &info);
     if (!st.ok) {
       errors[k] = "problem " + std::to_string(k) + ": " + st.message;
       continue;

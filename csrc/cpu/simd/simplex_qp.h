@@ -17,6 +17,7 @@ std::string not_pd_message(int64_t index);
 void to_simplex(double* p, int64_t K);
 
 // The certificate of fastfair/ons.h from r = Hp (overwritten by Hp - b); hmax = max_i |H_ii|.
+// A p or Hp with NaN, or a p without support, gets kkt_residual = +inf.
 void certify(double* Hp, const double* b, const double* p, int64_t K, double hmax, QpInfo* info);
 
 // The active-set change limit: max_iter, or 10 K + 100 for max_iter <= 0.
@@ -26,11 +27,12 @@ int64_t default_max_iter(int64_t max_iter, int64_t K);
 // keeps p >= 0 over the free positions. Returns the blocking position, or -1 for a full step.
 int64_t ratio_test(const double* p_free, const double* q, int64_t n, double* step);
 
-// Primal active set on the Cholesky of H_FF. p (in) is feasible and its zeros start the active
-// set; on return p is the minimiser.
-// With bail_on_block, returns at the first blocking step with info->converged = false and p
-// untouched (the caller then looks for a better starting support).
-Status active_set_direct(const double* H, const double* b, int64_t K, double* p, int64_t max_iter,
-                         QpInfo* info, bool bail_on_block = false);
+// Primal active set on the Cholesky of H_FF, for H a DenseMatrix or a Rank1Updated
+// (dense_linalg.h). p (in) is feasible and its zeros start the active set; on return p is the
+// minimiser. With bail_on_block, returns at the first blocking step with info->converged = false
+// and p untouched (the caller then looks for a better starting support).
+template <class M>
+Status active_set_direct(const M& H, const double* b, double* p, int64_t max_iter, QpInfo* info,
+                         bool bail_on_block = false);
 
 }  // namespace fastfair::cpu::FASTFAIR_ISA
