@@ -123,7 +123,8 @@ def float64_like(values: Any, like: Any, name: str, *, vector: bool = False) -> 
             with like.device:
                 v = cupy.ascontiguousarray(cupy.asarray(values, dtype=cupy.float64))
         else:
-            raise TypeError(f"{name}: cannot convert for a CUDA array of type {type(like).__name__}")
+            raise TypeError(f"{name}: cannot convert for a CUDA array of type "
+                            f"{type(like).__name__}")
     else:
         v = np.ascontiguousarray(numpy_array(values, name, np.float64))
     if vector and len(v.shape) > 1:
@@ -153,7 +154,8 @@ def integer(value: Any, name: str, low: int, high: int) -> int:
 def real(value: Any, name: str, *, finite: bool = True) -> float:
     """``value`` (a Python, NumPy or 0-d array number) as a float: TypeError naming ``name`` for
     strings, None, sequences and complex numbers; ValueError for NaN/inf when ``finite``."""
-    if isinstance(value, (str, bytes, complex, np.complexfloating)) or not hasattr(value, "__float__"):
+    if (isinstance(value, (str, bytes, complex, np.complexfloating))
+            or not hasattr(value, "__float__")):
         raise TypeError(f"{name} must be a real number; got {type(value).__name__} {value!r}")
     try:
         v = float(value)

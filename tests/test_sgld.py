@@ -147,7 +147,8 @@ def test_sgld_errors(rng):
     out = ops.sgld_step(ro, g, step=0.1, noise_std=0.0, seed=0, offset=0, out=np.empty_like(x))
     np.testing.assert_allclose(out, x - 0.1 * g, rtol=1e-6)
     with pytest.raises(ValueError, match="out must have the shape of x"):
-        ops.sgld_step(x, g, step=0.1, noise_std=0.0, seed=0, offset=0, out=np.empty((3, 5), x.dtype))
+        ops.sgld_step(x, g, step=0.1, noise_std=0.0, seed=0, offset=0,
+                      out=np.empty((3, 5), x.dtype))
     with pytest.raises(TypeError, match="seed must be an integer"):
         ops.sgld_step(x, g, step=0.1, noise_std=0.0, seed=1.5, offset=0)
     with pytest.raises(TypeError, match="offset must be an integer"):

@@ -487,3 +487,12 @@ def test_cuda_mixed_devices_error():
     X = torch.randn(3, 4, device="cuda")
     with pytest.raises(ValueError, match="w is on cpu but X is on cuda"):
         _C.weighted_average_rows(X, np.ones(3), torch.empty(4, device="cuda"), "write", 1.0, 1)
+
+
+def test_empty_rows_need_no_contiguity():
+    """NumPy exports zero-size arrays with zero strides; no element is addressed, so such rows are
+    contiguous (they were rejected as 'must be contiguous within each row')."""
+    X = np.zeros((2, 0), np.float32)
+    assert X.strides == (0, 0)
+    assert ops.weighted_average(X, [0.5, 0.5]).shape == (0,)
+    assert [a.shape for a in ops.weighted_average([[X[0]], [X[1]]], [0.5, 0.5])] == [(0,)]
