@@ -250,7 +250,7 @@ Status run(const SoftmaxArgs& a) {
       m = std::max(m, p[k].top);
       nan = nan || p[k].nan;
     }
-    const std::string name = a.add ? "scale * (x + add)" : (a.scale[b] == 1.0 ? "x" : "scale * x");
+    const std::string name = a.z_name ? a.z_name : "scale * x";
     if (nan)
       return Status::error(name + " must not contain NaN; got NaN at position " +
                            where(a.rows, b, find_first(row(b), a.cols, true)));

@@ -39,6 +39,7 @@ struct SoftmaxArgs {
   void* out;                 // optional [B, K] contiguous
   double* lse;               // [B] (device memory for CUDA)
   double* workspace;         // CUDA only: softmax_workspace_len(B, K) doubles of device memory
+  const char* z_name;        // CPU errors call z this (the caller's expression); null: "scale * x"
 };
 
 // Elements of a row handled by one block of pass 1 (CPU and CUDA use the same split).
