@@ -306,6 +306,40 @@ def test_ons_errors_leave_state_unchanged():
         OnlineNewtonStep(3, 0.0, 1.0)
     with pytest.raises(ValueError, match="variant"):
         OnlineNewtonStep(3, 1.0, 1.0, variant="other")
+    with pytest.raises(TypeError, match="num_clients must be an integer"):
+        OnlineNewtonStep(3.5, 1.0, 1.0)
+
+
+def assert_same_state(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for key, value in a.items():
+        np.testing.assert_array_equal(value, b[key], err_msg=key)
+
+
+@pytest.mark.parametrize("variant, bad", [
+    ("paper", [1e200, -1e200, 0.0, 0.0]),     # beta g g' overflows: found before any pass
+    ("ref_code", [1e200, -1e200, 0.0, 0.0]),
+    ("paper", [1e15, -1e15, 0.0, 0.0]),       # finite but swamps alpha: found by the Cholesky
+    ("paper", [3e7, -3e7, 1.0, 0.0]),         # of H + beta g g', after both passes
+])
+def test_ons_rejected_step_leaves_the_object_as_it_was(variant, bad):
+    """It used to raise 'H is not positive definite' after H, b and the pending correction had
+    changed, and every later step failed. Now the state is equal bit for bit, and the next steps
+    give the bits of an object that never saw the call."""
+    gs = [np.array([-0.1, -0.2, -0.05, 0.0]), np.array([-0.3, 0.1, 0.2, -0.1]),
+          np.array([0.05, -0.2, 0.1, 0.3])]
+    ons, twin = OnlineNewtonStep(4, 1.0, 1.0, variant), OnlineNewtonStep(4, 1.0, 1.0, variant)
+    for o in (ons, twin):
+        o.step(gs[0])  # pending terms from a previous round exist when the bad step comes
+    before, p, info, rnd = ons.state_dict(), ons.p, ons.last_info, ons.round
+    with pytest.raises(ValueError, match="g is too large for the state"):
+        ons.step(np.array(bad))
+    assert_same_state(ons.state_dict(), before)
+    np.testing.assert_array_equal(ons.p, p)
+    assert ons.last_info == info and ons.round == rnd
+    for g in gs[1:]:
+        np.testing.assert_array_equal(ons.step(g), twin.step(g))
+    assert_same_state(ons.state_dict(), twin.state_dict())
 
 
 # ---------------------------------------------------------------------------------------------
