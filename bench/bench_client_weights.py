@@ -113,7 +113,7 @@ def test_eg_step_sparse(floor_report, K):
 
 
 def _torch_dr_gradient(r, ids, p, c):
-    """AAggFF-D's dense DR gradient (spec 2.5.3) in plain PyTorch."""
+    """AAggFF-D's dense DR gradient (docs/algorithms.md §2.5.3) in plain PyTorch."""
     rbar = r.mean()
     rhat = torch.full_like(p, float(rbar))
     rhat[ids] = rbar + (r - rbar) / c
@@ -138,7 +138,7 @@ def test_dr_gradient(floor_report, K):
 
 
 def _torch_dr_lazy_step(D, ids, r, c, eta):
-    """AAggFF-D's O(m) lazy round (spec 2.5.6) in plain PyTorch."""
+    """AAggFF-D's O(m) lazy round (docs/algorithms.md §2.5.6) in plain PyTorch."""
     rbar = r.mean()
     D.index_add_(0, ids, -(r - rbar) / (c * (1.0 + rbar)))
     return torch.softmax(D[ids] * -eta, 0)

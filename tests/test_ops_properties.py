@@ -584,7 +584,7 @@ class OnlineNewtonStepUnderTest(ops.OnlineNewtonStep):
 
 @props(80)
 @given(seed=seeds, K=st.integers(1, 6), T=st.integers(1, 6),
-       variant=st.sampled_from(["paper", "ref_code"]), alpha=st.floats(1e-2, 10.0),
+       variant=st.sampled_from(["paper", "reference_code"]), alpha=st.floats(1e-2, 10.0),
        beta=st.floats(0.0, 10.0), bad_round=st.integers(0, 6),
        bad=st.sampled_from(["nan", "huge", "shape", "swamping"]))
 def test_online_newton_step(cpu_isa, seed, K, T, variant, alpha, beta, bad_round, bad):

@@ -53,7 +53,7 @@ def test_reduce_and_mix():
         torch.testing.assert_close(mixed[:, a:b], (1 - w) * f[:, a:b] + w * l[:, a:b])
 
 
-@pytest.mark.parametrize("prox", ["paper", "code"])
+@pytest.mark.parametrize("prox", ["paper", "reference_code"])
 @pytest.mark.parametrize("mode", ["mm", "lm"])
 def test_step_gradients_match_autograd(prox, mode):
     f, l, g, x, y = _cohort(seed=1)

@@ -331,7 +331,7 @@ class AAggFFS(Aggregator):
                             else (0.0, 1.0 / self.num_clients))
         self.alpha, self.beta = ons_constants(self.num_clients, self.c1, self.c2)
         self._ons = ops.OnlineNewtonStep(self.num_clients, self.alpha, self.beta,
-                                         "paper" if self.variant == "paper" else "ref_code")
+                                         "paper" if self.variant == "paper" else "reference_code")
 
     def _config(self) -> Dict[str, Any]:
         return {"cdf": self.cdf, "response_range": self.response_range, "variant": self.variant,

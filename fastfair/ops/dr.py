@@ -37,7 +37,7 @@ def dr_gradient(responses: Any, ids: Any, p: Array, *, sample_prob: float,
        s = \textstyle\sum_{j\in S} p_j(\hat r_j - \bar r),\quad
        \hat g_i = -\hat r_i / d + \bar r\, s / d^2
 
-    (spec sections 2.5.2, 2.5.3 and 2.5.7). Feed ``g`` to :func:`fastfair.ops.eg_step` with
+    (docs/algorithms.md §2.5.2, §2.5.3 and §2.5.7). Feed ``g`` to :func:`fastfair.ops.eg_step` with
     ``eta`` to get the next decision: together they are the dense AAggFF-D round.
 
     The gradient is defined for :math:`d > 0` (``d`` is the argument of the log in AAggFF's loss
@@ -59,7 +59,7 @@ def dr_gradient(responses: Any, ids: Any, p: Array, *, sample_prob: float,
     sample_prob
         ``C`` in (0, 1], the probability that a client is sampled.
     variant
-        ``"paper"`` (default) or ``"reference_code"`` (the authors' estimate, spec 2.5.7).
+        ``"paper"`` (default) or ``"reference_code"`` (the authors' estimate, docs/algorithms.md §2.5.7).
     out
         Optional ``[K]`` float64 result for ``g``.
     with_estimate
@@ -100,7 +100,7 @@ def dr_lazy_step(state: Array, ids: Any, responses: Any, *, sample_prob: float, 
     r"""One AAggFF-D round in O(m), touching only the sampled clients' state.
 
     The DR gradient is a common constant plus a sparse part, and the constant cancels in the
-    softmax (spec 2.5.6). The state ``D`` (float64, zero at the start) is the cumulative sparse
+    softmax (docs/algorithms.md §2.5.6). The state ``D`` (float64, zero at the start) is the cumulative sparse
     part:
 
     .. math::

@@ -215,7 +215,7 @@ class OnlineNewtonStep:
               b_t = \sum_{\tau \le t} (\beta \langle g_\tau, p_\tau \rangle - 1) g_\tau, \quad
               p_{t+1} = \operatorname*{argmin}_{p \in \Delta} \tfrac12 p^\top H_t p - b_t^\top p.
 
-    ``variant="ref_code"`` (the authors' code): :math:`H_t = \alpha I + \beta(\alpha I +
+    ``variant="reference_code"`` (the authors' code): :math:`H_t = \alpha I + \beta(\alpha I +
     \sum g g^\top)`, :math:`b_t = -\sum g`. Both start at :math:`p_1 = \mathbf 1/K`.
 
     A round costs two passes over ``[K, K]`` matrices: H gains :math:`\beta g g^\top` and
@@ -239,7 +239,7 @@ class OnlineNewtonStep:
         Regulariser and curvature constants, ``alpha > 0``, ``beta >= 0``. AAggFF-S uses
         ``alpha = 4 K L``, ``beta = 1 / (4 L)`` with ``L = C2 / (1 + C1)``.
     variant
-        ``"paper"`` or ``"ref_code"``.
+        ``"paper"`` or ``"reference_code"``.
     tol
         Certificate threshold of the fast path (scaled KKT residual).
     """
@@ -258,8 +258,8 @@ class OnlineNewtonStep:
                              f"got {alpha}")
         if not beta >= 0:
             raise ValueError(f"beta must be non-negative and finite; got {beta}")
-        if variant not in ("paper", "ref_code"):
-            raise ValueError(f"variant must be 'paper' or 'ref_code'; got {variant!r}")
+        if variant not in ("paper", "reference_code"):
+            raise ValueError(f"variant must be 'paper' or 'reference_code'; got {variant!r}")
         tol = real(tol, "tol", finite=False)
         if not tol > 0:
             raise ValueError(f"tol must be positive; got {tol}")
@@ -356,8 +356,8 @@ class OnlineNewtonStep:
                                  f"got {list(a.shape)}")
             check_finite(a.reshape(-1), f"state[{name!r}]")
             arrays[name] = a
-        if state["variant"] not in ("paper", "ref_code"):
-            raise ValueError("state['variant'] must be 'paper' or 'ref_code'")
+        if state["variant"] not in ("paper", "reference_code"):
+            raise ValueError("state['variant'] must be 'paper' or 'reference_code'")
         self.num_clients = K
         self.alpha = float(state["alpha"])
         self.beta = float(state["beta"])

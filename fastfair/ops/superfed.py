@@ -1,4 +1,4 @@
-"""SuPerFed client passes (thesis Ch. II, spec section 4): a cohort's federated and local models
+"""SuPerFed client passes (thesis Ch. II, docs/algorithms.md §4): a cohort's federated and local models
 as flat ``[m, P]`` rows cut into layers, updated by two fused passes per minibatch.
 
 Pass 1, :func:`superfed_reduce`, reads ``f``, ``l`` and the global model once and returns the
@@ -154,18 +154,18 @@ def prox_coefficients(reduced: Any, layout: SegmentLayout, mu: float,
     r"""Coefficients ``[m, S]`` of the proximity gradient ``coef * (f - g)`` per layer.
 
     ``'paper'`` (eq. 2.4): :math:`R = \frac{\mu}{2}\|f - g\|^2`, coefficient :math:`\mu` on every
-    layer. ``'code'`` (the reference code): :math:`R = \mu \sum_s \|f_s - g_s\|` over the twinned
+    layer. ``'reference_code'`` (the reference code): :math:`R = \mu \sum_s \|f_s - g_s\|` over the twinned
     layers, coefficient :math:`\mu / \|f_s - g_s\|` (0 where the distance is 0).
     """
     r = np.asarray(_host(reduced), dtype=np.float64)
     m, S = r.shape[0], r.shape[1]
     if variant == "paper":
         return np.full((m, S), float(mu))
-    if variant == "code":
+    if variant == "reference_code":
         dist = np.sqrt(r[:, :, 3])
         coef = np.where(dist > 0, mu / np.where(dist > 0, dist, 1.0), 0.0)
         return coef * layout.twinned[None, :]
-    raise ValueError(f"prox variant must be 'paper' or 'code'; got {variant!r}")
+    raise ValueError(f"prox variant must be 'paper' or 'reference_code'; got {variant!r}")
 
 
 def _host(a: Any) -> np.ndarray:
@@ -210,7 +210,7 @@ def superfed_step(f: Array, l: Array, g: Array, grad: Array, *, layout: SegmentL
                   lr: float, momentum: float = 0.0, weight_decay: float = 0.0,
                   train_local: bool = True, lam_next: Any = None, active: Any = None,
                   stream: Optional[int] = None) -> Array:
-    r"""One fused SuPerFed client step for a cohort (eq. 2.3 with the regularisers of section 4.2
+    r"""One fused SuPerFed client step for a cohort (eq. 2.3 with the regularisers of docs/algorithms.md §4.2
     and SGD with momentum and weight decay), in place.
 
     Per element of layer ``s`` of client ``r``, with :math:`\lambda = \lambda_{rs}` (0 on shared

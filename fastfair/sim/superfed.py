@@ -139,7 +139,7 @@ class SuperFedSimulation(MethodRunner):
             (grad,) = torch.autograd.grad(loss.sum(), leaf)
             if first_loss is None:
                 first_loss = float(loss.detach().mean())
-            if nu > 0 or (o.prox == "code" and o.mu > 0):
+            if nu > 0 or (o.prox == "reference_code" and o.mu > 0):
                 reduced = ops.superfed_reduce(f, l, self.params, self.layout)
             else:
                 reduced = np.zeros((m, self.layout.num_segments, 4))

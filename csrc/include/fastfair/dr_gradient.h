@@ -1,4 +1,4 @@
-// AAggFF-D's doubly-robust (DR) gradient (spec aaggff_fedevg_superfed.md, sections 2.5.2-2.5.7).
+// AAggFF-D's doubly-robust (DR) gradient (docs/algorithms.md §2.5.2-§2.5.7).
 //
 // Round inputs: the sampled ids S (m distinct), their responses r_S, the sampling probability C,
 // the previous decision p (dense form) or its total mass (lazy form).
