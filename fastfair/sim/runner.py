@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from fastfair.sim.availability import check_availability
+from fastfair.sim.checkpoint import from_plain, to_plain
 from fastfair.sim.data import ClientBatch, FederatedDataset
 from fastfair.sim.metrics import fairness_metrics
 from fastfair.sim.seeding import Stream, numpy_rng
@@ -125,11 +126,16 @@ class Runner:
         raise NotImplementedError
 
     def state_dict(self) -> Dict[str, Any]:
-        """Everything that changes between rounds; with the config it continues a run exactly."""
-        return {"version": self.version, "round": self.round,
-                "history": [dict(r) for r in self.history], **self._state()}
+        """Everything that changes between rounds; with the config it continues a run exactly.
+        Only tensors and plain values (NumPy arrays as tagged tensors,
+        :func:`fastfair.sim.checkpoint.to_plain`), so ``torch.save`` / ``torch.load`` with its
+        default ``weights_only=True`` round-trip it."""
+        return to_plain({"version": self.version, "round": self.round,
+                         "history": [dict(r) for r in self.history], **self._state()})
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Continues from :meth:`state_dict`; raises, changing nothing, when it does not fit."""
+        state = from_plain(state)
         if state.get("version") != self.version:
             raise ValueError(f"checkpoint version {state.get('version')!r} is not {self.version}")
         self._load(state)
