@@ -59,9 +59,16 @@ class Stream(enum.Enum):
     BERNOULLI_PICK = (Derivation.SAMPLE_CLIENTS, 0xB0B)
     RAM_WEIGHTS = (Derivation.KEYS, 0x4A3)
     RAM_DRAWS = (Derivation.ROUND_KEYS, 0x4A3)
-    # Local training: the round's key (the round as id) and, under it, each client's shuffles.
+    # Local training: the round's key (the round as id) and, under it, each client's shuffles
+    # and each client's dropout masks of a step (the step as round).
     ROUND_TRAINING = (Derivation.KEYS, 0xA0D)
     SHUFFLE = (Derivation.KEYS, 0x5EED)
+    DROPOUT = (Derivation.KEYS, 0xD0)
+    # Data sets on disk: which users (LEAF, npz-clients) or samples (vision) go to which client,
+    # and the matching split of a vision test set.
+    CLIENT_SUBSET = (Derivation.NUMPY, 0xC5)
+    VISION_PARTITION = (Derivation.NUMPY, 0x51)
+    VISION_TEST_SPLIT = (Derivation.NUMPY, 0x52)
     # FedEvg: the initial synthetic set, a client's model and chains in a round, the server's
     # Langevin noise in a round, the evaluation classifier.
     FEDEVG_SYNTHETIC_INIT = (Derivation.KEYS, 0xE5)
@@ -87,13 +94,47 @@ def _expect(stream: Stream, derivation: Derivation) -> None:
                          f"{derivation.value}")
 
 
+_GOLDEN, _MUL1, _MUL2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+
+
 def splitmix64(x: np.ndarray) -> np.ndarray:
     """A 64-bit mixing hash, elementwise (uint64 arithmetic wraps, as intended)."""
     with np.errstate(over="ignore"):
-        x = x + np.uint64(0x9E3779B97F4A7C15)
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        x = x + np.uint64(_GOLDEN)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(_MUL1)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(_MUL2)
         return x ^ (x >> np.uint64(31))
+
+
+def _int64(value: int) -> int:
+    """``value`` modulo 2^64 as a signed 64-bit integer."""
+    return (value + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
+def _srl(x, shift: int):
+    """Logical right shift of an int64 tensor (torch's ``>>`` is arithmetic)."""
+    return (x >> shift) & ((1 << (64 - shift)) - 1)
+
+
+def splitmix64_tensor(x):
+    """:func:`splitmix64` on an int64 ``torch.Tensor`` of any device: two's-complement wrapping
+    arithmetic gives the same 64 bits as the uint64 original."""
+    x = x + _int64(_GOLDEN)
+    x = (x ^ _srl(x, 30)) * _int64(_MUL1)
+    x = (x ^ _srl(x, 27)) * _int64(_MUL2)
+    return x ^ _srl(x, 31)
+
+
+def keyed_uniform(key, call: int, shape, device):
+    """float32 uniforms in [0, 1) of ``shape`` (24 random bits each) from a 0-dim int64 tensor
+    ``key`` (a :func:`step_keys` key) and a call counter: element i is the top 24 bits of
+    ``splitmix64(i ^ splitmix64(key ^ call * golden))``, on ``device``; a pure function of its
+    arguments, identical on every device."""
+    import torch
+
+    stream = splitmix64_tensor(key ^ _int64(call * _GOLDEN))
+    index = torch.arange(int(np.prod(shape)), dtype=torch.int64, device=device).reshape(shape)
+    return _srl(splitmix64_tensor(index ^ stream), 40).to(torch.float32) * (1.0 / (1 << 24))
 
 
 def _hash(seed: int, ids: np.ndarray, tag: int) -> np.ndarray:
@@ -128,6 +169,13 @@ def shuffle_uniforms(seed: int, client_ids: np.ndarray, epochs: np.ndarray,
     round's training key)."""
     h = splitmix64(keys(seed, Stream.SHUFFLE, client_ids) ^ epochs.astype(np.uint64))
     return uniform(splitmix64(h ^ positions.astype(np.uint64)))
+
+
+def step_keys(seed: int, client_ids: np.ndarray, step: int) -> np.ndarray:
+    """``[m]`` int64 keys (63 bits, non-negative) of clients ``client_ids`` at local step ``step``
+    in the ``DROPOUT`` stream under ``seed`` (the round's training key): a client's dropout masks
+    depend on (seed, round, client id, step) alone, never on the rest of the cohort."""
+    return (keys(seed, Stream.DROPOUT, client_ids, round=step) >> np.uint64(1)).astype(np.int64)
 
 
 def round_keys(seed: int, stream: Stream, ids: np.ndarray, round: int) -> np.ndarray:

@@ -10,8 +10,8 @@ import torch
 
 from fastfair.aggregators.objectives import ClientObjective
 from fastfair.sim.data import ClientBatch
-from fastfair.sim.models import FlatModel
-from fastfair.sim.seeding import shuffle_uniforms
+from fastfair.sim.models import FlatModel, TrainingStep
+from fastfair.sim.seeding import shuffle_uniforms, step_keys
 
 
 @dataclass
@@ -47,12 +47,15 @@ def _segment_ids(counts: np.ndarray) -> torch.Tensor:
 
 
 def evaluate_clients(model: FlatModel, params: torch.Tensor, batch: ClientBatch,
-                     chunk: int = 1 << 16) -> Tuple[np.ndarray, np.ndarray]:
-    """Loss and accuracy of one model ``params [P]`` on each client's samples.
+                     chunk: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """Loss and accuracy of one model ``params [P]`` on each client's samples, ``chunk`` samples
+    per forward pass (default ``model.eval_rows``).
 
     Returns ``(loss [m], accuracy [m])`` as float64 NumPy arrays: per-client means of the
-    cross-entropy and of ``argmax == y`` (NaN for a client with no samples).
+    model's sample loss and accuracy (cross-entropy and ``argmax == y`` by default, averaged
+    over positions for a label per position; NaN for a client with no samples).
     """
+    chunk = chunk or model.eval_rows
     counts = batch.counts
     m = len(counts)
     seg = _segment_ids(counts)
@@ -62,12 +65,12 @@ def evaluate_clients(model: FlatModel, params: torch.Tensor, batch: ClientBatch,
         p = params.reshape(1, -1)
         for start in range(0, batch.x.shape[0], chunk):
             xs = batch.x[start:start + chunk].unsqueeze(0)
-            logits = model.forward(p, xs)[0]
-            ys = batch.y[start:start + chunk]
-            loss = torch.nn.functional.cross_entropy(logits, ys, reduction="none")
+            logits = model.forward(p, xs)
+            ys = batch.y[start:start + chunk].unsqueeze(0)
+            loss = model.sample_loss(logits, ys)[0]
             segs = seg[start:start + chunk]
             loss_sum.index_add_(0, segs, loss.double())
-            hit_sum.index_add_(0, segs, (logits.argmax(1) == ys).double())
+            hit_sum.index_add_(0, segs, model.sample_hits(logits, ys)[0])
     with np.errstate(invalid="ignore", divide="ignore"):
         n = counts.astype(np.float64)
         return loss_sum.numpy() / n, hit_sum.numpy() / n
@@ -125,10 +128,13 @@ def train_clients(model: FlatModel, global_params: torch.Tensor, batch: ClientBa
     pseudo-gradients the server step subtracts) and the final ``[m]`` float64 values of the
     scalar the objective trains beside the model (None unless it trains one; see
     :mod:`fastfair.aggregators.objectives`). ``client_ids [m]`` and ``seed`` key the shuffles
-    (see :func:`minibatch_schedule`). All m clients step together on those minibatches: one
-    backward pass over :math:`\sum_k \mathrm{objective}_k` of each client's masked mean loss
+    (see :func:`minibatch_schedule`) and each step's dropout masks (see
+    :func:`fastfair.sim.seeding.step_keys`). All m clients step together on those minibatches:
+    one backward pass over :math:`\sum_k \mathrm{objective}_k` of each client's masked mean loss
     gives every client its own gradient, and ``theta_k <- theta_k - lr * grad_k`` for the
-    clients still training (the scalar steps with ``objective.state_lr(lr)``).
+    clients still training (the scalar steps with ``objective.state_lr(lr)``). The model's
+    buffers (running statistics) take no gradient step: they leave training as its forward
+    passes left them.
     """
     objective = objective or ClientObjective()
     counts = batch.counts.astype(np.int64)
@@ -140,11 +146,12 @@ def train_clients(model: FlatModel, global_params: torch.Tensor, batch: ClientBa
     extra = None if start is None else torch.full((m,), float(start), dtype=torch.float64)
     extra_lr = objective.state_lr(config.lr)
     trained = [params] if extra is None else [params, extra.requires_grad_(True)]
-    for take, valid in minibatch_schedule(counts, config, client_ids, seed):
-        logits = model.forward(params, batch.x[take])
-        per_sample = torch.nn.functional.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]), batch.y[take].reshape(-1),
-            reduction="none").reshape(take.shape)
+    buffers = model.split_buffers(params)
+    ids = np.asarray(client_ids, dtype=np.int64)
+    for t, (take, valid) in enumerate(minibatch_schedule(counts, config, client_ids, seed)):
+        keys = torch.from_numpy(step_keys(seed, ids, t)).to(params.device)
+        logits = model.forward(params, batch.x[take], TrainingStep(valid, keys, buffers))
+        per_sample = model.sample_loss(logits, batch.y[take])
         loss = objective(masked_mean(per_sample, valid.to(per_sample.dtype)), params,
                          global_params, extra).sum()
         grads = torch.autograd.grad(loss, trained)
@@ -153,5 +160,8 @@ def train_clients(model: FlatModel, global_params: torch.Tensor, batch: ClientBa
             params -= config.lr * active.to(params.dtype).unsqueeze(1) * grads[0]
             if extra is not None:
                 extra -= extra_lr * active.to(extra.dtype) * grads[1]
-    updates = (global_params.reshape(1, -1) - params.detach()).float()
+    trained_params = params.detach()
+    if model.num_buffers:
+        trained_params[:, trained_params.shape[1] - model.num_buffers:] = buffers
+    updates = (global_params.reshape(1, -1) - trained_params).float()
     return updates, (None if extra is None else extra.detach())
