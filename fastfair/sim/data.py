@@ -24,7 +24,9 @@ TRAIN_FRACTION = 0.8
 class ClientBatch:
     """Samples of several clients, concatenated.
 
-    x: [N, F] float32; y: [N] int64; offsets: [m + 1] int64, client k owns rows
+    x: ``[N, *sample_shape]``, float32 (feature vectors ``[F]``, images ``[C, H, W]``) or int64
+    (token ids ``[T]``); y: ``[N]`` int64 class labels, or ``[N, T]`` for a label per position
+    (next-character prediction); offsets: ``[m + 1]`` int64, client k owns rows
     ``offsets[k]:offsets[k + 1]``.
     """
 
@@ -38,12 +40,17 @@ class ClientBatch:
 
 
 class FederatedDataset:
-    """Interface of every data set: ``num_clients``, ``num_features``, ``num_classes``,
-    ``num_samples(ids)`` and ``client_data(ids, split)``."""
+    """Interface of every data set: ``num_clients``, ``num_features`` (the product of
+    ``sample_shape``, the shape of one sample), ``num_classes``, ``vocab_size`` (token data: x
+    holds ids in ``[0, vocab_size)``; None for float features), ``label_shape`` (``()``, or
+    ``(T,)`` for a label per position), ``num_samples(ids)`` and ``client_data(ids, split)``."""
 
     num_clients: int
     num_features: int
     num_classes: int
+    sample_shape: Tuple[int, ...]
+    vocab_size: Optional[int] = None
+    label_shape: Tuple[int, ...] = ()
 
     def num_samples(self, ids: np.ndarray) -> np.ndarray:
         """Training-sample counts of clients ``ids`` ([m] int64 -> [m] int64)."""
@@ -61,7 +68,7 @@ class FederatedDataset:
         return ids
 
 
-def _split_sizes(total: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+def split_sizes(total: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """Per-client 80/20 train/test sizes; at least one training sample each."""
     train = np.maximum(1, np.floor(TRAIN_FRACTION * total + 0.5).astype(np.int64))
     train = np.minimum(train, total)
@@ -96,6 +103,7 @@ class SyntheticDataset(FederatedDataset):
         self.num_clients = int(num_clients)
         self.alpha, self.beta, self.seed, self.iid = float(alpha), float(beta), int(seed), iid
         self.num_features, self.num_classes = int(num_features), int(num_classes)
+        self.sample_shape = (self.num_features,)
         self.max_samples = int(max_samples)
         self._feature_std = torch.arange(1, num_features + 1, dtype=torch.float64).pow(-0.6).float()
         if iid:
@@ -113,7 +121,7 @@ class SyntheticDataset(FederatedDataset):
         return np.minimum(n, self.max_samples)
 
     def num_samples(self, ids) -> np.ndarray:
-        return _split_sizes(self.total_samples(ids))[0]
+        return split_sizes(self.total_samples(ids))[0]
 
     def _generate(self, client: int, total: int) -> Tuple[torch.Tensor, torch.Tensor]:
         g = torch.Generator().manual_seed(torch_seed(self.seed, Stream.SYNTHETIC_CLIENT, client))
@@ -136,7 +144,7 @@ class SyntheticDataset(FederatedDataset):
         if split not in ("train", "test"):
             raise ValueError(f"split must be 'train' or 'test'; got {split!r}")
         totals = self.total_samples(ids)
-        train, _ = _split_sizes(totals)
+        train, _ = split_sizes(totals)
         xs, ys, counts = [], [], []
         for client, total, ntrain in zip(ids.tolist(), totals.tolist(), train.tolist()):
             x, y = self._generate(client, total)
@@ -144,14 +152,16 @@ class SyntheticDataset(FederatedDataset):
             xs.append(x[part])
             ys.append(y[part])
             counts.append(xs[-1].shape[0])
-        return _concat(xs, ys, counts, self.num_features)
+        return _concat(xs, ys, counts, self.sample_shape)
 
 
-def _concat(xs: List[torch.Tensor], ys: List[torch.Tensor], counts: List[int], F: int) -> ClientBatch:
+def _concat(xs: List[torch.Tensor], ys: List[torch.Tensor], counts: List[int],
+            sample_shape: Tuple[int, ...]) -> ClientBatch:
     offsets = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
     if not xs:
-        return ClientBatch(torch.empty(0, F), torch.empty(0, dtype=torch.int64), offsets)
+        return ClientBatch(torch.empty(0, *sample_shape), torch.empty(0, dtype=torch.int64),
+                           offsets)
     return ClientBatch(torch.cat(xs).float(), torch.cat(ys).long(), offsets)
 
 
@@ -172,7 +182,7 @@ class ArrayDataset(FederatedDataset):
             raise ValueError(f"test has {len(test)} clients but train has {len(train)}")
         pairs = [self._pair(x, y, f"train[{k}]") for k, (x, y) in enumerate(train)]
         if test is None:
-            split = [_split_sizes(np.array([len(y)]))[0][0] for _, y in pairs]
+            split = [split_sizes(np.array([len(y)]))[0][0] for _, y in pairs]
             test_pairs = [(x[n:], y[n:]) for (x, y), n in zip(pairs, split)]
             pairs = [(x[:n], y[:n]) for (x, y), n in zip(pairs, split)]
         else:
@@ -188,6 +198,7 @@ class ArrayDataset(FederatedDataset):
             raise ValueError(f"labels must be < num_classes={self.num_classes}")
         self.num_clients = len(pairs)
         self.num_features = features.pop()
+        self.sample_shape = (self.num_features,)
         self._data = {"train": pairs, "test": test_pairs}
         self._train_counts = np.array([len(y) for _, y in pairs], dtype=np.int64)
 
@@ -209,12 +220,13 @@ class ArrayDataset(FederatedDataset):
             raise ValueError(f"split must be 'train' or 'test'; got {split!r}")
         pairs = [self._data[split][k] for k in ids.tolist()]
         return _concat([p[0] for p in pairs], [p[1] for p in pairs], [len(p[1]) for p in pairs],
-                       self.num_features)
+                       self.sample_shape)
 
 
 def partition_labels(labels: np.ndarray, num_clients: int, scheme: str, *, seed: int,
-                     alpha: float = 0.5, classes_per_client: int = 2) -> List[np.ndarray]:
-    """Sample indices of each client under a partition ``scheme``.
+                     alpha: float = 0.5, classes_per_client: int = 2,
+                     stream: Stream = Stream.DIGITS_PARTITION) -> List[np.ndarray]:
+    """Sample indices of each client under a partition ``scheme``, drawn from ``stream``.
 
     'iid': a random equal split. 'dirichlet': for each class, proportions over clients drawn from
     Dirichlet(alpha) (small alpha: few classes per client). 'pathological': sorted by label and cut
@@ -224,7 +236,7 @@ def partition_labels(labels: np.ndarray, num_clients: int, scheme: str, *, seed:
     n = labels.shape[0]
     if not 1 <= num_clients <= n // 2:
         raise ValueError(f"num_clients must be in [1, {n // 2}] for {n} samples; got {num_clients}")
-    rng = numpy_rng(seed, Stream.DIGITS_PARTITION)
+    rng = numpy_rng(seed, stream)
     if scheme == "iid":
         return [np.sort(part) for part in np.array_split(rng.permutation(n), num_clients)]
     if scheme == "pathological":
@@ -271,7 +283,9 @@ def digits_dataset(num_clients: int = 50, scheme: str = "dirichlet", *, seed: in
 
 
 def build_dataset(config: Any) -> FederatedDataset:
-    """The built-in data set a :class:`~fastfair.sim.config.SimulationConfig` names."""
+    """The generated data set (``synthetic`` or ``digits``) a
+    :class:`~fastfair.sim.config.SimulationConfig` names; :func:`fastfair.sim.datasets.build_dataset`
+    dispatches every name, those read from files included."""
     if config.dataset == "synthetic":
         return SyntheticDataset(config.clients, config.synthetic_alpha, config.synthetic_beta,
                                 seed=config.seed, max_samples=config.max_samples)
