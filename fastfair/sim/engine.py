@@ -25,12 +25,14 @@ from fastfair.aggregators import registry
 from fastfair.aggregators.objectives import ClientObjective
 from fastfair.sim.availability import build_availability
 from fastfair.sim.config import SimulationConfig
-from fastfair.sim.data import FederatedDataset, build_dataset
+from fastfair.sim.data import FederatedDataset
+from fastfair.sim.datasets import build_dataset
 from fastfair.sim.distributed import Distributed
-from fastfair.sim.models import FlatModel, make_model
+from fastfair.sim.models import FlatModel, check_model
 from fastfair.sim.runner import Runner
 from fastfair.sim.seeding import Stream, raw_seed, torch_seed
 from fastfair.sim.training import LocalTrainingConfig, evaluate_clients, train_clients
+from fastfair.sim.zoo import model_for
 
 
 def build_rule(config: SimulationConfig):
@@ -71,8 +73,8 @@ class Simulation(Runner):
         if self.dataset.num_clients != config.clients:
             raise ValueError(f"config.clients is {config.clients} but the dataset has "
                              f"{self.dataset.num_clients} clients")
-        self.model: FlatModel = model or make_model(config.model, self.dataset.num_features,
-                                                    self.dataset.num_classes, hidden=config.hidden)
+        self.model: FlatModel = model or model_for(config, self.dataset)
+        check_model(self.model, self.dataset)
         init = torch.Generator().manual_seed(raw_seed(config.seed, Stream.MODEL_INIT))
         self.params = self.model.init(init).float()
         self.availability = build_availability(config.availability, config.clients,

@@ -13,7 +13,8 @@ from fastfair import ops
 from fastfair._options import check_options, dataclass_options
 from fastfair.methods.fedevg import FedEvgOptions, client_update, server_classifier
 from fastfair.sim.availability import build_availability
-from fastfair.sim.data import FederatedDataset, build_dataset
+from fastfair.sim.data import FederatedDataset
+from fastfair.sim.datasets import build_dataset
 from fastfair.sim.distributed import Distributed
 from fastfair.sim.runner import MethodRunner
 from fastfair.sim.seeding import Stream, torch_seed
@@ -116,6 +117,10 @@ class FedEvgSimulation(MethodRunner):
         loss_c = torch.zeros(len(counts), dtype=torch.float64).index_add_(0, seg, loss).numpy() / n
         acc_c = torch.zeros(len(counts), dtype=torch.float64).index_add_(0, seg, hit).numpy() / n
         return acc_c[keep], loss_c[keep], counts[keep]
+
+    def global_state_dict(self) -> Dict[str, torch.Tensor]:
+        """The server classifier's ``state_dict`` (FedEvg's global model)."""
+        return self.server_classifier().state_dict()
 
     def extra_metrics(self) -> Dict[str, float]:
         return {"synthetic_mean": float(self.synthetic.mean()),

@@ -233,10 +233,10 @@ class ModuleModel(FlatModel):
     def state_dict(self, params):
         """The module's ``state_dict`` (its own keys and dtypes) holding ``params [P]``, ready
         for ``module.load_state_dict``."""
-        keep = set(self.module.state_dict())
         flat = super().state_dict(params)
-        return OrderedDict((n, t.round().to(d) if not d.is_floating_point else t.to(d))
-                           for (n, t), d in zip(flat.items(), self._dtypes) if n in keep)
+        dtypes = dict(zip(self.names, self._dtypes))
+        return OrderedDict((n, flat[n].to(dtypes[n]) if dtypes[n].is_floating_point
+                            else flat[n].round().to(dtypes[n])) for n in self.module.state_dict())
 
 
 def check_model(model: FlatModel, dataset) -> None:
