@@ -181,8 +181,8 @@ def test_our_lstm_is_torch_lstm():
     ours, ref = LSTM(5, 7, 2), nn.LSTM(5, 7, 2, batch_first=True)
     with torch.no_grad():
         for layer in range(2):
-            ours.ih[layer].weight.copy_(getattr(ref, f"weight_ih_l{layer}"))
-            ours.hh[layer].weight.copy_(getattr(ref, f"weight_hh_l{layer}"))
+            ours.ih[layer].weight.copy_(getattr(ref, f"weight_ih_l{layer}").T)
+            ours.hh[layer].weight.copy_(getattr(ref, f"weight_hh_l{layer}").T)
             ours.ih[layer].bias.copy_(getattr(ref, f"bias_ih_l{layer}")
                                       + getattr(ref, f"bias_hh_l{layer}"))
     x = torch.randn(3, 6, 5)
