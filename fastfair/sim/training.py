@@ -157,7 +157,7 @@ def train_clients(model: FlatModel, global_params: torch.Tensor, batch: ClientBa
         grads = torch.autograd.grad(loss, trained)
         active = valid.any(1)
         with torch.no_grad():
-            params -= config.lr * active.to(params.dtype).unsqueeze(1) * grads[0]
+            params -= grads[0].mul_(config.lr * active.to(params.dtype).unsqueeze(1))
             if extra is not None:
                 extra -= extra_lr * active.to(extra.dtype) * grads[1]
     trained_params = params.detach()
