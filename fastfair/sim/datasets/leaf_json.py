@@ -19,7 +19,7 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
-_KEY = re.compile(rb'"((?:[^"\\]|\\.)*)"\s*:\s*\{')
+_SPACE = re.compile(rb"\s*")
 _WINDOW = 1 << 18
 _DECODER = json.JSONDecoder()
 _PIXEL_TEXT = np.zeros(256, dtype=bool)   # the bytes of an array of arrays of plain decimals
@@ -27,8 +27,20 @@ _PIXEL_TEXT[list(b" \t\r\n[],.0123456789")] = True
 
 
 def _name(raw: bytes) -> str:
-    """A user name from the bytes between its quotes (JSON escapes and UTF-8 decoded)."""
-    return json.loads(b'"' + raw + b'"')
+    """A user name from the bytes between its quotes (JSON escapes and UTF-8 decoded), or ''
+    when they are not a JSON string."""
+    try:
+        return json.loads(b'"' + raw + b'"')
+    except ValueError:
+        return ""
+
+
+def _escaped(chunk: bytes, quote: int) -> bool:
+    """Whether the quote at ``quote`` is escaped (an odd run of backslashes before it)."""
+    start = quote
+    while start > 0 and chunk[start - 1] == 0x5C:
+        start -= 1
+    return (quote - start) % 2 == 1
 
 
 class LeafFile:
@@ -43,6 +55,7 @@ class LeafFile:
         if len(self.index) != len(self.users):
             raise ValueError(f"{path}: 'users' lists a user twice")
         self._weight = np.concatenate([[0], np.cumsum(self.num_samples + 1.0)])
+        self._bytes_per_sample = (self.size - self.data_start) / self._weight[-1]
         self._offsets: Dict[int, int] = {}
 
     def _read(self, start: int, stop: int) -> bytes:
@@ -51,14 +64,22 @@ class LeafFile:
             return f.read(stop - start)
 
     def _note_keys(self, chunk: bytes, base: int) -> int:
-        """Records the offsets of the user keys in ``chunk`` (read at ``base``); returns how many
-        it had not seen before."""
+        """Records the offsets of the user keys (``"name": {``) in ``chunk`` (read at ``base``);
+        returns how many it had not seen before. ``bytes.find`` does the scanning: in the
+        numbers of an entry the pair ``":`` occurs only after keys."""
         new = 0
-        for match in _KEY.finditer(chunk):
-            j = self.index.get(_name(match.group(1)))
-            if j is not None and j not in self._offsets:
-                self._offsets[j] = base + match.end() - 1
-                new += 1
+        colon = chunk.find(b'":')
+        while colon >= 0:
+            brace = _SPACE.match(chunk, colon + 2).end()
+            if chunk[brace:brace + 1] == b"{":
+                quote = chunk.rfind(b'"', 0, colon)
+                while quote > 0 and _escaped(chunk, quote):
+                    quote = chunk.rfind(b'"', 0, quote)
+                j = self.index.get(_name(chunk[quote + 1:colon])) if quote >= 0 else None
+                if j is not None and j not in self._offsets:
+                    self._offsets[j] = base + brace
+                    new += 1
+            colon = chunk.find(b'":', colon + 2)
         return new
 
     def entry_offset(self, i: int) -> int:
@@ -98,20 +119,27 @@ class LeafFile:
                              "no entry in 'user_data'")
         return self._offsets[i]
 
+    def _entry(self, i: int, complete) -> bytes:
+        """The bytes from user ``i``'s ``{`` on, read until ``complete(bytes)`` holds: up to the
+        next user's key when its offset is known, else a guess from the sample counts, then
+        more as needed."""
+        start = self.entry_offset(i)
+        following = self._offsets.get(i + 1, -1)
+        stop = following if following > start else min(self.size, start + int(
+            self._bytes_per_sample * (self.num_samples[i] + 1) * 1.25) + 4096)
+        chunk = self._read(start, stop)
+        while not complete(chunk):
+            if start + len(chunk) >= self.size:
+                raise ValueError(f"{self.path}: user {self.users[i]!r}'s entry is not valid "
+                                 "JSON")
+            chunk += self._read(start + len(chunk), min(self.size, start + 2 * len(chunk)))
+        return chunk
+
     def numeric_entry(self, i: int) -> Tuple[bytes, bytes]:
         """The raw text of user ``i``'s ``x`` and ``y`` arrays, for entries holding numbers only
         (no strings, so the first ``}`` closes the entry)."""
-        start = self.entry_offset(i)
-        size = 1 << 16
-        while True:
-            chunk = self._read(start, min(self.size, start + size))
-            end = chunk.find(b"}")
-            if end >= 0:
-                break
-            if start + size >= self.size:
-                raise ValueError(f"{self.path}: user {self.users[i]!r}'s entry is not closed")
-            size *= 4
-        body = chunk[:end]
+        body = self._entry(i, lambda chunk: b"}" in chunk)
+        body = body[:body.index(b"}")]
         keys = {k: body.find(b'"%s"' % k) for k in (b"x", b"y")}
         if min(keys.values()) < 0:
             raise ValueError(f"{self.path}: user {self.users[i]!r}'s entry lacks 'x' or 'y'")
@@ -121,18 +149,17 @@ class LeafFile:
 
     def json_entry(self, i: int) -> dict:
         """User ``i``'s entry, parsed (``{"x": [...], "y": [...]}``)."""
-        start = self.entry_offset(i)
-        size = 1 << 16
-        while True:
-            stop = min(self.size, start + size)
-            text = self._read(start, stop).decode("utf-8", errors="surrogatepass")
+        parsed = []
+
+        def complete(chunk: bytes) -> bool:
             try:
-                return _DECODER.raw_decode(text)[0]
-            except json.JSONDecodeError:
-                if stop == self.size:
-                    raise ValueError(f"{self.path}: user {self.users[i]!r}'s entry is not "
-                                     "valid JSON") from None
-                size *= 4
+                parsed.append(_DECODER.raw_decode(chunk.decode("utf-8", "surrogatepass"))[0])
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                return False
+            return True
+
+        self._entry(i, complete)
+        return parsed[0]
 
 
 def _read_header(path: str) -> Tuple[List[str], np.ndarray, int]:
