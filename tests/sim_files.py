@@ -124,12 +124,14 @@ def write_mnist(root: Path, folder: str, rng: np.random.Generator, n_train: int 
         write_idx(raw / f"{prefix}-labels-idx1-ubyte", labels, compress)
 
 
-def write_cifar(root: Path, rng: np.random.Generator, classes: int = 10, n_batch: int = 100) -> None:
+def write_cifar(root: Path, rng: np.random.Generator, classes: int = 10,
+                n_batch: int = 100) -> None:
     """torchvision's CIFAR-10 (``cifar-10-batches-py``) or CIFAR-100 (``cifar-100-python``)
     python pickles (protocol 2, as the originals)."""
     def batch(n):
         labels = rng.integers(0, classes, n)
-        data = (labels[:, None] * (200 // classes) + rng.integers(0, 50, (n, 3072))).astype(np.uint8)
+        data = labels[:, None] * (200 // classes) + rng.integers(0, 50, (n, 3072))
+        data = data.astype(np.uint8)
         key = "labels" if classes == 10 else "fine_labels"
         out = {"batch_label": "batch", key: labels.tolist(), "data": data}
         if classes == 100:

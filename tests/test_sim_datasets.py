@@ -240,7 +240,8 @@ def test_npz_tokens_and_errors(tmp_path, rng):
     for k in range(2):
         np.savez(tmp_path / f"c{k}.npz", x=rng.integers(0, 50 + k, (4, 7)), y=rng.integers(0, 2, 4))
     d = open_files("npz-clients", str(tmp_path))
-    assert d.vocab_size == int(max(np.load(tmp_path / f"c{k}.npz")["x"].max() for k in range(2))) + 1
+    top = max(int(np.load(tmp_path / f"c{k}.npz")["x"].max()) for k in range(2))
+    assert d.vocab_size == top + 1
     assert d.client_data([0]).x.dtype == torch.int64
     np.savez(tmp_path / "c2.npz", x=np.zeros((3, 7), np.float32), y=np.zeros(3, np.int64))
     with pytest.raises(ValueError, match="same sample shape, kind"):

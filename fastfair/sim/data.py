@@ -284,8 +284,8 @@ def digits_dataset(num_clients: int = 50, scheme: str = "dirichlet", *, seed: in
 
 def build_dataset(config: Any) -> FederatedDataset:
     """The generated data set (``synthetic`` or ``digits``) a
-    :class:`~fastfair.sim.config.SimulationConfig` names; :func:`fastfair.sim.datasets.build_dataset`
-    dispatches every name, those read from files included."""
+    :class:`~fastfair.sim.config.SimulationConfig` names;
+    :func:`fastfair.sim.datasets.build_dataset` dispatches every name, files included."""
     if config.dataset == "synthetic":
         return SyntheticDataset(config.clients, config.synthetic_alpha, config.synthetic_beta,
                                 seed=config.seed, max_samples=config.max_samples)

@@ -181,7 +181,8 @@ class ModuleModel(FlatModel):
         return super().position_loss(logits, target) if self._loss is None \
             else self._loss(logits, target)
 
-    def _views(self, flat: torch.Tensor, names: Sequence[str], first: int) -> Dict[str, torch.Tensor]:
+    def _views(self, flat: torch.Tensor, names: Sequence[str],
+               first: int) -> Dict[str, torch.Tensor]:
         """``{name: [m, *shape]}`` views of the columns of ``flat [m, sum of sizes]``."""
         sizes = self._sizes[first:first + len(names)]
         shapes = self.shapes[first:first + len(names)]

@@ -1,5 +1,6 @@
 """The models of the papers, each the default of its data set, built for the data set's sample
-shape and classes and trained batched across the cohort as :class:`~fastfair.sim.models.ModuleModel`.
+shape and classes and trained batched across the cohort as
+:class:`~fastfair.sim.models.ModuleModel`.
 
 ========================  ==================================================================
 ``femnist-cnn``           LEAF's FEMNIST CNN: two 5x5 convolutions (32, 64 channels, same

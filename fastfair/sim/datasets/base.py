@@ -5,15 +5,29 @@ up to a budget."""
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, TypeVar
 
 import numpy as np
 import torch
 
 from fastfair.sim.data import ClientBatch, FederatedDataset
+from fastfair.sim.seeding import Stream, numpy_rng
 
 SPLITS = ("train", "test")
 KINDS = ("image", "float", "tokens")
+T = TypeVar("T")
+
+
+def choose_clients(own: Sequence[T], clients: Optional[int], seed: int, what: str) -> List[T]:
+    """The clients of a data set with its own (``own``, e.g. users or files): all when
+    ``clients`` is None, else a seeded random subset of that size (``CLIENT_SUBSET`` stream) in
+    their order; ``what`` names them in the error for a size out of range."""
+    if clients is not None and not 1 <= clients <= len(own):
+        raise ValueError(f"clients must be in [1, {len(own)}], the {what}; got {clients}")
+    if clients is None or clients == len(own):
+        return list(own)
+    pick = numpy_rng(seed, Stream.CLIENT_SUBSET).choice(len(own), clients, replace=False)
+    return [own[i] for i in np.sort(pick)]
 
 
 class ClientFiles(FederatedDataset):

@@ -29,9 +29,8 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from fastfair.sim.datasets.base import ClientFiles
+from fastfair.sim.datasets.base import ClientFiles, choose_clients
 from fastfair.sim.datasets.leaf_json import LeafFile, parse_unit_pixels
-from fastfair.sim.seeding import Stream, numpy_rng
 
 LETTERS = "\n !\"&'(),-.0123456789:;>?ABCDEFGHIJKLMNOPQRSTUVWXYZ[]abcdefghijklmnopqrstuvwxyz}"
 SEQUENCE = 80
@@ -91,14 +90,8 @@ class LeafDataset(ClientFiles):
             raise ValueError(f"unknown LEAF data set {name!r}; choose from {', '.join(SHAPES)}")
         self.name, self.data_dir = name, data_dir
         self.splits = {s: LeafSplit(os.path.join(data_dir, s)) for s in ("train", "test")}
-        users = self.splits["train"].users()
-        if clients is not None and not 1 <= clients <= len(users):
-            raise ValueError(f"clients must be in [1, {len(users)}], the users of {data_dir}; "
-                             f"got {clients}")
-        if clients is not None and clients < len(users):
-            rng = numpy_rng(seed, Stream.CLIENT_SUBSET)
-            users = [users[i] for i in np.sort(rng.choice(len(users), clients, replace=False))]
-        self.users = users
+        self.users = users = choose_clients(self.splits["train"].users(), clients, seed,
+                                            f"users of {data_dir}")
         if name == "celeba":
             self.images = _image_folder(data_dir)
         shape, classes, kind, vocab, labels = SHAPES[name]

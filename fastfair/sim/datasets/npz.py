@@ -20,8 +20,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from fastfair.sim.data import split_sizes
-from fastfair.sim.datasets.base import ClientFiles
-from fastfair.sim.seeding import Stream, numpy_rng
+from fastfair.sim.datasets.base import ClientFiles, choose_clients
 
 
 def _header(zf: zipfile.ZipFile, member: str) -> Tuple[Tuple[int, ...], np.dtype]:
@@ -48,14 +47,8 @@ class NpzClients(ClientFiles):
 
     def __init__(self, data_dir: str, clients: Optional[int] = None, *, seed: int = 0,
                  cache_bytes: int = 1 << 30) -> None:
-        paths = npz_paths(data_dir)
-        if clients is not None and not 1 <= clients <= len(paths):
-            raise ValueError(f"clients must be in [1, {len(paths)}], the .npz files of "
-                             f"{data_dir}; got {clients}")
-        if clients is not None and clients < len(paths):
-            rng = numpy_rng(seed, Stream.CLIENT_SUBSET)
-            paths = [paths[i] for i in np.sort(rng.choice(len(paths), clients, replace=False))]
-        self.paths = paths
+        self.paths = paths = choose_clients(npz_paths(data_dir), clients, seed,
+                                            f".npz files of {data_dir}")
         counts: Dict[str, List[int]] = {"train": [], "test": []}
         shapes, labels, top_label, top_id = set(), set(), 0, -1
         self._own_test: List[bool] = []
