@@ -217,8 +217,13 @@ def test_vision_files_missing_say_where_and_how(tmp_path):
         open_files("cifar10", str(tmp_path), 5)
     with pytest.raises(ValueError, match="train-images-idx3-ubyte"):
         open_files("mnist", str(tmp_path), 5)
-    with pytest.raises(ValueError, match="--download uses torchvision"):
-        open_files("mnist", str(tmp_path), 5, download=True)
+    try:
+        import torchvision  # noqa: F401
+    except Exception:  # absent, or built for another torch: --download says so
+        with pytest.raises(ValueError, match="--download uses torchvision"):
+            open_files("mnist", str(tmp_path), 5, download=True)
+    else:
+        pytest.skip("torchvision imports here; --download would fetch MNIST")
 
 
 @pytest.mark.parametrize("with_test", [True, False])

@@ -178,6 +178,7 @@ class ModuleModel(FlatModel):
         self._initial = torch.cat([t.detach().reshape(-1).float() for _, t in params + buffers])
 
     def position_loss(self, logits, target):
+        """The ``loss`` given at construction, else cross-entropy."""
         return super().position_loss(logits, target) if self._loss is None \
             else self._loss(logits, target)
 

@@ -74,10 +74,6 @@ class ClientFiles(FederatedDataset):
     def num_samples(self, ids) -> np.ndarray:
         return self._counts["train"][self._check_ids(ids)]
 
-    def test_samples(self, ids) -> np.ndarray:
-        """Test-sample counts of clients ``ids`` ([m] int64 -> [m] int64)."""
-        return self._counts["test"][self._check_ids(ids)]
-
     def _client(self, split: str, k: int) -> Tuple[np.ndarray, np.ndarray]:
         key = (split, k)
         if key in self._cache:

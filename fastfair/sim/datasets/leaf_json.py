@@ -12,6 +12,7 @@ one scan of the file, so every file that is valid JSON of this shape is read cor
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import re
@@ -57,6 +58,7 @@ class LeafFile:
         self._weight = np.concatenate([[0], np.cumsum(self.num_samples + 1.0)])
         self._bytes_per_sample = (self.size - self.data_start) / self._weight[-1]
         self._offsets: Dict[int, int] = {}
+        self._known: List[int] = []          # the users of _offsets, sorted
 
     def _read(self, start: int, stop: int) -> bytes:
         with open(self.path, "rb") as f:
@@ -78,6 +80,7 @@ class LeafFile:
                 j = self.index.get(_name(chunk[quote + 1:colon])) if quote >= 0 else None
                 if j is not None and j not in self._offsets:
                     self._offsets[j] = base + brace
+                    bisect.insort(self._known, j)
                     new += 1
             colon = chunk.find(b'":', colon + 2)
         return new
@@ -88,11 +91,11 @@ class LeafFile:
             return self._offsets[i]
         window = _WINDOW
         while True:
-            below = [j for j in self._offsets if j < i]
-            above = [j for j in self._offsets if j > i]
-            lo_i, hi_i = (max(below) if below else -1), (min(above) if above else len(self.users))
-            lo = self._offsets[lo_i] + 1 if below else self.data_start + 1
-            hi = self._offsets[hi_i] if above else self.size
+            at = bisect.bisect_left(self._known, i)
+            lo_i = self._known[at - 1] if at else -1
+            hi_i = self._known[at] if at < len(self._known) else len(self.users)
+            lo = self._offsets[lo_i] + 1 if at else self.data_start + 1
+            hi = self._offsets[hi_i] if at < len(self._known) else self.size
             if lo >= hi:                            # entries out of the order of users
                 return self._scan(i)
             share = ((self._weight[i] - self._weight[lo_i + 1])
