@@ -1,5 +1,7 @@
 """Per-round cost of each rule's ``weights`` (m = 1000 sampled clients) as the population K grows,
-next to its float64 reference, with the state's bytes per client.
+next to its float64 reference, with the state's bytes per client; and one whole round
+(``weights`` + ``aggregate`` of the updates) per rule family beside the float64 reference rule
+with a NumPy aggregation.
 
 Run: ``python -m pytest bench/bench_aggregators.py -q -s`` (``-k FedMABA`` for one rule).
 AAggFF-S, cross-silo with O(K^2) state, is timed apart at K = 10, 100, 1000 with m = K.
@@ -21,14 +23,15 @@ import time
 import numpy as np
 import pytest
 
+from bench.conftest import sizes
 from fastfair import aggregators as A
 from fastfair.reference import aggregators as ref
 
-M = 1000
-ROUNDS = 30
+M = sizes(1000, 100)
+ROUNDS = sizes(30, 5)
 MAX_K = int(float(os.environ.get("FASTFAIR_BENCH_MAX_K", "1e8")))
 MAX_REF_K = int(float(os.environ.get("FASTFAIR_BENCH_MAX_REF_K", "1e7")))
-KS = [k for k in (10**3, 10**4, 10**5, 10**6, 10**7, 10**8) if k <= MAX_K]
+KS = [k for k in sizes((10**3, 10**4, 10**5, 10**6, 10**7, 10**8), (10**3,)) if k <= MAX_K]
 
 
 def _rounds(K: int, seed: int = 0):
@@ -122,12 +125,12 @@ def test_weights_per_round(floor_report, rule, K):
         return
     run = reference(K)
     ref_seconds = _best(run, rounds[:5] if dense_reference else rounds)
-    floor_report.add(case, "reference (float64 NumPy)", ref_seconds, moved)
+    floor_report.add(case, "reference (float64 NumPy)", ref_seconds, moved, reference=True)
     del run
     gc.collect()
 
 
-@pytest.mark.parametrize("K", [10, 100, 1000])
+@pytest.mark.parametrize("K", sizes([10, 100, 1000], [10]))
 def test_aaggffs_per_round(floor_report, K):
     """AAggFF-S (cross-silo, m = K): one ONS round with its exact projection, O(K^2) state; the
     reference rebuilds the QP and enumerates supports (K <= 12 only)."""
@@ -144,11 +147,12 @@ def test_aaggffs_per_round(floor_report, K):
     floor_report.add(case, "fastfair", seconds, 2 * 8 * 2 * K * K)  # H and its inverse, r + w
     if K <= 12:
         ref_seconds = min(_timed(lambda: ref.aaggffs_run(F[None])) for F in losses[:5])
-        floor_report.add(case, "reference (float64 NumPy)", ref_seconds, 2 * 8 * 2 * K * K)
+        floor_report.add(case, "reference (float64 NumPy)", ref_seconds, 2 * 8 * 2 * K * K,
+                         reference=True)
 
 
 @pytest.mark.parametrize("eps_name, eps_times_m", [("0.1/m", 0.1), ("1/m", 1.0), ("1", None)])
-@pytest.mark.parametrize("m", [10, 100, 1000])
+@pytest.mark.parametrize("m", sizes([10, 100, 1000], [10]))
 def test_fedmgda_per_round(floor_report, m, eps_name, eps_times_m):
     """FedMGDA's exact QP from a precomputed Gram matrix (the Gram itself costs O(m^2 d) more)."""
     rng = np.random.default_rng(1)
@@ -166,3 +170,112 @@ def _timed(fn) -> float:
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
+
+
+# One whole round per rule family: K clients, m sampled, D float32 parameters per update.
+FAMILY_K, FAMILY_M, FAMILY_D = sizes((10**5, 100, 10**5), (10**3, 10, 10**3))
+# One rule per family: FedAvg-like, AAggFF-D, AAggFF-S, FedMABA, q-FedAvg, TERM/AFL/PropFair
+# (AFL, the one with per-client state), FedMGDA, Fed-CVaR-Avg (its one-step form).
+FAMILIES = ["FedAvg", "AAggFF-D", "AAggFF-S", "FedMABA", "q-FedAvg", "AFL", "FedMGDA",
+            "Fed-CVaR-Avg"]
+
+
+def _fedmgda_coefficients(X64, epsilon):
+    """FedMGDA+ in float64 NumPy: the normalised Gram matrix and the enumerated QP (m <= 8)."""
+    G = X64 @ X64.T
+    inv = 1.0 / np.sqrt(np.diag(G))
+    m = G.shape[0]
+    lam = ref.fedmgda_lambda(G * inv[:, None] * inv[None, :], max(0.0, 1 / m - epsilon),
+                             min(1.0, 1 / m + epsilon))
+    return lam * inv
+
+
+def _family(name, K, X, params, X64, params64):
+    """``(fastfair round, reference round)`` of one rule family, each a function of
+    ``(ids, losses)`` that moves its own parameters (``params`` float32, ``params64``)."""
+    if name == "FedAvg":
+        n = np.random.default_rng(3).integers(10, 1000, K).astype(np.float64)
+        agg = A.FedAvg(K, num_samples=n)
+        state = {}
+
+        def reference(ids, losses):
+            params64[:] -= ref.fedavg_weights(n[ids]) @ X64
+    elif name == "AAggFF-D":
+        agg = A.AAggFFD(K)
+        state = {"G": np.zeros(K), "p": np.full(K, 1.0 / K), "t": 0}
+
+        def reference(ids, losses):
+            state["t"] += 1
+            state["G"], state["p"], q = ref.aaggffd_round(state["G"], state["p"], ids, losses,
+                                                          state["t"])
+            params64[:] -= q @ X64
+    elif name == "AAggFF-S":
+        agg = A.AAggFFS(K)
+
+        def reference(ids, losses):
+            params64[:] -= ref.aaggffs_run(losses[None])[0] @ X64
+    elif name == "FedMABA":
+        agg = A.FedMABA(K, rho=0.1)
+        state = {"log_p": np.full(K, -math.log(K))}
+
+        def reference(ids, losses):
+            c, state["log_p"] = ref.fedmaba_round(state["log_p"], ids, losses, rho=0.1)
+            params64[:] -= c @ X64
+    elif name == "q-FedAvg":
+        agg = A.QFedAvg(K, q=0.1, lipschitz=10.0)
+
+        def reference(ids, losses):
+            params64[:] = ref.qfedavg_step(params64, params64[None] - X64, losses, 0.1, 10.0)
+    elif name == "AFL":
+        agg = A.AFL(K, 0.1)
+        state = {"lam": np.full(K, 1.0 / K)}
+
+        def reference(ids, losses):
+            state["lam"], c = ref.afl_round(state["lam"], ids, losses, 0.1)
+            params64[:] -= c @ X64
+    elif name == "FedMGDA":
+        agg = A.FedMGDA(K, epsilon=0.1)
+
+        def reference(ids, losses):
+            params64[:] -= 0.1 * _fedmgda_coefficients(X64, 0.1) @ X64
+    elif name == "Fed-CVaR-Avg":
+        agg = A.FedCVaRAvg(K, 0.3, 0.1, form="fedsgd", lr_threshold=0.01)
+        state = {"t": 0.0}
+
+        def reference(ids, losses):
+            params64[:], state["t"] = ref.cvar_fedsgd_round(params64, state["t"], losses, X64,
+                                                            0.3, 0.1, 0.1, 0.01)
+    else:
+        raise ValueError(name)
+    inputs = {"updates": X} if name in ("q-FedAvg", "FedMGDA") else {}
+    step = {"lr": 0.1} if name in ("FedMGDA", "Fed-CVaR-Avg") else {}
+
+    def fast(ids, losses):
+        coef = agg.weights(ids, None if name == "FedMGDA" else losses, **inputs)
+        agg.aggregate(X, coef, base=params, **step)
+
+    return fast, reference
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_round_per_family(floor_report, family):
+    """``agg.weights`` + ``agg.aggregate(X, coef, base=params)`` (fastfair) against the rule of
+    ``fastfair.reference.aggregators`` in float64 with ``params -= coef @ X`` in NumPy.
+    AAggFF-S is cross-silo (K = m = 10); FedMGDA's enumerated reference QP takes m <= 8."""
+    K, m = FAMILY_K, FAMILY_M
+    if family == "AAggFF-S":
+        K = m = 10
+    elif family == "FedMGDA":
+        m = 8
+    rng = np.random.default_rng(4)
+    X = (rng.standard_normal((m, FAMILY_D)) * 0.01).astype(np.float32)
+    params, params64 = np.zeros(FAMILY_D, np.float32), np.zeros(FAMILY_D)
+    rounds = [(np.arange(K) if K == m else rng.choice(K, m, replace=False),
+               rng.gamma(2.0, 0.5, m)) for _ in range(sizes(10, 3))]
+    fast, reference = _family(family, K, X, params, X.astype(np.float64), params64)
+    case = f"round {family} K={K} m={m} D={FAMILY_D}"
+    # Reads the m updates and the parameters, writes the parameters.
+    moved = (m + 2) * FAMILY_D * 4
+    floor_report.add(case, "fastfair", _best(fast, rounds), moved)
+    floor_report.add(case, "reference (float64 NumPy)", _best(reference, rounds), moved,
+                     reference=True)

@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bench.conftest import best_time, gpu_time
+from bench.conftest import best_time, gpu_time, sizes
 from fastfair import ops
 
-SAMPLES = [256, 1024, 4096, 16384, 65536]
+SAMPLES = sizes([256, 1024, 4096, 16384, 65536], [256])
 SGLD_IMPLS = ["fastfair", "fastfair (no noise)", "torch eager"]
 STEP, NOISE, CLIP = 1.0, 0.01, 3.0
 
@@ -44,7 +44,7 @@ def test_sgld_step_cuda(cuda_floor_report, images, impl):
     n, x, grad = images
     x, grad = x.cuda(), grad.cuda()
     cuda_floor_report.add(f"sgld_step {n} x 3x32x32 fp32", impl, gpu_time(_sgld(impl, x, grad)),
-                          3 * x.numel() * 4)
+                          3 * x.numel() * 4, reference=impl == "torch eager")
 
 
 @pytest.mark.parametrize("impl", SGLD_IMPLS)
@@ -54,10 +54,12 @@ def test_sgld_step(benchmark, floor_report, images, impl):
     benchmark.pedantic(fn, rounds=3, iterations=1, warmup_rounds=1)
     seconds = min(best_time(fn, repeat=3), benchmark.stats.stats.min)
     # In place: read x and grad, write x.
-    floor_report.add(f"sgld_step {n} x 3x32x32 fp32", impl, seconds, 3 * x.numel() * 4)
+    floor_report.add(f"sgld_step {n} x 3x32x32 fp32", impl, seconds, 3 * x.numel() * 4,
+                     reference=impl == "torch eager")
 
 
-SERVER_CASES = [(10, 100, 3 * 32 * 32), (10, 1000, 3 * 32 * 32), (100, 1000, 3 * 32 * 32)]
+SERVER_CASES = sizes([(10, 100, 3 * 32 * 32), (10, 1000, 3 * 32 * 32), (100, 1000, 3 * 32 * 32)],
+                     [(4, 10, 3 * 8 * 8)])
 
 
 def _torch_server(x, G, e, w, beta, delta):
@@ -84,4 +86,5 @@ def test_fedevg_server_step(benchmark, floor_report, case, impl):
             _torch_server(x, G, e, w, 9.6, 0.01)
     benchmark.pedantic(fn, rounds=3, iterations=1, warmup_rounds=1)
     seconds = min(best_time(fn, repeat=3), benchmark.stats.stats.min)
-    floor_report.add(f"fedevg server m={m} M={M} D={D}", impl, seconds, (m * M * D + 2 * M * D) * 4)
+    floor_report.add(f"fedevg server m={m} M={M} D={D}", impl, seconds, (m * M * D + 2 * M * D) * 4,
+                     reference=impl == "torch eager")

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import torch
 
-from bench.conftest import best_time, gpu_time
+from bench.conftest import best_time, gpu_time, sizes
 from fastfair import ops
 
-FLAT_CASES = [(100, 10**4), (100, 10**5), (100, 10**6), (1000, 10**5)]
+FLAT_CASES = sizes([(100, 10**4), (100, 10**5), (100, 10**6), (1000, 10**5)], [(10, 10**4)])
 FLAT_IMPLS = ["fastfair", "torch (w[:,None]*X).sum(0)", "torch.mv", "numpy w @ X", "numba loop",
               "flower-style loop"]
 
@@ -89,7 +89,8 @@ def test_flat_fp32(benchmark, floor_report, flat_data, n, d, impl):
     fn = _flat_impl(impl, X, w)
     benchmark.pedantic(fn, rounds=5, iterations=1, warmup_rounds=1)
     seconds = min(best_time(fn, repeat=5), benchmark.stats.stats.min)
-    floor_report.add(f"flat fp32 N={n} D={d:.0e} (N*D={n * d:.0e})", impl, seconds, (n * d + d) * 4)
+    floor_report.add(f"flat fp32 N={n} D={d:.0e} (N*D={n * d:.0e})", impl, seconds, (n * d + d) * 4,
+                     reference=impl == "torch.mv")
 
 
 FLAT_CUDA_IMPLS = ["fastfair", "torch (w[:,None]*X).sum(0)", "torch.mv", "cupy w @ X",
@@ -123,7 +124,7 @@ def test_flat_fp32_cuda(cuda_floor_report, n, d, impl):
     w = torch.rand(n, device="cuda", generator=g) / n
     seconds = gpu_time(_flat_cuda_impl(impl, X, w))
     cuda_floor_report.add(f"flat fp32 N={n} D={d:.0e} (N*D={n * d:.0e})", impl, seconds,
-                          (n * d + d) * 4)
+                          (n * d + d) * 4, reference=impl == "torch.mv")
 
 
 def _resnet18_shapes() -> list:
@@ -139,10 +140,15 @@ def _resnet18_shapes() -> list:
 LIST_IMPLS = ["fastfair", "torch._foreach_add_", "flower-style loop"]
 
 
+def list_shapes() -> list:
+    """The list case's parameter shapes: ResNet-18-like, or four small arrays in smoke mode."""
+    return sizes(_resnet18_shapes(), [(16, 3, 3, 3), (16,), (10, 16), (10,)])
+
+
 @pytest.fixture(scope="module")
 def list_data():
-    n = 100
-    shapes = _resnet18_shapes()
+    n = sizes(100, 4)
+    shapes = list_shapes()
     total = sum(int(np.prod(s)) for s in shapes)
     gen = torch.Generator().manual_seed(0)
     clients = [[torch.rand(s, generator=gen) for s in shapes] for _ in range(n)]
@@ -172,22 +178,22 @@ def _list_impl(impl, clients, w):
 
 
 def _list_case(clients, total):
-    return f"list 100 x {total / 1e6:.1f}M params ({len(clients[0])} arrays)"
+    return f"list {len(clients)} x {total / 1e6:.1f}M params ({len(clients[0])} arrays)"
 
 
 @pytest.mark.parametrize("impl", LIST_IMPLS)
-def test_list_100_clients_11M(benchmark, floor_report, list_data, impl):
+def test_list_of_arrays(benchmark, floor_report, list_data, impl):
     clients, w, total = list_data
     fn = _list_impl(impl, clients, w)
     benchmark.pedantic(fn, rounds=3, iterations=1, warmup_rounds=1)
     floor_report.add(_list_case(clients, total), impl, benchmark.stats.stats.min,
-                     (len(clients) + 1) * total * 4)
+                     (len(clients) + 1) * total * 4, reference=impl == "torch._foreach_add_")
 
 
 @pytest.mark.parametrize("impl", LIST_IMPLS)
-def test_list_100_clients_11M_cuda(cuda_floor_report, list_data, impl):
+def test_list_of_arrays_cuda(cuda_floor_report, list_data, impl):
     clients, w, total = list_data
     clients = [[t.cuda() for t in c] for c in clients]
     cuda_floor_report.add(_list_case(clients, total), impl,
                           gpu_time(_list_impl(impl, clients, w), calls=3),
-                          (len(clients) + 1) * total * 4)
+                          (len(clients) + 1) * total * 4, reference=impl == "torch._foreach_add_")

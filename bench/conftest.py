@@ -1,20 +1,41 @@
 """Benchmark plumbing: the machine's copy bandwidth, measured in the same run as every figure,
-and a summary table printing each measured time beside its bandwidth floor.
+and a summary table printing each measured time beside its floor and its case's reference.
 
-Run: ``python -m pytest bench/ --benchmark-only`` (or one file). Every benchmark calls
-``floor_report.add(case, impl, seconds, bytes_moved)``; the table at the end shows
-``floor = bytes_moved / copy_bandwidth`` and ``ratio = seconds / floor``.
+Run: ``python -m pytest bench/ -q -s`` (or one file), or ``python -m bench run`` to also write
+the figures as JSON records (bench/tracking.py). Every benchmark calls
+``floor_report.add(case, impl, seconds, bytes_moved, reference=...)``; the table at the end shows
+``floor = bytes_moved / copy_bandwidth``, ``ratio = seconds / floor`` and the ratio to the
+case's reference (the row added with ``reference=True``: pure PyTorch where one exists).
+Implementations whose name starts with ``fastfair`` are fastfair's own code: ``python -m bench
+compare`` gates on those. ``FASTFAIR_BENCH_SMOKE=1`` (``python -m bench run --smoke``) swaps
+every size for a tiny one (see :func:`sizes`).
 """
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
-from typing import List
+from typing import Dict, List, Optional
 
 import pytest
 
 torch = pytest.importorskip("torch")
+
+SMOKE = os.environ.get("FASTFAIR_BENCH_SMOKE", "") == "1"
+
+
+def sizes(full, smoke):
+    """``smoke`` (tiny: every case in seconds, to check that the benchmarks run) when
+    ``FASTFAIR_BENCH_SMOKE=1``, else ``full``."""
+    return smoke if SMOKE else full
+
+
+def measure(benchmark, fn, rounds: int, warmup: int = 1) -> float:
+    """Minimum seconds of ``fn()`` over ``rounds`` calls, timed by pytest-benchmark (so its
+    ``--benchmark-save`` / ``--benchmark-compare`` see the case too)."""
+    benchmark.pedantic(fn, rounds=rounds, iterations=1, warmup_rounds=warmup)
+    return benchmark.stats.stats.min
 
 
 def best_time(fn, repeat: int = 7, warmup: int = 1) -> float:
@@ -64,14 +85,30 @@ def measure_copy_bandwidth(nbytes: int = 1 << 28, device: str = "cpu") -> float:
 
 
 @dataclass
+class Row:
+    """One figure: ``seconds`` of ``impl`` on ``case``, its floor (``floor_kind`` "copy": bytes
+    at the copy bandwidth of the same minutes; "compute": a measured lower bound) and whether it
+    is the case's reference."""
+
+    device: str
+    case: str
+    impl: str
+    seconds: float
+    floor: float
+    floor_kind: str
+    bandwidth: float
+    reference: bool
+
+
+@dataclass
 class FloorReport:
-    """Rows of (case, implementation, time, floor, ratio). The copy bandwidth is re-measured when
-    the last measurement is more than ``max_age`` seconds old, so that each floor comes from the
-    same minutes as the figure beside it on a shared, noisy machine."""
+    """The figures of one device. The copy bandwidth is re-measured when the last measurement is
+    more than ``max_age`` seconds old, so that each floor comes from the same minutes as the
+    figure beside it on a shared, noisy machine."""
 
     device: str = "cpu"
     max_age: float = 10.0
-    rows: List[tuple] = field(default_factory=list)
+    rows: List[Row] = field(default_factory=list)
     bandwidth: float = 0.0
     measured_at: float = -1e9
 
@@ -81,10 +118,23 @@ class FloorReport:
             self.measured_at = time.monotonic()
         return self.bandwidth
 
-    def add(self, case: str, impl: str, seconds: float, bytes_moved: int) -> None:
+    def add(self, case: str, impl: str, seconds: float, bytes_moved: int = 0, *,
+            floor_seconds: Optional[float] = None, reference: bool = False) -> None:
+        """Records ``seconds`` of ``impl`` on ``case``. The floor is ``bytes_moved`` at the copy
+        bandwidth, or ``floor_seconds`` where a measured compute floor replaces it.
+        ``reference=True`` marks the case's one same-run reference."""
+        if reference and any(r.reference for r in self.rows if r.case == case):
+            raise ValueError(f"case {case!r} already has a reference")
         bandwidth = self.current_bandwidth()
-        floor = bytes_moved / bandwidth
-        self.rows.append((case, impl, seconds, floor, seconds / floor, bandwidth))
+        if floor_seconds is None:
+            floor, kind = bytes_moved / bandwidth, "copy"
+        else:
+            floor, kind = floor_seconds, "compute"
+        self.rows.append(Row(self.device, case, impl, seconds, floor, kind, bandwidth, reference))
+
+    def reference_seconds(self) -> Dict[str, float]:
+        """Case -> seconds of its reference row."""
+        return {r.case: r.seconds for r in self.rows if r.reference}
 
 
 _REPORT: List[FloorReport] = []
@@ -108,14 +158,39 @@ def cuda_floor_report() -> FloorReport:
     return report
 
 
-def pytest_terminal_summary(terminalreporter):
+def records() -> List[dict]:
+    """Every figure of this session as a plain record: ``case``, ``impl``, ``device``,
+    ``seconds``, ``floor_seconds``, ``floor_kind``, ``ratio_to_floor``, ``reference`` (the
+    case's reference implementation, or None), ``ratio_to_reference`` (None without one),
+    ``fastfair`` (fastfair's own code) and ``copy_bandwidth`` (bytes/s)."""
+    out = []
     for report in _REPORT:
-        tr = terminalreporter
+        refs = report.reference_seconds()
+        names = {r.case: r.impl for r in report.rows if r.reference}
+        for r in report.rows:
+            out.append({"case": r.case, "impl": r.impl, "device": r.device,
+                        "seconds": r.seconds, "floor_seconds": r.floor, "floor_kind": r.floor_kind,
+                        "ratio_to_floor": r.seconds / r.floor, "reference": names.get(r.case),
+                        "ratio_to_reference": (r.seconds / refs[r.case] if r.case in refs
+                                               else None),
+                        "fastfair": r.impl.startswith("fastfair"),
+                        "copy_bandwidth": r.bandwidth})
+    return out
+
+
+def pytest_terminal_summary(terminalreporter):
+    tr = terminalreporter
+    for report in _REPORT:
+        refs = report.reference_seconds()
         where = torch.cuda.get_device_name() if report.device == "cuda" else "CPU"
-        tr.write_sep("=", f"{where}: time vs copy floor (floor = bytes read + written / torch "
-                          "copy_ bandwidth measured within 10 s of the figure)")
-        tr.write_line(f"{'case':<44} {'implementation':<26} {'time':>11} {'floor':>11} "
-                      f"{'ratio':>7} {'copy GB/s':>10}")
-        for case, impl, secs, floor, ratio, bandwidth in report.rows:
-            tr.write_line(f"{case:<44} {impl:<26} {secs * 1e3:>9.3f}ms {floor * 1e3:>9.3f}ms "
-                          f"{ratio:>7.2f} {bandwidth / 1e9:>10.2f}")
+        tr.write_sep("=", f"{where}: time vs floor (copy: bytes read + written / torch copy_ "
+                          "bandwidth measured within 10 s of the figure; compute: measured) "
+                          "and vs the case's reference (*)")
+        tr.write_line(f"{'case':<44} {'implementation':<30} {'time':>11} {'floor':>13} "
+                      f"{'ratio':>7} {'vs ref':>7} {'copy GB/s':>10}")
+        for r in report.rows:
+            vs_ref = f"{r.seconds / refs[r.case]:>7.2f}" if r.case in refs else f"{'':>7}"
+            impl = f"{r.impl} *" if r.reference else r.impl
+            floor = f"{r.floor * 1e3:.3f}ms" + ("" if r.floor_kind == "copy" else " c")
+            tr.write_line(f"{r.case:<44} {impl:<30} {r.seconds * 1e3:>9.3f}ms {floor:>13} "
+                          f"{r.seconds / r.floor:>7.2f} {vs_ref} {r.bandwidth / 1e9:>10.2f}")

@@ -7,6 +7,8 @@ hand it, so that results come back in the caller's own framework.
 
 from __future__ import annotations
 
+import math
+import operator
 import sys
 from typing import Any, Optional, Sequence
 
@@ -101,10 +103,12 @@ def _host(values: Any, name: str) -> Any:
     return values
 
 
-def float64_like(values: Any, like: Any, name: str) -> Any:
+def float64_like(values: Any, like: Any, name: str, *, vector: bool = False) -> Any:
     """``values`` (any sequence or array) as a contiguous float64 1-D array on ``like``'s device.
 
     CPU results are NumPy arrays; CUDA results stay in ``like``'s framework (no host round trip).
+    Any shape is flattened, except that ``vector=True`` asks for at most one axis (ValueError
+    naming ``name`` otherwise).
     """
     if is_cuda(like):
         kind = framework(like)
@@ -112,14 +116,69 @@ def float64_like(values: Any, like: Any, name: str) -> Any:
             import torch
 
             v = values if isinstance(values, torch.Tensor) else torch.as_tensor(values)
-            return v.detach().to(device=like.device, dtype=torch.float64).contiguous().reshape(-1)
-        if kind == "cupy":
+            v = v.detach().to(device=like.device, dtype=torch.float64).contiguous()
+        elif kind == "cupy":
             import cupy
 
             with like.device:
-                return cupy.ascontiguousarray(cupy.asarray(values, dtype=cupy.float64).reshape(-1))
-        raise TypeError(f"{name}: cannot convert for a CUDA array of type {type(like).__name__}")
-    return np.ascontiguousarray(np.asarray(_host(values, name), dtype=np.float64)).reshape(-1)
+                v = cupy.ascontiguousarray(cupy.asarray(values, dtype=cupy.float64))
+        else:
+            raise TypeError(f"{name}: cannot convert for a CUDA array of type "
+                            f"{type(like).__name__}")
+    else:
+        v = np.ascontiguousarray(numpy_array(values, name, np.float64))
+    if vector and len(v.shape) > 1:
+        raise ValueError(f"{name} must have shape [m] (one axis); got shape {tuple(v.shape)}")
+    return v.reshape(-1)
+
+
+def _bound(value: int) -> str:
+    """A range bound as text: 2^k for powers of two from 2^16 on."""
+    if value >= 2 ** 16 and value & (value - 1) == 0:
+        return f"2^{value.bit_length() - 1}"
+    return str(value)
+
+
+def integer(value: Any, name: str, low: int, high: int) -> int:
+    """``value`` as an int in ``[low, high)``: TypeError naming ``name`` for anything that is not an
+    integer (floats are refused, not truncated; so are bools), ValueError naming the range. Python,
+    NumPy and 0-d integer tensors pass (anything with ``__index__``)."""
+    if isinstance(value, (bool, np.bool_)) or not hasattr(type(value), "__index__"):
+        raise TypeError(f"{name} must be an integer; got {type(value).__name__} {value!r}")
+    v = operator.index(value)
+    if not low <= v < high:
+        raise ValueError(f"{name} must be in [{_bound(low)}, {_bound(high)}); got {v}")
+    return v
+
+
+def real(value: Any, name: str, *, finite: bool = True) -> float:
+    """``value`` (a Python, NumPy or 0-d array number) as a float: TypeError naming ``name`` for
+    strings, None, sequences and complex numbers; ValueError for NaN/inf when ``finite``."""
+    if (isinstance(value, (str, bytes, complex, np.complexfloating))
+            or not hasattr(value, "__float__")):
+        raise TypeError(f"{name} must be a real number; got {type(value).__name__} {value!r}")
+    try:
+        v = float(value)
+    except (TypeError, ValueError):  # arrays of more than one element
+        raise TypeError(f"{name} must be a real number; got {type(value).__name__} with shape "
+                        f"{tuple(getattr(value, 'shape', ()))}") from None
+    if finite and not math.isfinite(v):
+        raise ValueError(f"{name} must be finite; got {v}")
+    return v
+
+
+def numpy_array(values: Any, name: str, dtype: Any = None) -> np.ndarray:
+    """``np.asarray(values, dtype)`` with errors that name ``name``: ragged nested sequences and
+    entries that are not numbers."""
+    try:
+        return np.asarray(_host(values, name), dtype=dtype)
+    except ValueError as exc:
+        if "inhomogeneous" in str(exc) or "sequence" in str(exc):
+            raise ValueError(f"{name} must be a rectangular array or a flat sequence of numbers; "
+                             "got nested sequences of different lengths") from None
+        raise TypeError(f"{name} must hold numbers; {exc}") from None
+    except TypeError as exc:
+        raise TypeError(f"{name} must hold numbers; {exc}") from None
 
 
 def framework_or_none(x: Any) -> Optional[str]:
@@ -193,7 +252,7 @@ def int64_like(values: Any, like: Any, name: str) -> Any:
                     raise TypeError(f"{name} must hold integer ids; got {v.dtype}")
                 return cupy.ascontiguousarray(v.astype(cupy.int64))
         raise TypeError(f"{name}: cannot convert for a CUDA array of type {type(like).__name__}")
-    arr = np.asarray(_host(values, name))
+    arr = numpy_array(values, name)
     if arr.size and arr.dtype.kind not in "iu":
         raise TypeError(f"{name} must hold integer ids; got {arr.dtype}")
     return np.ascontiguousarray(arr, dtype=np.int64)

@@ -68,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--rounds", type=int, default=d.rounds)
     g.add_argument("--dataset", choices=DATASETS,
                    help=f"default {d.dataset}; digits for " + ", ".join(METHODS) + "; all but "
-                        "synthetic and digits are read from --data-dir (see the README)")
+                        "synthetic, grouped and digits are read from --data-dir (see the README)")
     g.add_argument("--data-dir", metavar="DIR",
                    help="the folder of a data set's files in their standard format")
     g.add_argument("--download", action="store_true",
@@ -78,7 +78,13 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--synthetic-alpha", type=float, default=d.synthetic_alpha)
     g.add_argument("--synthetic-beta", type=float, default=d.synthetic_beta)
     g.add_argument("--max-samples", type=int, default=d.max_samples,
-                   help="cap on a synthetic client's samples")
+                   help="cap on a synthetic or grouped client's samples")
+    g.add_argument("--groups", type=int, default=d.groups,
+                   help="grouped: latent client groups (each a shift of a common model)")
+    g.add_argument("--group-power", type=float, default=d.group_power,
+                   help="grouped: group g holds a share proportional to (g + 1)^-power")
+    g.add_argument("--group-shift", type=float, default=d.group_shift,
+                   help="grouped: how far each group's model and features move")
     g.add_argument("--partition", choices=PARTITIONS, default=d.partition,
                    help="how digits and the vision data sets are split across clients")
     g.add_argument("--dirichlet-alpha", type=float, default=d.dirichlet_alpha)
@@ -111,6 +117,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="save a checkpoint every N rounds (0: never)")
     g.add_argument("--resume", type=Path, metavar="DIR", help="continue the run saved in DIR")
     g.add_argument("--quiet", action="store_true", help="no progress bar")
+    g = p.add_argument_group("execution")
+    g.add_argument("--device", default=d.device,
+                   help="cpu, cuda or cuda:N: where the model, the cohort's data and training "
+                        "live (under torchrun with cuda, each process uses GPU LOCAL_RANK)")
+    g.add_argument("--threads", type=int, default=1,
+                   help="torch and fastfair kernel threads per process (1 does not collapse on "
+                        "a busy machine; raise it for large models on idle cores)")
     sub.add_parser("rules", help="list every rule, server optimizer and method with its options",
                    description="Lists every rule and server optimizer with its options and "
                                "defaults, and the methods (their options: --rule-option).")
@@ -144,7 +157,8 @@ def _experiment(args: argparse.Namespace, dist: Any) -> Any:
     from fastfair.sim.report import parse_rules
 
     if args.resume is not None:
-        return Experiment.resume(args.resume, progress=not args.quiet, dist=dist)
+        return Experiment.resume(args.resume, progress=not args.quiet, dist=dist,
+                                 threads=args.threads)
     if args.rule and args.compare:
         raise ValueError("pass --rule or --compare, not both")
     rules = [args.rule] if args.rule else list(parse_rules(args.compare or ",".join(DEFAULT_RULES)))
@@ -152,7 +166,8 @@ def _experiment(args: argparse.Namespace, dist: Any) -> Any:
     config = SimulationConfig(
         dataset=dataset, clients=_clients(args, dataset), per_round=args.per_round,
         rounds=args.rounds, seed=args.seed, synthetic_alpha=args.synthetic_alpha,
-        synthetic_beta=args.synthetic_beta, max_samples=args.max_samples,
+        synthetic_beta=args.synthetic_beta, max_samples=args.max_samples, groups=args.groups,
+        group_power=args.group_power, group_shift=args.group_shift,
         partition=args.partition, dirichlet_alpha=args.dirichlet_alpha,
         classes_per_client=args.classes_per_client, data_dir=args.data_dir,
         download=args.download, model=args.model, hidden=args.hidden,
@@ -162,10 +177,10 @@ def _experiment(args: argparse.Namespace, dist: Any) -> Any:
         server_options=_options(args.server_option, "--server-option"),
         availability=args.availability,
         availability_options=_options(args.availability_option, "--availability-option"),
-        eval_every=args.eval_every, eval_clients=args.eval_clients)
+        eval_every=args.eval_every, eval_clients=args.eval_clients, device=args.device)
     return Experiment(config, rules, _rule_options(args.rule_option, rules),
                       out=args.out or _fresh_folder(), checkpoint_every=args.checkpoint_every,
-                      progress=not args.quiet, dist=dist)
+                      progress=not args.quiet, dist=dist, threads=args.threads)
 
 
 def _clients(args: argparse.Namespace, dataset: str) -> int:
@@ -185,7 +200,7 @@ def simulate(args: argparse.Namespace) -> int:
     """``fastfair simulate``: runs the experiment and prints its summary table."""
     from fastfair.sim.distributed import Distributed
 
-    dist = Distributed.from_environment()
+    dist = Distributed.from_environment(_device(args))
     try:
         experiment = _experiment(args, dist)
         lead = dist.rank == 0
@@ -207,11 +222,21 @@ def simulate(args: argparse.Namespace) -> int:
         dist.close()
 
 
+def _device(args: argparse.Namespace) -> str:
+    """The device of the run: ``--device``, or the saved run's when resuming."""
+    if args.resume is None:
+        return args.device
+    try:
+        return json.loads((args.resume / "config.json").read_text())["config"]["device"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "cpu"  # Experiment.resume reports what is wrong with the folder
+
+
 def _given(args: argparse.Namespace):
     """(given, default) for every run option of ``simulate`` other than --resume and --quiet."""
     defaults = _parser().parse_args(["simulate"])
     for name, value in vars(args).items():
-        if name not in ("resume", "quiet", "command"):
+        if name not in ("resume", "quiet", "command", "threads"):
             yield value, getattr(defaults, name)
 
 

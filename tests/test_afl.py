@@ -78,3 +78,50 @@ def test_previous_all_zero_falls_back_to_uniform():
 def test_hyperparameter_errors(kwargs, message):
     with pytest.raises(ValueError, match=message):
         A.AFL(5, **kwargs)
+
+
+def test_initial_lambda_reference_code_hand_computed():
+    # K = 20, gamma = 0.1. Round 1 (ids 0..4, F = 0.1 .. 0.5): both starts are shifts of each
+    # other and the projection ignores a shift: lambda_S = (0.18, 0.19, 0.20, 0.21, 0.22).
+    K, gamma = 20, 0.1
+    r1 = (np.arange(5), [0.1, 0.2, 0.3, 0.4, 0.5])
+    # Round 2: client 5 is fresh (still at lambda0), beside four that moved; equal losses (a
+    # shift). Uniform: v = (0.18, 0.19, 0.20, 0.21, 0.05), sum 0.83, each + 0.034.
+    # Reference code, lambda0 = C = m/K = 0.25: v = (.., 0.25), sum 1.03, each - 0.006.
+    # With the nominal C = 0.3: v = (.., 0.30), sum 1.08, each - 0.016.
+    r2 = ([0, 1, 2, 3, 5], [0.3] * 5)
+    moved = np.array([0.18, 0.19, 0.20, 0.21])
+    for kwargs, fresh, shift in [({}, 0.05, 0.034),
+                                 ({"initial_lambda": "reference_code"}, 0.25, -0.006),
+                                 ({"initial_lambda": "reference_code", "sample_prob": 0.3}, 0.3,
+                                  -0.016)]:
+        agg = A.AFL(K, gamma, **kwargs)
+        assert_rule_close(agg.weights(*r1), [0.18, 0.19, 0.20, 0.21, 0.22], "golden")
+        assert_rule_close(agg.lam[5:], np.full(K - 5, fresh), "golden")
+        assert_rule_close(agg.weights(*r2), np.append(moved, fresh) + shift, "golden")
+        prev = A.AFL(K, gamma, coefficients="previous", **kwargs)
+        prev.weights(*r1)
+        assert_rule_close(prev.weights(*r2), np.append(moved, fresh) / (moved.sum() + fresh),
+                          "golden")
+
+
+def test_initial_lambda_options_are_checked():
+    with pytest.raises(ValueError, match="initial_lambda"):
+        A.AFL(5, initial_lambda="C")
+    with pytest.raises(ValueError, match="sample_prob only sets"):
+        A.AFL(5, sample_prob=0.2)
+    with pytest.raises(ValueError, match="sample_prob"):
+        A.AFL(5, initial_lambda="reference_code", sample_prob=0.0)
+
+
+def test_state_dict_without_the_newer_options_loads_at_their_defaults():
+    old = A.AFL(6, 0.2)
+    old.weights([0, 1, 2], [0.1, 0.5, 0.2])
+    sd = old.state_dict()
+    for key in ("initial_lambda", "sample_prob"):
+        del sd["config"][key]
+    fresh = A.AFL(6, 0.2)
+    fresh.load_state_dict(sd)
+    np.testing.assert_array_equal(fresh.lam, old.lam)
+    with pytest.raises(ValueError, match="initial_lambda"):
+        A.AFL(6, 0.2, initial_lambda="reference_code").load_state_dict(sd)

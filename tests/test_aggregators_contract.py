@@ -1,10 +1,12 @@
 """The common contract, checked for every rule: bad round inputs raise an error naming the
-argument and leave the state exactly as before; state_dict round trips continue identically;
-results come back in the framework of the inputs."""
+argument and leave the state exactly as before; state_dict round trips continue identically; a
+state that fails any check of its values is refused whole; results come back in the framework of
+the inputs."""
 
 from __future__ import annotations
 
 import copy
+import re
 
 import numpy as np
 import pytest
@@ -47,6 +49,7 @@ RULES = {
                                                  initial_p="reference_code"), lambda m: {}),
     "AFL": (lambda: A.AFL(K, 0.5), lambda m: {}),
     "AFL-previous": (lambda: A.AFL(K, 0.5, coefficients="previous"), lambda m: {}),
+    "AFL-reference_code": (lambda: A.AFL(K, 0.5, initial_lambda="reference_code"), lambda m: {}),
 }
 
 
@@ -105,6 +108,10 @@ BAD_CALLS = [
     ("count mismatch", lambda ex: (([0, 1, 2], [0.1, 0.2, 0.3]),
                                    {**ex(3), "num_samples": [1.0, 2.0]}), "num_samples has 2"),
     ("2-D ids", lambda ex: ((np.array([[0, 1]]), [0.1, 0.2]), ex(2)), "client_ids must be 1-D"),
+    ("ragged ids", lambda ex: (([[0, 1], [2]], [0.1, 0.2, 0.3]), ex(3)),
+     r"client_ids must be an array .* got a ragged nested sequence"),
+    ("ragged losses", lambda ex: (([0, 1, 2], [[0.1], [0.2, 0.3]]), ex(3)),
+     "losses must be an array .* ragged"),
 ]
 
 
@@ -184,6 +191,107 @@ def test_bad_rule_inputs_leave_state_untouched(name, kwargs, message):
     with pytest.raises(ValueError, match=message):
         agg.weights([0, 1, 2], [0.1, 0.2, 0.3], **kwargs)
     _assert_same_state(before, agg.state_dict())
+
+
+def test_every_registered_rule_is_covered():
+    assert {factory().name for factory, _ in RULES.values()} == set(A.RULES)
+    keys = {k for factory, _ in RULES.values() for k in factory().state_dict()["state"]}
+    assert set(INVALID) <= keys
+
+
+def _first(value, x):
+    out = np.array(value, dtype=np.float64, copy=True)
+    out.flat[0] = x
+    return out
+
+
+# Values a state key must refuse beyond the checks of every key (finite, type, shape).
+INVALID = {
+    "num_samples": [("negative", lambda v: _first(v, -1.0))],
+    "eta": [("negative", lambda v: -1.0)],
+    "lam": [("negative", lambda v: _first(v, -0.1))],
+    "ons_p": [("negative", lambda v: _first(v, -0.1)), ("off the simplex", lambda v: 2.0 * v)],
+    "ons_pending_c": [("negative", lambda v: -1.0 - v)],
+    "ons_H": [("not positive definite", lambda v: -v),
+              ("not symmetric", lambda v: v + np.triu(np.ones_like(v), 1))],
+}
+
+
+def _corruptions(key, value):
+    """``(label, value)`` pairs that ``load_state_dict`` must refuse for state key ``key``."""
+    if key == "round":
+        yield from [("nan", float("nan")), ("float", 2.5), ("negative", -1), ("bool", True),
+                    ("string", "abc"), ("list", [1])]
+    elif isinstance(value, np.ndarray):
+        yield from [("nan", _first(value, np.nan)), ("inf", _first(value, np.inf)),
+                    ("string", "abc"), ("strings", value.astype(str)), ("None", None),
+                    ("shape", np.append(value.reshape(-1), 0.0)), ("ragged", [[0.0], [0.0, 1.0]])]
+    else:
+        yield from [("nan", float("nan")), ("inf", float("inf")), ("string", "abc"),
+                    ("bool", True), ("None", None), ("shape", np.zeros(2))]
+    for label, make in INVALID.get(key, ()):
+        yield label, make(value)
+
+
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_load_checks_every_state_value_and_changes_nothing_on_failure(name):
+    factory, extra = RULES[name]
+    agg, other = factory(), factory()
+    _play(agg, extra, 3, seed=7)
+    _play(other, extra, 5, seed=8)  # a valid state whose every value differs from agg's
+    before = _snapshot(agg)
+    valid = other.state_dict()
+    for key, value in valid["state"].items():
+        for label, bad in _corruptions(key, value):
+            sd = copy.deepcopy(valid)
+            sd["state"][key] = bad
+            with pytest.raises((ValueError, TypeError), match=re.escape(f"state[{key!r}]")):
+                agg.load_state_dict(sd)
+            _assert_same_state(before, agg.state_dict())
+    agg.load_state_dict(valid)
+    _assert_same_state(valid, agg.state_dict())
+
+
+def _stepped_optimizer(cls, steps, seed):
+    opt = cls(lr=0.1)
+    rng = np.random.default_rng(seed)
+    params = [np.zeros((2, 3)), np.zeros(4)]
+    for _ in range(steps):
+        opt.step(params, [rng.standard_normal(p.shape) for p in params])
+    return opt
+
+
+def _buffer_corruptions(key, value, state):
+    """``(label, value)`` pairs a server optimiser's ``load_state_dict`` must refuse."""
+    if key == "steps":
+        yield from _corruptions("round", value)
+        return
+    yield from [("nan", [_first(value[0], np.nan), *value[1:]]),
+                ("inf", [value[0], _first(value[1], -np.inf)]), ("string", "abc"),
+                ("list of strings", ["abc", "def"]), ("integers", [v.astype(int) for v in value])]
+    if key == "exp_avg_sq":
+        yield "negative", [_first(value[0], -1.0), *value[1:]]
+    if len(state) > 2:  # several buffers: each must match the others
+        yield "None beside lists", None
+        yield "fewer arrays", value[:1]
+        yield "shape", [np.zeros(5), *value[1:]]
+
+
+@pytest.mark.parametrize("name", sorted(A.SERVER_OPTIMIZERS))
+def test_optimizer_load_checks_every_state_value_and_changes_nothing_on_failure(name):
+    cls = A.SERVER_OPTIMIZERS[name]
+    opt, other = _stepped_optimizer(cls, 2, seed=0), _stepped_optimizer(cls, 3, seed=1)
+    before = _snapshot(opt)
+    valid = other.state_dict()
+    for key, value in valid["state"].items():
+        for label, bad in _buffer_corruptions(key, value, valid["state"]):
+            sd = copy.deepcopy(valid)
+            sd["state"][key] = bad
+            with pytest.raises((ValueError, TypeError), match=r"state(\[|\b)"):
+                opt.load_state_dict(sd)
+            _assert_same_state(before, opt.state_dict())
+    opt.load_state_dict(valid)
+    _assert_same_state(valid, opt.state_dict())
 
 
 def test_load_rejects_wrong_state_shape():

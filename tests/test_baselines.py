@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from fastfair import ops
-from fastfair.aggregators import (TERM, FairAvg, FedAdagrad, FedAdam, FedAvg, FedAvgM, FedMABA,
-                                  FedMGDA, FedProx, FedYogi, PropFair, QFedAvg)
+from fastfair.aggregators import (SGD, TERM, FairAvg, FedAdagrad, FedAdam, FedAvg, FedAvgM,
+                                  FedMABA, FedMGDA, FedProx, FedYogi, PropFair, QFedAvg)
 from fastfair.aggregators.fedmgda import min_norm_box_qp
 from fastfair.reference import aggregators as ref
 from tests.tolerances import assert_rule_close
@@ -74,6 +74,42 @@ def test_qfedavg_step_matches_reference(rng, q):
                                                                updates=lists), coef)
 
 
+def _authors_qfedavg_step(w, local, losses, q, lr, server_lr):
+    """The AAggFF authors' q-FedAvg server update, written as their code computes it
+    (QfedavgServer with lipschitz = server_lr / lr; QfedavgOptimizer.accumulate and step), for
+    parameters given as lists of layers."""
+    lipschitz = server_lr / lr
+    grad = [np.zeros_like(p) for p in w]
+    denominator = 0.0
+    for layers, loss in zip(local, losses):
+        local_delta = [(p - l) * lipschitz for p, l in zip(w, layers)]
+        for g, d in zip(grad, local_delta):
+            g += d * loss ** q
+        delta_norm = sum(float((d ** 2).sum()) for d in local_delta)
+        denominator += delta_norm * loss ** (q - 1) * q + loss ** q * lipschitz
+    return [p - g / denominator * server_lr for p, g in zip(w, grad)]
+
+
+@pytest.mark.parametrize("q", [0.0, 0.5, 2.0])
+def test_qfedavg_reproduces_the_authors_update(rng, q):
+    lr, server_lr = 0.05, 0.3
+    w = [rng.standard_normal((3, 4)), rng.standard_normal(5)]
+    local = [[p + 0.1 * rng.standard_normal(p.shape) for p in w] for _ in range(4)]
+    losses = rng.gamma(2.0, 0.5, 4)
+    expected = _authors_qfedavg_step(w, local, losses, q, lr, server_lr)
+    updates = [[p - l for p, l in zip(w, layers)] for layers in local]
+    agg = QFedAvg(10, q=q, lipschitz=server_lr / lr)
+    coef = agg.weights([7, 1, 4, 2], losses, updates=updates)
+    # through aggregate(lr=server_lr) ...
+    params = [p.copy() for p in w]
+    agg.aggregate(updates, coef, base=params, lr=server_lr)
+    # ... and through the server optimiser SGD(lr=server_lr)
+    stepped = SGD(lr=server_lr).step([p.copy() for p in w], agg.aggregate(updates, coef))
+    for a, b, e in zip(params, stepped, expected):
+        assert_rule_close(a, e)
+        assert_rule_close(b, e)
+
+
 def test_qfedavg_eg_form_and_errors():
     agg = QFedAvg(4, q=2.0, form="eg", num_samples=[1, 2, 3, 4])
     assert_rule_close(agg.weights([0, 3], [2.0, 1.0]), [0.5, 0.5], "golden")
@@ -127,6 +163,46 @@ def test_propfair_weights_and_client_loss(rng):
     out.sum().backward()
     np.testing.assert_allclose(xs.grad.numpy()[:3], 1.0 / (5.0 - np.array(cohort[:3])), rtol=1e-14)
     np.testing.assert_allclose(xs.grad.numpy()[3:], [0.2, 0.2], rtol=1e-15)
+
+
+# ----------------------------------------------------------------------------- any magnitude
+
+HUGE = [1e308, 1e308, 0.5e308]  # their sum overflows float64
+
+
+@pytest.mark.parametrize("make, losses, expected", [
+    (lambda n: FedAvg(5, num_samples=n), None, [0.4, 0.4, 0.2]),
+    (lambda n: FedProx(5, num_samples=n), None, [0.4, 0.4, 0.2]),
+    (lambda n: PropFair(5, num_samples=n), None, [0.4, 0.4, 0.2]),
+    (lambda n: TERM(5, 0.0, num_samples=n), [1.0, 2.0, 3.0], [0.4, 0.4, 0.2]),
+    # n_k / (M - F_k) = (1, 1, 0.5) e308 / (0.1, 0.05, 0.1)
+    (lambda n: PropFair(5, M=0.2, num_samples=n, weighting="eg"), [0.1, 0.15, 0.1],
+     [2 / 7, 4 / 7, 1 / 7]),
+    # n_k F_k^q = (1, 1, 0.5) e308 * (1, 2, 2)
+    (lambda n: QFedAvg(5, q=1.0, num_samples=n, form="eg"), [1.0, 2.0, 2.0], [0.25, 0.5, 0.25]),
+])
+def test_count_weights_of_any_magnitude(make, losses, expected):
+    assert_rule_close(make(np.array(HUGE + [1.0, 1.0])).weights([0, 1, 2], losses), expected,
+                      "golden")
+    # per-round counts, and the same counts scaled down to ordinary sizes
+    assert_rule_close(make(None).weights([3, 4, 0], losses, num_samples=HUGE), expected, "golden")
+    assert_rule_close(make(None).weights([3, 4, 0], losses, num_samples=[2.0, 2.0, 1.0]),
+                      expected, "golden")
+
+
+def test_fedavg_weights_are_exact_at_ordinary_sizes(rng):
+    n = rng.integers(0, 10**6, 1000).astype(float)
+    np.testing.assert_array_equal(FedAvg(1000, num_samples=n).weights(np.arange(1000)),
+                                  n / n.sum())
+
+
+def test_eg_responses_that_overflow():
+    # q-FedAvg: F^q overflows float64 (1000^200), its weights do not: (1/10)^200 and 1.
+    c = QFedAvg(3, q=200.0, form="eg").weights([0, 1], [100.0, 1000.0])
+    assert c[1] == 1.0 and c[0] == pytest.approx(1e-200, rel=1e-12)
+    # TERM: tilt * F itself overflows: the weights are undefined, and the error says why.
+    with pytest.raises(ValueError, match=r"tilt \* losses overflows float64 at position 1"):
+        TERM(3, 1e308).weights([0, 1], [1.0, 2.0])
 
 
 # ----------------------------------------------------------------------------- FedMGDA

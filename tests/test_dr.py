@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -120,6 +121,82 @@ def test_errors_leave_state_unchanged():
         ops.dr_gradient([], np.zeros(0, dtype=np.int64), np.ones(5) / 5, sample_prob=0.2)
     with pytest.raises(ValueError, match="float64"):
         ops.dr_lazy_step(np.zeros(5, dtype=np.float32), [0], [0.1], sample_prob=0.4, eta=1.0)
+    # Ragged or two-axis ids/responses, outputs named as the caller passed them (out).
+    with pytest.raises(ValueError, match="ids must be a rectangular array or a flat sequence"):
+        ops.dr_lazy_step(D, [[0, 1], [2]], [0.1, 0.2, 0.3], sample_prob=0.4, eta=1.0)
+    with pytest.raises(ValueError, match=r"ids must have shape \[m\]; got shape \(2, 1\)"):
+        ops.dr_lazy_step(D, [[0], [1]], [0.1, 0.2], sample_prob=0.4, eta=1.0)
+    with pytest.raises(ValueError, match="responses must be a rectangular array or a flat"):
+        ops.dr_lazy_step(D, [0, 1], [[0.1], [0.2, 0.3]], sample_prob=0.4, eta=1.0)
+    with pytest.raises(ValueError, match=r"out must have shape \[2\]"):
+        ops.dr_lazy_step(D, [0, 1], [0.1, 0.2], sample_prob=0.4, eta=1.0, out=np.zeros(3))
+    with pytest.raises(ValueError, match=r"out must have shape \[5\]"):
+        ops.dr_gradient([0.1], [0], np.ones(5) / 5, sample_prob=0.2, out=np.zeros(4))
+    with pytest.raises(TypeError, match="eta must be a real number"):
+        ops.dr_lazy_step(D, [0, 1], [0.1, 0.2], sample_prob=0.4, eta=None)
+    np.testing.assert_array_equal(D, np.zeros(5))
+
+
+def exact_dense(r, ids, p, c, variant="paper"):
+    """The DR gradient in exact rational arithmetic (fractions), rounded once at the end."""
+    r, p, c = [Fraction(v) for v in r], [Fraction(v) for v in p], Fraction(c)
+    rbar = sum(r) / len(r)
+    rhat = [rbar] * len(p)
+    for j, i in enumerate(ids):
+        rhat[i] = (rbar if variant == "paper" else 0) + (r[j] - rbar) / c
+    den = 1 + rbar * sum(p)
+    s = sum(pi * (rh - rbar) for pi, rh in zip(p, rhat))
+    return np.array([float(-rh / den + rbar * s / den ** 2) for rh in rhat])
+
+
+@pytest.mark.parametrize("variant", ["paper", "reference_code"])
+def test_huge_responses_are_exact(rng, variant):
+    """The gradient stays bounded as the responses grow; it used to overflow to NaN from 1e154
+    (the dense form's rbar * s) or 1e308 (the lazy form's (r - rbar) / C) and corrupt D."""
+    for _ in range(50):
+        K = int(rng.integers(1, 9))
+        m = int(rng.integers(1, K + 1))
+        ids = rng.choice(K, m, replace=False)
+        r = rng.uniform(0, 1, m) * 10.0 ** rng.uniform(0, 308)
+        p = rng.dirichlet(np.ones(K))
+        c = float(rng.uniform(0.05, 1.0))
+        g = ops.dr_gradient(r, ids, p, sample_prob=c, variant=variant)
+        np.testing.assert_allclose(g, exact_dense(r, ids, p, c, variant), rtol=1e-12, atol=1e-300)
+        # The lazy step's delta is the sampled part of the same gradient: D = -delta from zero.
+        D = np.zeros(K)
+        ops.dr_lazy_step(D, ids, r, sample_prob=c, eta=0.5, variant=variant, prior_mass=p.sum())
+        want = exact_dense(r, ids, p, c, variant)
+        np.testing.assert_allclose(D[ids] - D[ids][0], (want[ids] - want[ids][0]), rtol=1e-9,
+                                   atol=1e-12 * np.abs(want).max())
+    D = np.zeros(10)
+    q = ops.dr_lazy_step(D, [3, 4], [1e308, 0.0], sample_prob=0.2, eta=0.5)
+    np.testing.assert_allclose(D[3:5], [-5.0, 5.0], rtol=1e-15)  # (r - rbar) / (C rbar)
+    np.testing.assert_allclose(q, reference.softmax(np.array([-5.0, 5.0]), -0.5), rtol=1e-15)
+
+
+def test_rejected_rounds_change_nothing():
+    D = np.linspace(-1, 1, 6)
+    before = D.copy()
+    # 1 + mean(r) * mass <= 0: the log in AAggFF's loss is undefined.
+    with pytest.raises(ValueError, match=r"1 \+ mean\(responses\) \* prior_mass must be positive"):
+        ops.dr_lazy_step(D, [0, 1], [-3.0, 1.0], sample_prob=0.5, eta=1.0)
+    with pytest.raises(ValueError, match=r"mean\(responses\) \* sum\(p\) must be positive"):
+        ops.dr_gradient([-5.0, 1.0], [0, 1], np.full(6, 1 / 6), sample_prob=0.5)
+    # rbar = 0 with a huge spread: delta = (r - rbar) / C really is beyond float64.
+    with pytest.raises(ValueError, match="DR step delta overflows"):
+        ops.dr_lazy_step(D, [2, 3], [1e308, -1e308], sample_prob=0.2, eta=1.0)
+    with pytest.raises(ValueError, match="state must be finite"):
+        E = D.copy()
+        E[4] = np.nan
+        ops.dr_lazy_step(E, [4, 5], [0.1, 0.2], sample_prob=0.2, eta=1.0)
+    np.testing.assert_array_equal(D, before)
+    g = np.full(6, 7.0)
+    with pytest.raises(ValueError, match="DR estimate rhat overflows"):
+        ops.dr_gradient([1.5e308, 1e308], [0, 1], np.full(6, 1 / 6), sample_prob=0.2, out=g,
+                        with_estimate=True)
+    with pytest.raises(ValueError, match="p must be finite"):
+        ops.dr_gradient([0.1], [0], np.array([0.5, np.inf, 0, 0, 0, 0]), sample_prob=0.5, out=g)
+    np.testing.assert_array_equal(g, np.full(6, 7.0))
 
 
 @requires_cuda

@@ -29,9 +29,10 @@ from flwr.serverapp.exception import AggregationError  # noqa: E402
 
 from fastfair import aggregators as agg  # noqa: E402
 from fastfair.aggregators.objectives import PropFairObjective  # noqa: E402
-from fastfair.integrations.flwr import (THRESHOLD_KEY, ClientObjective,  # noqa: E402
-                                        FastFairStrategy, aggregate_arrays, array_to_numpy,
-                                        client_config, numpy_to_array, pseudo_gradient)
+from fastfair.integrations.flwr import (RECEIVED_LOSS_KEY, THRESHOLD_KEY,  # noqa: E402
+                                        ClientObjective, FastFairStrategy, aggregate_arrays,
+                                        array_to_numpy, client_config, numpy_to_array,
+                                        pseudo_gradient)
 from tests.tolerances import assert_close, assert_rule_close  # noqa: E402
 
 K = 10
@@ -102,7 +103,7 @@ def client_replies(rng, rule, sent, nodes, round_no):
     out = []
     for node in nodes:
         metrics = {"num-examples": int(rng.integers(5, 50)),
-                   "train_loss": float(rng.uniform(0.2, 3.0)), "partition-id": node % K}
+                   RECEIVED_LOSS_KEY: float(rng.uniform(0.2, 3.0)), "partition-id": node % K}
         if "thresholds" in rule.round_inputs:
             metrics[THRESHOLD_KEY] = float(rng.uniform(0.0, 2.0))
         local = [(s + 0.1 * rng.standard_normal(s.shape)).astype(np.float32) for s in sent]
@@ -133,7 +134,7 @@ def reference_step(rule, opt, strategy, sent, replies):
     the optimiser's ``step``."""
     local, metrics = local_models(strategy, replies)
     ids = strategy.last_round["client_ids"]
-    losses = np.array([m["train_loss"] for m in metrics]) if rule.needs_losses else None
+    losses = np.array([m[RECEIVED_LOSS_KEY] for m in metrics]) if rule.needs_losses else None
     deltas = [[g - a for g, a in zip(sent, w)] for w in local]
     given = {"sq_norms": lambda: exact_sq_norms(sent, local), "updates": lambda: deltas,
              "thresholds": lambda: np.array([m[THRESHOLD_KEY] for m in metrics])}
@@ -267,7 +268,7 @@ def test_strategy_equals_aggregator_on_same_replies(name):
         replies = client_replies(rng, rule, params, sampled, rnd)
         params, _, metrics = check_round(strategy, params, replies, rnd + 1)
         assert metrics["fastfair-dropped"] == 0
-        assert "train_loss" in metrics  # Flower's weighted average of client metrics
+        assert RECEIVED_LOSS_KEY in metrics  # Flower's weighted average of client metrics
 
 
 def test_sgd_step_is_the_fused_pass_bit_for_bit():
@@ -335,9 +336,10 @@ def test_failed_and_incomplete_replies_are_dropped_with_a_log_line(caplog):
     replies = good + [
         error_reply(5),
         reply(6, params, {"num-examples": 3}),                        # no loss
-        reply(7, params, {"train_loss": 1.0}),                        # no count
-        reply(8, params, {"num-examples": 3, "train_loss": float("nan")}),
-        reply(9, bad_shape, {"num-examples": 3, "train_loss": 1.0}),
+        reply(7, params, {RECEIVED_LOSS_KEY: 1.0}),                   # no count
+        reply(8, params, {"num-examples": 3, RECEIVED_LOSS_KEY: float("nan")}),
+        reply(9, bad_shape, {"num-examples": 3, RECEIVED_LOSS_KEY: 1.0}),
+        reply(10, params, {"num-examples": 3, "train_loss": 1.0}),   # Flower's key, not ours
     ]
     flwr_logger = logging.getLogger("flwr")
     flwr_logger.addHandler(caplog.handler)
@@ -346,15 +348,38 @@ def test_failed_and_incomplete_replies_are_dropped_with_a_log_line(caplog):
             _, _, metrics = check_round(strategy, params, replies)
     finally:
         flwr_logger.removeHandler(caplog.handler)
-    assert metrics["fastfair-dropped"] == 5
+    assert metrics["fastfair-dropped"] == 6
     assert sorted(strategy.last_round["node_ids"].tolist()) == [0, 1, 2, 3, 4]
     text = caplog.text
-    for node, what in [(6, "'train_loss'"), (7, "'num-examples'"), (8, "'train_loss'"),
-                       (9, "array '0'")]:
-        assert f"dropping the reply of node {node}: " in text and what in text
+    loss = f"metric '{RECEIVED_LOSS_KEY}' is missing or not a finite number"
+    for node, what in [(6, loss), (7, "metric 'num-examples'"), (8, loss), (9, "array '0'"),
+                       (10, loss)]:
+        assert f"dropping the reply of node {node}: {what}" in text
+    assert "loss of the model it received, on its training data before local training" in text
     assert "Received error in reply from node 5" in text
     # Nodes first seen in a dropped reply were not numbered.
     assert strategy.state_dict()["node_ids"] == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("rule", [agg.AAggFFD(K), agg.FedMABA(K), agg.QFedAvg(K),
+                                  agg.TERM(K), agg.AFL(K)])
+def test_replies_of_an_unchanged_flower_client_are_an_error_that_says_what_to_send(rule):
+    # Flower's examples report train_loss, the mean loss during local training: a rule that
+    # weighs by the loss of the received model must not take it for that.
+    strategy = FastFairStrategy(rule)
+    params = model(np.random.default_rng(0))
+    configure(strategy, params, range(K))
+    sd = strategy.state_dict()
+    replies = [reply(n, params, {"num-examples": 3, "train_loss": 0.5}) for n in range(4)]
+    with pytest.raises(AggregationError, match=rf"none of the 4 replies of round 1 has metric "
+                       rf"'{RECEIVED_LOSS_KEY}'.*'train_loss', the mean loss during training.*"
+                       rf"add {{'{RECEIVED_LOSS_KEY}': loss}}"):
+        strategy.aggregate_train(1, replies)
+    assert_state_equal(strategy.state_dict(), sd)
+    # A rule that needs no losses takes the same replies.
+    fedavg = FastFairStrategy(agg.FedAvg(K))
+    configure(fedavg, params, range(K))
+    assert fedavg.aggregate_train(1, replies)[0] is not None
 
 
 def test_round_without_usable_replies_keeps_the_model():
@@ -372,7 +397,8 @@ def test_rule_rejection_is_an_aggregation_error_and_changes_nothing():
     configure(strategy, params, range(K))
     sd = strategy.state_dict()
     with pytest.raises(AggregationError, match="losses must be non-negative"):
-        strategy.aggregate_train(1, [reply(1, params, {"num-examples": 3, "train_loss": -1.0})])
+        strategy.aggregate_train(1, [reply(1, params, {"num-examples": 3,
+                                                       RECEIVED_LOSS_KEY: -1.0})])
     assert_state_equal(strategy.state_dict(), sd)
 
 
@@ -578,7 +604,7 @@ def _client_train(msg, context):
     metrics = {"num-examples": len(y), "partition-id": partition,
                **objective.reply_metrics(state)}
     if not (config.get("misbehave") and partition == 8):
-        metrics["train_loss"] = loss_before
+        metrics[RECEIVED_LOSS_KEY] = loss_before
     content = RecordDict({"arrays": ArrayRecord([p.detach().numpy() for p in params]),
                           "metrics": MetricRecord(metrics)})
     return Message(content=content, reply_to=msg)

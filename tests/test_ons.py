@@ -44,7 +44,7 @@ LOSSES = np.array([[0.5, 1.0, 2.0], [0.6, 0.9, 1.5], [0.4, 1.2, 1.0]])
 GOLDEN = {
     ("paper", 1 / 3): [(0.306848, 0.331598, 0.361554), (0.287427, 0.329603, 0.382970),
                        (0.259887, 0.347473, 0.392639)],
-    ("ref_code", 1 / 3): [(0.319918, 0.332454, 0.347628), (0.310141, 0.331451, 0.358408),
+    ("reference_code", 1 / 3): [(0.319918, 0.332454, 0.347628), (0.310141, 0.331451, 0.358408),
                           (0.296295, 0.340417, 0.363288)],
     ("paper", 3.0): [None, None, (0.301082, 0.339365, 0.359553)],
 }
@@ -226,7 +226,7 @@ def ons_gradients(rng, K, T, spread=1.0):
     return [-rng.uniform(0, spread / K, K) / (1 + rng.uniform(0, spread / K)) for _ in range(T)]
 
 
-@pytest.mark.parametrize("variant", ["paper", "ref_code"])
+@pytest.mark.parametrize("variant", ["paper", "reference_code"])
 def test_ons_matches_reference(rng, variant):
     K, T = 7, 8
     # Small alpha against a large beta makes bounds active, exercising the active set.
@@ -279,7 +279,7 @@ def test_ons_state_dict_round_trip(rng):
     for g in gs[:4]:
         a.step(g)
     state = a.state_dict()
-    b = OnlineNewtonStep(K, 1.0, 1.0, "ref_code")
+    b = OnlineNewtonStep(K, 1.0, 1.0, "reference_code")
     b.load_state_dict(state)
     for g in gs[4:]:
         np.testing.assert_array_equal(a.step(g), b.step(g))
@@ -306,6 +306,40 @@ def test_ons_errors_leave_state_unchanged():
         OnlineNewtonStep(3, 0.0, 1.0)
     with pytest.raises(ValueError, match="variant"):
         OnlineNewtonStep(3, 1.0, 1.0, variant="other")
+    with pytest.raises(TypeError, match="num_clients must be an integer"):
+        OnlineNewtonStep(3.5, 1.0, 1.0)
+
+
+def assert_same_state(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for key, value in a.items():
+        np.testing.assert_array_equal(value, b[key], err_msg=key)
+
+
+@pytest.mark.parametrize("variant, bad", [
+    ("paper", [1e200, -1e200, 0.0, 0.0]),     # beta g g' overflows: found before any pass
+    ("reference_code", [1e200, -1e200, 0.0, 0.0]),
+    ("paper", [1e15, -1e15, 0.0, 0.0]),       # finite but swamps alpha: found by the Cholesky
+    ("paper", [3e7, -3e7, 1.0, 0.0]),         # of H + beta g g', after both passes
+])
+def test_ons_rejected_step_leaves_the_object_as_it_was(variant, bad):
+    """It used to raise 'H is not positive definite' after H, b and the pending correction had
+    changed, and every later step failed. Now the state is equal bit for bit, and the next steps
+    give the bits of an object that never saw the call."""
+    gs = [np.array([-0.1, -0.2, -0.05, 0.0]), np.array([-0.3, 0.1, 0.2, -0.1]),
+          np.array([0.05, -0.2, 0.1, 0.3])]
+    ons, twin = OnlineNewtonStep(4, 1.0, 1.0, variant), OnlineNewtonStep(4, 1.0, 1.0, variant)
+    for o in (ons, twin):
+        o.step(gs[0])  # pending terms from a previous round exist when the bad step comes
+    before, p, info, rnd = ons.state_dict(), ons.p, ons.last_info, ons.round
+    with pytest.raises(ValueError, match="g is too large for the state"):
+        ons.step(np.array(bad))
+    assert_same_state(ons.state_dict(), before)
+    np.testing.assert_array_equal(ons.p, p)
+    assert ons.last_info == info and ons.round == rnd
+    for g in gs[1:]:
+        np.testing.assert_array_equal(ons.step(g), twin.step(g))
+    assert_same_state(ons.state_dict(), twin.state_dict())
 
 
 # ---------------------------------------------------------------------------------------------

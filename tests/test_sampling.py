@@ -73,12 +73,31 @@ def test_sampling_errors():
         ops.sample_clients(10, 11, seed=0, round=0)
     with pytest.raises(ValueError, match="m must be"):
         ops.sample_clients(10, -1, seed=0, round=0)
-    with pytest.raises(ValueError, match="num_clients must be >= 1"):
+    with pytest.raises(ValueError, match=r"num_clients must be in \[1, 2\^62\); got 0"):
         ops.sample_clients(0, 0, seed=0, round=0)
-    with pytest.raises(ValueError, match="round must be in"):
+    with pytest.raises(ValueError, match=r"num_clients must be in \[1, 2\^62\); got 92233720368"):
+        ops.sample_clients(2 ** 63 + 5, 3, seed=1, round=0)
+    with pytest.raises(ValueError, match=r"round must be in \[0, 2\^32\)"):
         ops.sample_clients(10, 1, seed=0, round=2 ** 32)
-    with pytest.raises(ValueError, match="seed must be in"):
+    with pytest.raises(ValueError, match=r"seed must be in \[0, 2\^64\)"):
         ops.sample_clients(10, 1, seed=-1, round=0)
+    # Integers only: a float is refused, not truncated (10.7 used to sample from K = 10).
+    for kwargs, name in ((dict(num_clients=10.7), "num_clients"), (dict(m=3.0), "m"),
+                         (dict(seed=1.5), "seed"), (dict(round="0"), "round"),
+                         (dict(m=True), "m")):
+        args = {**dict(num_clients=10, m=3, seed=1, round=0), **kwargs}
+        K, m = args.pop("num_clients"), args.pop("m")
+        with pytest.raises(TypeError, match=f"{name} must be an integer"):
+            ops.sample_clients(K, m, **args)
+    np.testing.assert_array_equal(ops.sample_clients(np.int32(10), np.int64(3), seed=np.uint64(1),
+                                                     round=0), ops.sample_clients(10, 3, seed=1,
+                                                                                  round=0))
+    with pytest.raises(TypeError, match="seed must be an integer"):
+        ops.sample_available(0.5, seed=0.5, round=0, num_clients=4)
+    with pytest.raises(TypeError, match="num_clients must be an integer"):
+        ops.sample_available(0.5, seed=0, round=0, num_clients=4.0)
+    with pytest.raises(ValueError, match="out must have shape"):
+        ops.sample_clients(10, 3, seed=0, round=0, out=np.zeros(4, np.int64))
 
 
 def test_availability(rng):

@@ -139,6 +139,24 @@ def test_sgld_errors(rng):
     with pytest.raises(ValueError, match="float32 or float64"):
         ops.sgld_step(x.astype(np.float16), g.astype(np.float16), step=0.1, noise_std=0.0,
                       seed=0, offset=0)
+    # In place, the array written is x: a read-only x is named as such (it used to say "out").
+    ro = x.copy()
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="x is read-only"):
+        ops.sgld_step(ro, g, step=0.1, noise_std=0.0, seed=0, offset=0)
+    out = ops.sgld_step(ro, g, step=0.1, noise_std=0.0, seed=0, offset=0, out=np.empty_like(x))
+    np.testing.assert_allclose(out, x - 0.1 * g, rtol=1e-6)
+    with pytest.raises(ValueError, match="out must have the shape of x"):
+        ops.sgld_step(x, g, step=0.1, noise_std=0.0, seed=0, offset=0,
+                      out=np.empty((3, 5), x.dtype))
+    with pytest.raises(TypeError, match="seed must be an integer"):
+        ops.sgld_step(x, g, step=0.1, noise_std=0.0, seed=1.5, offset=0)
+    with pytest.raises(TypeError, match="offset must be an integer"):
+        ops.sgld_step(x, g, step=0.1, noise_std=0.0, seed=1, offset="0")
+    with pytest.raises(TypeError, match="step must be a real number"):
+        ops.sgld_step(x, g, step="0.1", noise_std=0.0, seed=1, offset=0)
+    with pytest.raises(ValueError, match=r"step must have shape \[m\] \(one axis\)"):
+        ops.sgld_step(x, g, step=np.ones((3, 1)), noise_std=0.0, seed=1, offset=0)
 
 
 # ---------------------------------------------------------------------------- FedEvg server

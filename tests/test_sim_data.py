@@ -49,16 +49,27 @@ def test_synthetic_sizes_follow_the_power_law():
 
 
 def test_synthetic_feature_covariance_and_labels():
-    d = SyntheticDataset(10, 0.0, 0.0, seed=2, max_samples=10**6, iid=True)
+    d = SyntheticDataset(400, 0.0, 0.0, seed=2, iid=True)
     # With alpha = beta = 0 and iid, features are N(0, diag(j^-1.2)).
-    x = torch.cat([d._generate(k, 20_000)[0] for k in range(3)]).double()
-    var = x.var(0).numpy()
+    batch = d.client_data(np.arange(400))
+    x = batch.x.double()
+    assert x.shape[0] > 40_000
     expected = np.arange(1, 61) ** -1.2
-    np.testing.assert_allclose(var, expected, rtol=0.05)
+    np.testing.assert_allclose(x.var(0).numpy(), expected, rtol=0.05)
+    np.testing.assert_allclose(x.mean(0).numpy(), 0.0, atol=0.02)
     # Labels are the argmax of the shared linear model.
-    x0, y0 = d._generate(0, 100)
     W, b = d._shared_model
-    torch.testing.assert_close(y0, torch.argmax(x0 @ W + b, dim=1))
+    torch.testing.assert_close(batch.y, torch.argmax(batch.x @ W + b, dim=1))
+
+
+def test_synthetic_labels_follow_each_clients_own_model():
+    d = SyntheticDataset(50, 1.0, 1.0, seed=5)
+    ids = np.array([3, 41, 7])
+    batch = d.client_data(ids, "test")
+    W, b, v = d._model(ids, torch.device("cpu"))
+    for k in range(3):
+        rows = slice(int(batch.offsets[k]), int(batch.offsets[k + 1]))
+        torch.testing.assert_close(batch.y[rows], torch.argmax(batch.x[rows] @ W[k] + b[k], 1))
 
 
 def test_bad_ids_and_arguments():
@@ -118,3 +129,17 @@ def test_array_dataset():
         ArrayDataset([(np.ones((2, 3)), [0, 5])], num_classes=2)
     with pytest.raises(ValueError, match=r"train\[0\] must be x \[n, F\] and y \[n\]"):
         ArrayDataset([(np.ones((2, 3)), [0, 1, 1])])
+
+
+def test_array_dataset_refuses_labels_that_are_not_integers():
+    x = np.ones((3, 2))
+    # Integer-valued floats are labels; 1.7 was silently truncated to class 1.
+    assert ArrayDataset([(x, [0.0, 1.0, 2.0])]).client_data([0], "train").y.tolist() == [0, 1]
+    with pytest.raises(ValueError, match=r"train\[1\]: y must hold integer class labels; got "
+                       r"1\.7 at position 2"):
+        ArrayDataset([(x, [0, 1, 2]), (x, np.array([0.0, 1.0, 1.7]))])
+    with pytest.raises(ValueError, match=r"test\[0\]: y must hold integer class labels; got nan"):
+        ArrayDataset([(x, [0, 1, 2])], test=[(x, torch.tensor([0.0, float("nan"), 1.0]))])
+    with pytest.raises(TypeError, match=r"train\[0\]: y must hold integer class labels; got "
+                       "dtype <U1"):
+        ArrayDataset([(x, ["a", "b", "c"])])

@@ -17,6 +17,7 @@ import torch
 from fastfair.cli import main
 from fastfair.sim import ArrayDataset, ModuleModel, Simulation, SimulationConfig
 from fastfair.sim import checkpoint as checkpoint_module
+from fastfair.sim.models import MLP, LogisticRegression
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--clients", "60", "--per-round", "6", "--eval-every", "2", "--quiet"]
@@ -81,6 +82,24 @@ def test_own_arrays_and_module():
         Simulation(SimulationConfig(clients=9, per_round=4), dataset=data)
 
 
+@pytest.mark.parametrize("model, message", [
+    (lambda: ModuleModel(torch.nn.Linear(5, 9)), r"returns shape \[1, 1, 9\]"),
+    (lambda: ModuleModel(torch.nn.Linear(5, 11)),
+     r"returns shape \[1, 1, 11\] \(if some classes are absent"),
+    (lambda: ModuleModel(torch.nn.Linear(6, 10)), r"on one sample \[1, 1, 5\] it fails: "),
+    (lambda: LogisticRegression(6, 10), r"on one sample \[1, 1, 5\] it fails: "),
+    (lambda: MLP(5, 9), r"returns shape \[1, 1, 9\]"),
+])
+def test_model_that_does_not_fit_the_data_is_refused_at_construction(model, message):
+    rng = np.random.default_rng(0)
+    data = ArrayDataset([(rng.random((20, 5)), rng.integers(0, 10, 20)) for _ in range(8)],
+                        num_classes=10)
+    config = SimulationConfig(clients=8, per_round=4, rounds=2, eval_every=2)
+    with pytest.raises(ValueError, match=r"the model must map inputs \[m, B, F\] to logits "
+                       r"\[m, B, C\] with F = 5 features and C = 10 classes.*" + message):
+        Simulation(config, dataset=data, model=model())
+
+
 def test_cli_writes_metrics_plots_and_table(tmp_path, capsys):
     out = tmp_path / "run"
     code = main(["simulate", "--compare", "fedavg,fairavg", "--rounds", "4", "--out", str(out),
@@ -135,6 +154,12 @@ def _run(args, **kwargs):
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
 
 
+def _finish(proc):
+    """Waits for ``proc``, draining and closing its pipes; returns (exit code, stderr)."""
+    _, err = proc.communicate()
+    return proc.returncode, err.decode()
+
+
 def test_resume_after_kill_reproduces_the_run(tmp_path):
     args = ["--compare", "fedavg,fedmaba", "--rounds", "40", "--checkpoint-every", "2", *TINY]
     straight = _run([*args, "--out", str(tmp_path / "straight")])
@@ -144,12 +169,13 @@ def test_resume_after_kill_reproduces_the_run(tmp_path):
     while not checkpoint.exists() and killed.poll() is None and time.time() < deadline:
         time.sleep(0.002)
     killed.send_signal(signal.SIGKILL)
-    killed.wait()
+    _finish(killed)
     state = checkpoint_module.load(checkpoint)
     assert state["current_rule"] == "fedavg", "the kill should land inside the first rule"
-    assert straight.wait() == 0
-    resumed = _run(["--resume", str(tmp_path / "killed"), "--quiet"])
-    assert resumed.wait() == 0, resumed.stderr.read().decode()
+    code, err = _finish(straight)
+    assert code == 0, err
+    code, err = _finish(_run(["--resume", str(tmp_path / "killed"), "--quiet"]))
+    assert code == 0, err
     a = json.loads((tmp_path / "straight" / "metrics.json").read_text())
     b = json.loads((tmp_path / "killed" / "metrics.json").read_text())
     assert {k: _without_times(v) for k, v in a.items()} == {k: _without_times(v) for k, v in b.items()}
@@ -159,16 +185,21 @@ def test_resume_after_kill_reproduces_the_run(tmp_path):
 
 def test_two_processes_match_one(tmp_path):
     args = ["--compare", "fedavg,qfedavg", "--rounds", "6", *TINY]
-    single = _run([*args, "--out", str(tmp_path / "one")])
-    assert single.wait() == 0, single.stderr.read().decode()
+    code, err = _finish(_run([*args, "--out", str(tmp_path / "one")]))
+    assert code == 0, err
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
     two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
                           "--nproc-per-node", "2", "-m", "fastfair", "simulate", *args, "--out",
                           str(tmp_path / "two")], cwd=ROOT, env=env, capture_output=True,
                          timeout=300)
     assert two.returncode == 0, two.stderr.decode()[-2000:]
-    a = json.loads((tmp_path / "one" / "metrics.json").read_text())
-    b = json.loads((tmp_path / "two" / "metrics.json").read_text())
+    assert_runs_match(tmp_path / "one", tmp_path / "two")
+
+
+def assert_runs_match(one: Path, other: Path) -> None:
+    """The runs written to ``one`` and ``other`` agree round by round to float tolerance."""
+    a = json.loads((one / "metrics.json").read_text())
+    b = json.loads((other / "metrics.json").read_text())
     for rule in a:
         for ra, rb in zip(a[rule], b[rule]):
             assert ra["participants"] == rb["participants"]

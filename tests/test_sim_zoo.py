@@ -52,13 +52,14 @@ def test_every_data_set_has_a_default_model_that_takes_its_samples():
 
 def test_a_model_that_does_not_fit_is_refused_with_both_shapes():
     gray = build_model("femnist-cnn", FITS["femnist-cnn"])
-    with pytest.raises(ValueError, match=r"samples are \[3, 32, 32\].*raised RuntimeError"):
+    with pytest.raises(ValueError, match=r"samples \[3, 32, 32\].*on one sample "
+                                         r"\[1, 1, 3, 32, 32\] it fails: RuntimeError"):
         check_model(gray, _data((3, 32, 32), 10))
     with pytest.raises(ValueError, match="takes token ids"):
         build_model("char-lstm", _data((1, 28, 28), 62))
     net = ModuleModel(nn.Sequential(nn.Flatten(), nn.Linear(12, 5)))
-    with pytest.raises(ValueError, match=r"must map \[B, \*\[12\]\] to \[B, \*\[\], 3\]; it gives"
-                                         r" \[2, 5\]"):
+    with pytest.raises(ValueError, match=r"F = 12 features and C = 3 classes.*on one "
+                                         r"sample \[1, 1, 12\] it returns shape \[1, 1, 5\]"):
         check_model(net, _data((12,), 3))
 
 

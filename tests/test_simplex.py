@@ -66,3 +66,11 @@ def test_cuda_matches_reference(rng, dtype):
     p = ops.project_simplex(torch.from_numpy(v).cuda()).cpu().numpy()
     np.testing.assert_allclose(p, reference.project_simplex(v),
                                atol=1e-13 if dtype == "float64" else 2e-7)
+
+
+def test_reference_handles_any_magnitude():
+    """The reference shifts by the row maximum before its cumulative sums: u_1 - (u_1 - 1) no
+    longer rounds to 0 (an IndexError) beyond 2^53."""
+    v = np.array([1e17, 1e17 - 1e3, -1e17])
+    np.testing.assert_array_equal(reference.project_simplex(v), [1.0, 0.0, 0.0])
+    np.testing.assert_array_equal(reference.project_simplex(np.array([3e30])), [1.0])

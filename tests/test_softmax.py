@@ -74,6 +74,44 @@ def test_extreme_magnitudes(dtype):
     np.testing.assert_array_equal(ops.softmax(y), [0, 1])
 
 
+def test_huge_entries_with_a_scale():
+    """The shift is taken before the scale: a fused s * x - max(s * x) left the rounding error of
+    s * x_max (half an ulp of |z|) as the exponent of the largest entries (issue: [0, 0, 0])."""
+    x = np.array([1e15, 1e15, 5e14], np.float32)
+    np.testing.assert_array_equal(ops.softmax(x, scale=0.73), [0.5, 0.5, 0.0])
+    assert ops.logsumexp(x, scale=0.73) == reference.logsumexp(x, 0.73)
+    y = np.array([1e19, 1e19, 5e18])
+    np.testing.assert_array_equal(ops.softmax(y, scale=0.73), [0.5, 0.5, 0.0])
+    np.testing.assert_array_equal(ops.softmax(y, scale=-0.73), [0.0, 0.0, 1.0])
+    # z overflows float32 but not float64: a finite log-sum-exp and a well-defined softmax.
+    big = np.array([3e38, 3e38, 0.0], np.float32)
+    np.testing.assert_array_equal(ops.softmax(big, scale=2.0), [0.5, 0.5, 0.0])
+    assert ops.logsumexp(big, scale=2.0) == pytest.approx(2 * 3e38, rel=1e-7)
+    # scale = 0: uniform over finite entries; an infinite entry makes z = 0 * inf = NaN.
+    np.testing.assert_array_equal(ops.softmax(np.array([1e300, -5.0]), scale=0.0), [0.5, 0.5])
+    with pytest.raises(ValueError, match="NaN at position 1"):
+        ops.softmax(np.array([1.0, np.inf]), scale=0.0)
+
+
+def test_any_magnitude_and_scale_on_every_isa(cpu_isa):
+    """Random rows of any magnitude and scale against the float64 reference, on every CPU
+    instruction-set copy (the fused multiply-add that broke the shift exists only in some)."""
+    rng = np.random.default_rng(7)
+    for dtype, top in (("float32", 37), ("float64", 300)):
+        for _ in range(200):
+            mag = 10.0 ** rng.uniform(-3, top)
+            x = (rng.choice([1.0, 0.5, 1 - 1e-7, -1.0], size=int(rng.integers(1, 40))) * mag)
+            x = x.astype(dtype)
+            s = float(rng.choice([-1, 1]) * 10.0 ** rng.uniform(-3, 1))
+            z = s * x.astype(np.float64)
+            if not np.all(np.isfinite(z)):
+                continue
+            lse = reference.logsumexp(x, s)
+            assert_softmax_close(ops.softmax(x, scale=s), reference.softmax(x, s), dtype, z - lse)
+            got = float(ops.logsumexp(x, scale=s))
+            assert abs(got - lse) <= 1e-6 * (abs(lse) + 1.0), (dtype, mag, s, got, lse)
+
+
 def test_thread_count_does_not_change_results(rng):
     x = rng.standard_normal((2, 3 * BLOCK + 11)).astype(np.float32)
     before = fastfair.get_num_threads()
@@ -89,8 +127,10 @@ def test_thread_count_does_not_change_results(rng):
 
 
 def test_errors():
-    with pytest.raises(ValueError, match="NaN at position 2"):
+    with pytest.raises(ValueError, match="^x must not contain NaN; got NaN at position 2"):
         ops.softmax(np.array([0.0, 1.0, np.nan]))
+    with pytest.raises(ValueError, match=r"^scale \* x must not contain NaN"):
+        ops.softmax(np.array([0.0, 1.0, np.nan]), scale=2.0)
     with pytest.raises(ValueError, match=r"NaN at position \[1, 0\]"):
         ops.logsumexp(np.array([[0.0, 1.0], [np.nan, 0.0]]))
     with pytest.raises(ValueError, match=r"\+inf at position 1"):
@@ -164,12 +204,14 @@ def test_eg_errors_leave_state_unchanged(rng):
         ops.eg_step(G, eta=1.0, ids=[3], values=[np.nan])
     g = np.zeros(10)
     g[4] = np.nan
-    with pytest.raises(ValueError, match="NaN at position 4"):
+    with pytest.raises(ValueError, match=r"-eta \* \(G \+ g\) must not contain NaN; got NaN at "
+                                         "position 4"):
         ops.eg_step(G, g, eta=1.0)
     np.testing.assert_array_equal(G, before)
     # The update itself is valid but the softmax of the result is not: rolled back.
     H = np.array([-np.inf, 1.0, 2.0])
-    with pytest.raises(ValueError, match=r"\+inf at position 0"):
+    with pytest.raises(ValueError, match=r"-eta \* G \(after G\[ids\] \+= values\) must not "
+                                         r"contain \+inf .* at position 0"):
         ops.eg_step(H, eta=1.0, ids=[2], values=[1.0])
     np.testing.assert_array_equal(H, [-np.inf, 1.0, 2.0])
     ro = G.copy()

@@ -53,7 +53,7 @@ def test_reduce_and_mix():
         torch.testing.assert_close(mixed[:, a:b], (1 - w) * f[:, a:b] + w * l[:, a:b])
 
 
-@pytest.mark.parametrize("prox", ["paper", "code"])
+@pytest.mark.parametrize("prox", ["paper", "reference_code"])
 @pytest.mark.parametrize("mode", ["mm", "lm"])
 def test_step_gradients_match_autograd(prox, mode):
     f, l, g, x, y = _cohort(seed=1)
@@ -155,5 +155,29 @@ def test_layout_and_argument_errors():
         ops.superfed_reduce(f, l, g[:-1].clone(), LAYOUT)
     with pytest.raises(ValueError, match="lam must have shape"):
         ops.superfed_mix(f, l, np.zeros((3, 2)), LAYOUT)
+    with pytest.raises(ValueError, match="out must have shape"):  # superfed_mix calls it out
+        ops.superfed_mix(f, l, np.zeros(f.shape[0]), LAYOUT, out=f[:, :-1].clone())
+    with pytest.raises(ValueError, match=r"lam must be in \[0, 1\]; got 1.5"):
+        ops.superfed_mix(f, l, np.full(f.shape[0], 1.5), LAYOUT)
     with pytest.raises(ValueError, match="float32"):
         ops.superfed_reduce(f.double(), l, g, LAYOUT)
+
+
+def test_rejected_step_writes_nothing():
+    f, l, g, _, _ = _cohort(seed=4)
+    m, S = f.shape[0], LAYOUT.num_segments
+    states = [f.clone(), l.clone(), torch.zeros_like(f), torch.zeros_like(f), torch.zeros_like(f)]
+    before = [t.clone() for t in states]
+    prox = np.zeros((m, S))
+    prox[1, 0] = np.nan
+    with pytest.raises(ValueError, match="prox must be finite; got nan at position"):
+        ops.superfed_step(states[0], states[1], g, torch.ones_like(f), layout=LAYOUT,
+                          lam=np.full(m, 0.5), mixed=states[4], buf_f=states[2], buf_l=states[3],
+                          prox=prox, orth=np.zeros((m, 4)), lr=0.1)
+    with pytest.raises(ValueError, match=r"lam_next must be in \[0, 1\]"):
+        ops.superfed_step(states[0], states[1], g, torch.ones_like(f), layout=LAYOUT,
+                          lam=np.full(m, 0.5), lam_next=np.full(m, -0.1), mixed=states[4],
+                          buf_f=states[2], buf_l=states[3], prox=np.zeros((m, S)),
+                          orth=np.zeros((m, 4)), lr=0.1)
+    for t, b in zip(states, before):
+        torch.testing.assert_close(t, b, rtol=0, atol=0)

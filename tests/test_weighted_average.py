@@ -184,7 +184,7 @@ def test_non_contiguous_rows_are_rejected_with_a_fix(rng):
     X = rng.standard_normal((4, 20))[:, ::2]
     with pytest.raises(ValueError, match="contiguous within each row.*ascontiguousarray"):
         ops.weighted_average(X, np.ones(4))
-    with pytest.raises(ValueError, match=r"updates\[0\]\[0\] must be C-contiguous"):
+    with pytest.raises(ValueError, match=r"X\[0\]\[0\] must be C-contiguous"):
         ops.weighted_average([[X.T]], [1.0])
 
 
@@ -242,7 +242,7 @@ def test_errors_name_the_argument(rng):
         ops.weighted_average([], [])
     with pytest.raises(ValueError, match="X must be float32, float64, float16 or bfloat16; got int64"):
         ops.weighted_average(np.ones((2, 2), dtype=np.int64), [1, 1])
-    with pytest.raises(ValueError, match="out must have dtype float32; got float64"):
+    with pytest.raises(ValueError, match=r"out must have the dtype of each row of X \(float32\); got float64"):
         ops.weighted_average(X, np.ones(3), out=np.zeros(4))
     with pytest.raises(ValueError, match="out has 5 elements but each row of X has 4"):
         ops.weighted_average(X, np.ones(3), out=np.zeros(5, np.float32))
@@ -254,18 +254,60 @@ def test_errors_name_the_argument(rng):
 
 def test_list_errors(rng):
     a = [np.ones((2, 2)), np.ones(3)]
-    with pytest.raises(ValueError, match=r"updates\[1\] has 1 arrays but updates\[0\] has 2"):
+    with pytest.raises(ValueError, match=r"X\[1\] has 1 arrays but X\[0\] has 2"):
         ops.weighted_average([a, [np.ones((2, 2))]], [1, 1])
-    with pytest.raises(ValueError, match=r"updates\[1\]\[1\] has a different shape"):
+    with pytest.raises(ValueError, match=r"X\[1\]\[1\] has a different shape"):
         ops.weighted_average([a, [np.ones((2, 2)), np.ones(4)]], [1, 1])
-    with pytest.raises(ValueError, match=r"updates\[1\]\[0\] has dtype float32 but updates\[0\]\[0\]"):
+    with pytest.raises(ValueError, match=r"X\[1\]\[0\] has dtype float32 but X\[0\]\[0\]"):
         ops.weighted_average([a, [np.ones((2, 2), np.float32), np.ones(3)]], [1, 1])
-    with pytest.raises(ValueError, match=r"updates\[0\]\[1\] has dtype float32 but updates\[0\]\[0\]"):
+    with pytest.raises(ValueError, match=r"X\[0\]\[1\] has dtype float32 but X\[0\]\[0\]"):
         ops.weighted_average([[np.ones(2), np.ones(2, np.float32)]], [1])
     with pytest.raises(ValueError, match="X is empty"):
         ops.weighted_average([[]], [1])
     with pytest.raises(ValueError, match="out must be a list of 2 arrays"):
         ops.weighted_average([a], [1], out=[np.ones(4)])
+    with pytest.raises(ValueError, match=r"base must be a list of 2 arrays, one per array of X\[0\]"):
+        ops.weighted_average([a, a], [1, 1], base=[np.ones((2, 2))])
+    with pytest.raises(TypeError, match=r"X\[1\] must be a list of arrays"):
+        ops.weighted_average([a, np.ones(3)], [1, 1])
+
+
+def test_errors_name_what_the_caller_passed(rng):
+    """Arrays routed into a shared binding slot are named as the caller called them."""
+    X = rng.standard_normal((2, 3)).astype(np.float32)
+    ro = np.zeros(3, np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="base is read-only"):
+        ops.weighted_average(X, [0.5, 0.5], base=ro)
+    with pytest.raises(ValueError, match="base has 4 elements but each row of X has 3"):
+        ops.weighted_average(X, [0.5, 0.5], base=np.zeros(4, np.float32))
+    with pytest.raises(ValueError, match=r"base\[0\] must have the dtype of X\[0\]\[0\]"):
+        ops.weighted_average([[X[0]], [X[1]]], [0.5, 0.5], base=[np.zeros(3)])
+    with pytest.raises(TypeError, match="lr must be a real number"):
+        ops.weighted_average(X, [0.5, 0.5], base=np.zeros(3, np.float32), lr="1")
+    with pytest.raises(ValueError, match="lr must be finite"):
+        ops.weighted_average(X, [0.5, 0.5], base=np.zeros(3, np.float32), lr=float("inf"))
+    with pytest.raises(ValueError, match="w must be a rectangular array or a flat sequence"):
+        ops.weighted_average(X, [[0.5], [0.5, 0.1]])
+    acc = ops.Accumulator()
+    with pytest.raises(ValueError, match="weight must be finite; got nan"):
+        acc.add(X[0], float("nan"))
+    with pytest.raises(TypeError, match="weight must be a real number"):
+        acc.add(X[0], None)
+    with pytest.raises(ValueError, match=r"update\[1\] must be C-contiguous"):
+        acc.add([X[0], np.zeros((4, 4), np.float32)[:, ::2]], 1.0)
+    # The failed adds above fixed no structure: the first successful one does.
+    acc.add([X[0]], 1.0)
+    with pytest.raises(ValueError, match=r"update\[0\] has dtype float64, but the running sum\[0\] "
+                                         "accumulates float32"):
+        acc.add([X[0].astype(np.float64)], 1.0)
+    assert acc.count == 1 and acc.total_weight == 1.0
+    np.testing.assert_array_equal(acc.result(), [X[0]])
+    rows = ops.Accumulator()
+    with pytest.raises(ValueError, match="w must be finite"):
+        rows.add_rows(X, [1.0, np.nan])
+    rows.add_rows(X[:, :2], [1.0, 1.0])  # a different shape is fine: nothing was fixed
+    assert rows.count == 2
 
 
 def test_failed_call_leaves_out_untouched(rng):
@@ -285,7 +327,7 @@ def test_cuda_array_needs_a_cuda_build_and_device():
     expected = ("built without CUDA, but X is on cuda:0; rebuild with FASTFAIR_CUDA=ON" if not
                 fastfair.build_info()["cuda"] else "no CUDA device is usable")
     with pytest.raises(RuntimeError, match=expected):
-        _C.weighted_average_rows(fake, weights, out, "write", 1.0, 1)
+        _C.weighted_average_rows(fake, weights, out, "write", 1.0, 1, ("X", "w", "out", True, True))
 
 
 # ----------------------------------------------------------------------------- Accumulator
@@ -335,7 +377,7 @@ def test_accumulator_errors_and_reset():
     np.testing.assert_array_equal(acc.result(normalize=False), np.zeros(3))
     with pytest.raises(ValueError, match="does not match the structure"):
         acc.add(np.ones(4), 1.0)
-    with pytest.raises(ValueError, match="w must be finite"):
+    with pytest.raises(ValueError, match="weight must be finite"):
         acc.add(np.ones(3), float("nan"))
     acc.add(np.full(3, 2.0), 1.0)
     np.testing.assert_array_equal(acc.result(), np.full(3, 2.0))
@@ -445,3 +487,12 @@ def test_cuda_mixed_devices_error():
     X = torch.randn(3, 4, device="cuda")
     with pytest.raises(ValueError, match="w is on cpu but X is on cuda"):
         _C.weighted_average_rows(X, np.ones(3), torch.empty(4, device="cuda"), "write", 1.0, 1)
+
+
+def test_empty_rows_need_no_contiguity():
+    """NumPy exports zero-size arrays with zero strides; no element is addressed, so such rows are
+    contiguous (they were rejected as 'must be contiguous within each row')."""
+    X = np.zeros((2, 0), np.float32)
+    assert X.strides == (0, 0)
+    assert ops.weighted_average(X, [0.5, 0.5]).shape == (0,)
+    assert [a.shape for a in ops.weighted_average([[X[0]], [X[1]]], [0.5, 0.5])] == [(0,)]

@@ -18,6 +18,8 @@ int64_t ArrayView::numel() const {
 }
 
 bool ArrayView::inner_contiguous(int dims) const {
+  for (int k = ndim() - 1; k >= ndim() - dims && k >= 0; --k)
+    if (shape[k] == 0) return true;  // nothing is addressed; exporters give such axes any stride
   int64_t expected = 1;
   for (int k = ndim() - 1; k >= ndim() - dims && k >= 0; --k) {
     if (shape[k] != 1 && strides[k] != expected) return false;
@@ -252,7 +254,7 @@ void require_dtype(const ArrayView& a, const std::string& name, DType t) {
 void require_contiguous(const ArrayView& a, const std::string& name) {
   if (!a.inner_contiguous(a.ndim()))
     throw py::value_error(name + " must be C-contiguous; pass a contiguous copy "
-                          "(numpy.ascontiguousarray(x) or x.contiguous())");
+                          "(numpy.ascontiguousarray(" + name + ") or " + name + ".contiguous())");
 }
 
 void require_cuda_built(const ArrayView& a, const std::string& name) {

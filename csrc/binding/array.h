@@ -29,7 +29,8 @@ struct ArrayView {
 
   int64_t numel() const;
   int ndim() const { return static_cast<int>(shape.size()); }
-  // True when the trailing `dims` axes are C-contiguous (so one pointer addresses them as a run).
+  // True when the trailing `dims` axes are C-contiguous (so one pointer addresses them as a run),
+  // or address nothing (one of them has length 0).
   bool inner_contiguous(int dims) const;
   std::string dtype_str() const;
   std::string device_str() const;

@@ -76,7 +76,7 @@ void dr_gradient(py::handle responses, py::handle ids, py::handle p, double samp
   const Sample sample = sample_of(ids, responses, pv, "p", K, stream);
   const int64_t m = sample.m;
   if (m == 0) throw py::value_error("ids is empty: the DR estimate needs at least one sampled client");
-  ArrayView gv = f64_vector(grad, "grad", pv, "p", K, stream, true);
+  ArrayView gv = f64_vector(grad, "out", pv, "p", K, stream, true);
   DrDenseArgs a{K, m, static_cast<const int64_t*>(sample.ids.data),
                 static_cast<const double*>(sample.responses.data),
                 static_cast<const double*>(pv.data), sample_prob, var,
@@ -93,7 +93,7 @@ void dr_gradient(py::handle responses, py::handle ids, py::handle p, double samp
       throw py::value_error("workspace is too small; allocate dr_dense_workspace_len(K) doubles");
     a.workspace = static_cast<double*>(wv.data);
   }
-  run_on_device(pv, stream, [&] { throw_if_failed(cpu::dr_gradient(a)); },
+  run_on_device(pv, stream, [&] { throw_value_error_if_failed(cpu::dr_gradient(a)); },
                 [&](void* s) { throw_if_failed(cuda::dr_gradient(a, s)); });
 }
 
@@ -110,23 +110,23 @@ void dr_lazy_step(py::handle state, py::handle ids, py::handle responses, double
   const int64_t K = sv.shape[0];
   const Sample sample = sample_of(ids, responses, sv, "state", K, stream);
   const int64_t m = sample.m;
-  ArrayView wv = f64_vector(weights, "weights", sv, "state", m, stream, true);
+  ArrayView wv = f64_vector(weights, "out", sv, "state", m, stream, true);
   DrLazyArgs a{K, m, static_cast<const int64_t*>(sample.ids.data),
                static_cast<const double*>(sample.responses.data),
                sample_prob, eta, prior_mass, var, static_cast<double*>(sv.data),
                static_cast<double*>(wv.data)};
-  run_on_device(sv, stream, [&] { throw_if_failed(cpu::dr_lazy_step(a)); },
+  run_on_device(sv, stream, [&] { throw_value_error_if_failed(cpu::dr_lazy_step(a)); },
                 [&](void* s) { throw_if_failed(cuda::dr_lazy_step(a, s)); });
 }
 
 void register_dr(py::module_& m) {
   m.def("dr_gradient", &dr_gradient, py::arg("responses"), py::arg("ids"), py::arg("p"),
-        py::arg("sample_prob"), py::arg("variant"), py::arg("grad"), py::arg("estimate"),
+        py::arg("sample_prob"), py::arg("variant"), py::arg("out"), py::arg("estimate"),
         py::arg("workspace"), py::arg("stream"),
         "AAggFF-D's DR estimate and linearised gradient for all K clients; see fastfair.ops.");
   m.def("dr_lazy_step", &dr_lazy_step, py::arg("state"), py::arg("ids"), py::arg("responses"),
         py::arg("sample_prob"), py::arg("eta"), py::arg("prior_mass"), py::arg("variant"),
-        py::arg("weights"), py::arg("stream"),
+        py::arg("out"), py::arg("stream"),
         "AAggFF-D's O(m) lazy round: state[ids] += delta, weights = softmax(-eta * state[ids]).");
   m.def("dr_dense_workspace_len", &dr_dense_workspace_len, py::arg("num_clients"),
         "Doubles of device scratch the CUDA dr_gradient needs for K clients.");

@@ -86,5 +86,16 @@ PYBIND11_MODULE(_C, m) {
     return 1;
 #endif
   }, "The number of OpenMP threads the CPU kernels use.");
+  m.def("_set_cpu_isa", [](const std::string& name) {
+    using fastfair::cpu::Isa;
+    Isa cap = Isa::base;
+    if (name == "avx2") cap = Isa::avx2;
+    else if (name == "avx512") cap = Isa::avx512;
+    else if (name != "base")
+      throw py::value_error("isa must be 'base', 'avx2' or 'avx512'; got '" + name + "'");
+    return fastfair::cpu::isa_name(fastfair::cpu::set_isa_cap(cap));
+  }, py::arg("isa"),
+        "Testing hook: caps the CPU instruction set of the kernels for this process (as "
+        "FASTFAIR_CPU_ISA does at start-up) and returns the level now in use.");
   for (auto reg : fastfair::binding::registrars()) reg(m);
 }

@@ -111,20 +111,31 @@ void simplex_qp_batched(py::handle H, py::handle b, py::handle p, py::handle kkt
                 });
 }
 
-py::dict ons_step(py::handle H, py::handle Hinv, py::handle pending_u, py::handle pending_c,
-                  py::handle b, py::handle p, py::handle g, double beta, bool paper, double tol,
-                  int64_t max_iter) {
+// The arrays of an OnlineNewtonStep's state (fastfair/ops/ons.py), all writable.
+struct OnsState {
+  int64_t K;
+  ArrayView H, Hinv, pending_u, pending_c, pending_g, b, p;
+};
+
+OnsState ons_state(py::handle H, py::handle Hinv, py::handle pending_u, py::handle pending_c,
+                   py::handle pending_g, py::handle b, py::handle p) {
   const int64_t K = square_size(H);
-  ArrayView hv = host_f64(H, "H", {K, K}, true);
-  ArrayView iv = host_f64(Hinv, "Hinv", {K, K}, true);
-  ArrayView uv = host_f64(pending_u, "pending_u", {K}, true);
-  ArrayView cv = host_f64(pending_c, "pending_c", {1}, true);
-  ArrayView bv = host_f64(b, "b", {K}, true);
-  ArrayView pv = host_f64(p, "p", {K}, true);
-  ArrayView gv = host_f64(g, "g", {K}, false);
-  OnsStepArgs args{K, static_cast<double*>(hv.data), static_cast<double*>(iv.data),
-                   static_cast<double*>(uv.data), static_cast<double*>(cv.data),
-                   static_cast<double*>(bv.data), static_cast<double*>(pv.data),
+  return OnsState{K, host_f64(H, "H", {K, K}, true), host_f64(Hinv, "Hinv", {K, K}, true),
+                  host_f64(pending_u, "pending_u", {K}, true),
+                  host_f64(pending_c, "pending_c", {1}, true),
+                  host_f64(pending_g, "pending_g", {K}, true), host_f64(b, "b", {K}, true),
+                  host_f64(p, "p", {K}, true)};
+}
+
+double* f64_data(const ArrayView& v) { return static_cast<double*>(v.data); }
+
+py::dict ons_step(py::handle H, py::handle Hinv, py::handle pending_u, py::handle pending_c,
+                  py::handle pending_g, py::handle b, py::handle p, py::handle g, double beta,
+                  bool paper, double tol, int64_t max_iter) {
+  const OnsState s = ons_state(H, Hinv, pending_u, pending_c, pending_g, b, p);
+  ArrayView gv = host_f64(g, "g", {s.K}, false);
+  OnsStepArgs args{s.K, f64_data(s.H), f64_data(s.Hinv), f64_data(s.pending_u),
+                   f64_data(s.pending_c), f64_data(s.pending_g), f64_data(s.b), f64_data(s.p),
                    static_cast<const double*>(gv.data), beta, paper, tol, max_iter};
   QpInfo info;
   Status st;
@@ -132,20 +143,21 @@ py::dict ons_step(py::handle H, py::handle Hinv, py::handle pending_u, py::handl
     py::gil_scoped_release release;
     st = cpu::ons_step(args, &info);
   }
-  throw_if_failed(st);
+  throw_value_error_if_failed(st);
   return info_dict(info);
 }
 
-void spd_inverse(py::handle H, py::handle out) {
+void ons_settle(py::handle H, py::handle Hinv, py::handle pending_u, py::handle pending_c,
+                py::handle pending_g, double beta) {
   const int64_t K = square_size(H);
-  ArrayView hv = host_f64(H, "H", {K, K}, false);
-  ArrayView ov = host_f64(out, "out", {K, K}, true);
-  Status st;
-  {
-    py::gil_scoped_release release;
-    st = cpu::spd_inverse(static_cast<const double*>(hv.data), K, static_cast<double*>(ov.data));
-  }
-  throw_if_failed(st);
+  ArrayView hv = host_f64(H, "H", {K, K}, true), iv = host_f64(Hinv, "Hinv", {K, K}, true);
+  ArrayView uv = host_f64(pending_u, "pending_u", {K}, false);
+  ArrayView cv = host_f64(pending_c, "pending_c", {1}, true);
+  ArrayView gv = host_f64(pending_g, "pending_g", {K}, true);
+  OnsSettleArgs args{K, f64_data(hv), f64_data(iv), static_cast<const double*>(uv.data),
+                     f64_data(cv), f64_data(gv), beta};
+  py::gil_scoped_release release;
+  throw_if_failed(cpu::ons_settle(args));
 }
 
 void register_ons(py::module_& m) {
@@ -157,11 +169,13 @@ void register_ons(py::module_& m) {
         py::arg("max_iter"), py::arg("tol"), py::arg("stream"),
         "B independent simplex QPs: H [B, K, K], b [B, K] -> out [B, K]; see fastfair.ops.");
   m.def("ons_step", &ons_step, py::arg("H"), py::arg("Hinv"), py::arg("pending_u"),
-        py::arg("pending_c"), py::arg("b"), py::arg("p"), py::arg("g"), py::arg("beta"),
-        py::arg("paper"), py::arg("tol"), py::arg("max_iter"),
-        "One Online Newton Step round on maintained state (in place); returns the certificate.");
-  m.def("spd_inverse", &spd_inverse, py::arg("H"), py::arg("out"),
-        "Inverse of a symmetric positive definite H through its Cholesky factor.");
+        py::arg("pending_c"), py::arg("pending_g"), py::arg("b"), py::arg("p"), py::arg("g"),
+        py::arg("beta"), py::arg("paper"), py::arg("tol"), py::arg("max_iter"),
+        "One Online Newton Step round on maintained state (in place); returns the certificate. "
+        "A round that raises leaves the state logically unchanged.");
+  m.def("ons_settle", &ons_settle, py::arg("H"), py::arg("Hinv"), py::arg("pending_u"),
+        py::arg("pending_c"), py::arg("pending_g"), py::arg("beta"),
+        "Folds the pending rank-1 terms of an ONS state into H and Hinv (in place).");
 }
 FASTFAIR_REGISTER(register_ons);
 

@@ -20,11 +20,12 @@ void sample_clients(int64_t num_clients, int64_t m, uint64_t seed, int64_t round
   if (m < 0 || m > num_clients)
     throw py::value_error("m must be in [0, num_clients] = [0, " + std::to_string(num_clients) +
                           "] (sampling without replacement); got " + std::to_string(m));
-  ArrayView iv = view(ids, "ids", stream);
-  require_cuda_built(iv, "ids");
-  require_int64(iv, "ids");
-  require_writable(iv, "ids");
-  if (iv.numel() != m) throw py::value_error("ids must have shape [m]");
+  ArrayView iv = view(ids, "out", stream);
+  require_cuda_built(iv, "out");
+  require_int64(iv, "out");
+  require_writable(iv, "out");
+  if (iv.ndim() != 1 || iv.numel() != m)
+    throw py::value_error("out must have shape [m] = [" + std::to_string(m) + "]");
   auto* out = static_cast<int64_t*>(iv.data);
   run_on_device(
       iv, stream,
@@ -38,20 +39,20 @@ void sample_clients(int64_t num_clients, int64_t m, uint64_t seed, int64_t round
 void availability(py::handle prob, double prob_scalar, uint64_t seed, int64_t round,
                   py::handle mask, int64_t stream) {
   check_seed_round(round);
-  ArrayView mv = view(mask, "mask", stream);
-  require_cuda_built(mv, "mask");
+  ArrayView mv = view(mask, "out", stream);
+  require_cuda_built(mv, "out");
   if (!((mv.dlpack_code == kDLBool || mv.dlpack_code == kDLUInt) && mv.dlpack_bits == 8))
-    throw py::value_error("mask must have dtype bool or uint8; got " + mv.dtype_str());
-  require_contiguous(mv, "mask");
-  require_writable(mv, "mask");
-  if (mv.ndim() != 1) throw py::value_error("mask must have shape [K]");
+    throw py::value_error("out must have dtype bool or uint8; got " + mv.dtype_str());
+  require_contiguous(mv, "out");
+  require_writable(mv, "out");
+  if (mv.ndim() != 1) throw py::value_error("out must have shape [K]");
   const int64_t K = mv.shape[0];
   AvailabilityArgs a{K, nullptr, DType::f64, prob_scalar, seed, uint32_t(round),
                      static_cast<uint8_t*>(mv.data)};
   ArrayView pv;
   if (!prob.is_none()) {
     pv = view(prob, "prob", stream);
-    require_same_device(pv, "prob", mv, "mask");
+    require_same_device(pv, "prob", mv, "out");
     if (!pv.is_float || (pv.dtype != DType::f32 && pv.dtype != DType::f64))
       throw py::value_error("prob must be float32 or float64; got " + pv.dtype_str());
     require_contiguous(pv, "prob");
@@ -68,11 +69,11 @@ void availability(py::handle prob, double prob_scalar, uint64_t seed, int64_t ro
 
 void register_sampling(py::module_& m) {
   m.def("sample_clients", &sample_clients, py::arg("num_clients"), py::arg("m"), py::arg("seed"),
-        py::arg("round"), py::arg("ids"), py::arg("stream"),
+        py::arg("round"), py::arg("out"), py::arg("stream"),
         "m distinct client ids out of num_clients, a pure function of (seed, round); see "
         "fastfair.ops.sample_clients.");
   m.def("availability", &availability, py::arg("prob"), py::arg("prob_scalar"), py::arg("seed"),
-        py::arg("round"), py::arg("mask"), py::arg("stream"),
+        py::arg("round"), py::arg("out"), py::arg("stream"),
         "mask[i] = (u_i < prob_i) with Philox uniforms u keyed by (seed, round).");
 }
 FASTFAIR_REGISTER(register_sampling);

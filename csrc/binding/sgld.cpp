@@ -55,17 +55,18 @@ LangevinArgs langevin(double step, double noise, double grad_clip, double lo, do
   return {step, nullptr, noise, nullptr, grad_clip, lo, hi, seed, offset};
 }
 
+// out_name: "out", or "x" when the caller updates x in place (out is x).
 void sgld_step(py::handle x, py::handle grad, py::handle out, double step, py::handle step_vec,
                double noise, py::handle noise_vec, double grad_clip, double lo, double hi,
-               uint64_t seed, uint64_t offset, int64_t stream) {
+               uint64_t seed, uint64_t offset, int64_t stream, const std::string& out_name) {
   ArrayView xv = view(x, "x", stream);
   require_cuda_built(xv, "x");
   check_state(xv, "x");
   if (xv.ndim() < 1) throw py::value_error("x must have shape [N, ...]; got a 0-d array");
-  ArrayView gv = view(grad, "grad", stream), ov = view(out, "out", stream);
+  ArrayView gv = view(grad, "grad", stream), ov = view(out, out_name, stream);
   check_like(gv, "grad", xv, "x");
-  check_like(ov, "out", xv, "x");
-  require_writable(ov, "out");
+  check_like(ov, out_name, xv, "x");
+  require_writable(ov, out_name);
   const int64_t n = xv.shape[0], total = xv.numel();
   std::vector<ArrayView> keep;
   SgldArgs a{xv.dtype, n, n ? total / n : 0, xv.data, gv.data, ov.data,
@@ -80,15 +81,15 @@ void sgld_step(py::handle x, py::handle grad, py::handle out, double step, py::h
 void fedevg_server_step(py::handle x, py::handle G, py::handle e, py::handle w, py::handle out,
                         double step, py::handle step_vec, double noise, py::handle noise_vec,
                         double grad_clip, double lo, double hi, uint64_t seed, uint64_t offset,
-                        int64_t stream) {
+                        int64_t stream, const std::string& out_name) {
   ArrayView xv = view(x, "x", stream);
   require_cuda_built(xv, "x");
   check_state(xv, "x");
   if (xv.ndim() < 1) throw py::value_error("x must have shape [M, ...]; got a 0-d array");
   ArrayView Gv = view(G, "G", stream), ev = view(e, "e", stream), wv = view(w, "w", stream);
-  ArrayView ov = view(out, "out", stream);
-  check_like(ov, "out", xv, "x");
-  require_writable(ov, "out");
+  ArrayView ov = view(out, out_name, stream);
+  check_like(ov, out_name, xv, "x");
+  require_writable(ov, out_name);
   require_same_device(Gv, "G", xv, "x");
   require_same_dtype(Gv, "G", xv, "x");
   check_state(Gv, "G");
@@ -124,14 +125,15 @@ void register_sgld(py::module_& m) {
   m.def("sgld_step", &sgld_step, py::arg("x"), py::arg("grad"), py::arg("out"), py::arg("step"),
         py::arg("step_vec"), py::arg("noise"), py::arg("noise_vec"), py::arg("grad_clip"),
         py::arg("lo"), py::arg("hi"), py::arg("seed"), py::arg("offset"), py::arg("stream"),
+        py::arg("out_name"),
         "out = clamp(x - step * clip(grad) + noise * z), z Philox normals keyed by (seed, "
-        "offset); see fastfair.ops.sgld_step.");
+        "offset); see fastfair.ops.sgld_step. out_name: what errors call out ('x' in place).");
   m.def("fedevg_server_step", &fedevg_server_step, py::arg("x"), py::arg("G"), py::arg("e"),
         py::arg("w"), py::arg("out"), py::arg("step"), py::arg("step_vec"), py::arg("noise"),
         py::arg("noise_vec"), py::arg("grad_clip"), py::arg("lo"), py::arg("hi"), py::arg("seed"),
-        py::arg("offset"), py::arg("stream"),
+        py::arg("offset"), py::arg("stream"), py::arg("out_name"),
         "Self-normalised client mixture of energy gradients, then the Langevin step; see "
-        "fastfair.ops.fedevg_server_step.");
+        "fastfair.ops.fedevg_server_step. out_name: what errors call out ('x' in place).");
 }
 FASTFAIR_REGISTER(register_sgld);
 

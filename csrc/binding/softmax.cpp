@@ -1,6 +1,7 @@
 // Binding of log-sum-exp / softmax over rows and of the fused exponentiated-gradient step.
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "array.h"
@@ -92,8 +93,9 @@ void softmax_rows(py::handle x, const std::vector<double>& scale, py::handle out
   require_cuda_built(xv, "x");
   const Rows r = rows_of(xv, "x");
   const std::vector<double> sc = scales(scale, r.rows);
+  const bool unscaled = std::all_of(sc.begin(), sc.end(), [](double s) { return s == 1.0; });
   SoftmaxArgs a{xv.dtype, xv.dtype, r.rows, r.cols, xv.data, r.stride, nullptr, 0, sc.data(),
-                nullptr, nullptr, nullptr};
+                nullptr, nullptr, nullptr, unscaled ? "x" : "scale * x"};
   std::vector<ArrayView> keep;
   fill_outputs(a, xv, out, lse, workspace, stream, keep);
   run(a, xv, stream);
@@ -109,7 +111,8 @@ void eg_step(py::handle G, py::handle g, py::handle ids, py::handle values,
   require_writable(gv, "G");
   const std::vector<double> sc = scales(scale, r.rows);
   SoftmaxArgs a{gv.dtype, gv.dtype, r.rows, r.cols, gv.data, r.stride, nullptr, 0, sc.data(),
-                nullptr, nullptr, nullptr};
+                nullptr, nullptr, nullptr,
+                g.is_none() ? "-eta * G (after G[ids] += values)" : "-eta * (G + g)"};
   std::vector<ArrayView> keep;
   fill_outputs(a, gv, out, lse, workspace, stream, keep);
 

@@ -86,7 +86,7 @@ void superfed_step(py::handle f, py::handle l, py::handle g, py::handle grad, py
                    py::handle buf_l, py::handle lam, py::handle lam_next, py::handle mixed,
                    py::handle prox, py::handle orth, py::handle active, py::handle offsets,
                    py::handle twinned, double lr, double momentum, double weight_decay,
-                   bool train_local, int64_t stream) {
+                   bool train_local, int64_t stream, const std::string& mixed_name) {
   Checked c;
   ArrayView fv = view(f, "f", stream);
   const SuperFedLayout L = layout_of(fv, offsets, twinned, stream, c);
@@ -108,7 +108,7 @@ void superfed_step(py::handle f, py::handle l, py::handle g, py::handle grad, py
   a.layout = L;
   a.f = static_cast<float*>(fv.data);
   a.l = static_cast<float*>(state(l, "l", train_local && !grad.is_none()));
-  a.mixed = static_cast<float*>(state(mixed, "mixed", true));
+  a.mixed = static_cast<float*>(state(mixed, mixed_name.c_str(), true));
   a.lam = f64(lam, "lam", {L.rows, L.segments});
   if (!lam_next.is_none()) a.lam_next = f64(lam_next, "lam_next", {L.rows, L.segments});
   if (!grad.is_none()) {
@@ -144,9 +144,9 @@ void register_superfed(py::module_& m) {
         py::arg("grad"), py::arg("buf_f"), py::arg("buf_l"), py::arg("lam"), py::arg("lam_next"),
         py::arg("mixed"), py::arg("prox"), py::arg("orth"), py::arg("active"), py::arg("offsets"),
         py::arg("twinned"), py::arg("lr"), py::arg("momentum"), py::arg("weight_decay"),
-        py::arg("train_local"), py::arg("stream"),
+        py::arg("train_local"), py::arg("stream"), py::arg("mixed_name"),
         "Fused SuPerFed update of (f, l) and the next mixed model; see "
-        "fastfair.ops.superfed_step.");
+        "fastfair.ops.superfed_step. mixed_name: what errors call mixed (superfed_mix's out).");
 }
 FASTFAIR_REGISTER(register_superfed);
 

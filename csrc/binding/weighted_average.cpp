@@ -1,6 +1,8 @@
 // Binding of the weighted-averaging kernel: rows of one array, or lists of per-client segments.
 #include <pybind11/stl.h>
 
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "array.h"
@@ -11,6 +13,30 @@ namespace fastfair::binding {
 namespace {
 
 DType accumulator_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
+
+// What the caller called the arrays, so that errors name them: weighted_average passes
+// ("X", "w", "out" or "base", true, true); Accumulator.add ("update", "weight", "the running sum",
+// false, list form). The client index appears in element names only when per_client, the array
+// index only when per_array: X[i][l], update[l], update.
+struct Names {
+  std::string x, w, out;
+  bool per_client, per_array;
+
+  std::string client(int64_t i) const {
+    return per_client ? x + "[" + std::to_string(i) + "]" : x;
+  }
+  std::string element(int64_t i, int64_t l) const {
+    return per_array ? client(i) + "[" + std::to_string(l) + "]" : client(i);
+  }
+  std::string output(int64_t l) const {
+    return per_array ? out + "[" + std::to_string(l) + "]" : out;
+  }
+};
+using NameTuple = std::tuple<std::string, std::string, std::string, bool, bool>;
+
+Names names_of(const NameTuple& t) {
+  return Names{std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t), std::get<4>(t)};
+}
 
 AverageMode parse_mode(const std::string& mode) {
   if (mode == "write") return AverageMode::write;
@@ -25,21 +51,28 @@ void check_output(const ArrayView& out, const std::string& name, const ArrayView
   require_same_device(out, name, ref, ref_name);
   require_writable(out, name);
   require_contiguous(out, name);
-  const DType want = mode == AverageMode::accumulate ? accumulator_dtype(ref.dtype) : ref.dtype;
-  require_dtype(out, name, want);
+  if (mode == AverageMode::accumulate) {
+    if (!out.is_float || out.dtype != accumulator_dtype(ref.dtype))
+      throw py::value_error(ref_name + " has dtype " + ref.dtype_str() + ", but " + name +
+                            " accumulates " + out.dtype_str() + ": add updates of one dtype");
+  } else if (!out.is_float || out.dtype != ref.dtype) {
+    throw py::value_error(name + " must have the dtype of " + ref_name + " (" + ref.dtype_str() +
+                          "); got " + out.dtype_str());
+  }
   if (out.numel() != numel)
     throw py::value_error(name + " has " + std::to_string(out.numel()) + " elements but " +
                           ref_name + " has " + std::to_string(numel));
 }
 
-ArrayView check_weights(py::handle w, const ArrayView& ref, const std::string& ref_name,
-                        int64_t n, int64_t stream) {
-  ArrayView wv = view(w, "w", stream);
-  require_same_device(wv, "w", ref, ref_name);
-  require_dtype(wv, "w", DType::f64);
+ArrayView check_weights(py::handle w, const std::string& w_name, const ArrayView& ref,
+                        const std::string& ref_name, int64_t n, int64_t stream) {
+  ArrayView wv = view(w, w_name, stream);
+  require_same_device(wv, w_name, ref, ref_name);
+  require_dtype(wv, w_name, DType::f64);
   if (wv.ndim() != 1 || wv.shape[0] != n)
-    throw py::value_error("w must have shape [" + std::to_string(n) + "] (one weight per client)");
-  require_contiguous(wv, "w");
+    throw py::value_error(w_name + " must have shape [" + std::to_string(n) +
+                          "] (one weight per client)");
+  require_contiguous(wv, w_name);
   return wv;
 }
 
@@ -50,21 +83,24 @@ void launch(AverageArgs& args, const ArrayView& ref, int64_t stream) {
 
 // X is [N, *shape]: the trailing axes of each row must be contiguous, the row stride is free.
 void weighted_average_rows(py::handle X, py::handle w, py::handle out, const std::string& mode_name,
-                           double lr, int64_t stream) {
+                           double lr, int64_t stream, const NameTuple& name_tuple) {
   const AverageMode mode = parse_mode(mode_name);
-  ArrayView xv = view(X, "X", stream);
-  require_float(xv, "X");
-  require_cuda_built(xv, "X");
-  if (xv.ndim() < 1) throw py::value_error("X must have at least one axis (clients first)");
+  const Names names = names_of(name_tuple);
+  const std::string& x = names.x;
+  ArrayView xv = view(X, x, stream);
+  require_float(xv, x);
+  require_cuda_built(xv, x);
+  if (xv.ndim() < 1) throw py::value_error(x + " must have at least one axis (clients first)");
   const int64_t n = xv.shape[0];
-  if (n == 0) throw py::value_error("X has no rows: at least one client update is needed");
+  if (n == 0) throw py::value_error(x + " has no rows: at least one client update is needed");
   if (!xv.inner_contiguous(xv.ndim() - 1))
-    throw py::value_error("X must be contiguous within each row (only the client axis may be "
-                          "strided); pass numpy.ascontiguousarray(X) or X.contiguous()");
-  ArrayView wv = check_weights(w, xv, "X", n, stream);
+    throw py::value_error(x + " must be contiguous within each row (only the client axis may be "
+                          "strided); pass numpy.ascontiguousarray(" + x + ") or " + x +
+                          ".contiguous()");
+  ArrayView wv = check_weights(w, names.w, xv, x, n, stream);
   const int64_t d = xv.numel() / n;
-  ArrayView ov = view(out, "out", stream);
-  check_output(ov, "out", xv, "each row of X", d, mode);
+  ArrayView ov = view(out, names.out, stream);
+  check_output(ov, names.out, xv, "each row of " + x, d, mode);
 
   const int64_t row_bytes = xv.strides[0] * dtype_size(xv.dtype);
   std::vector<const void*> inputs(n);
@@ -75,14 +111,26 @@ void weighted_average_rows(py::handle X, py::handle w, py::handle out, const std
   if (d > 0) launch(args, xv, stream);
 }
 
+bool is_list(py::handle h) { return py::isinstance<py::list>(h) || py::isinstance<py::tuple>(h); }
+
 // updates[i][l] is client i's segment l; out[l] receives segment l.
-void weighted_average_lists(const py::sequence& updates, py::handle w, const py::sequence& out,
-                            const std::string& mode_name, double lr, int64_t stream) {
+void weighted_average_lists(const py::sequence& updates, py::handle w, py::handle out,
+                            const std::string& mode_name, double lr, int64_t stream,
+                            const NameTuple& name_tuple) {
   const AverageMode mode = parse_mode(mode_name);
+  const Names names = names_of(name_tuple);
   const int64_t n = static_cast<int64_t>(py::len(updates));
-  if (n == 0) throw py::value_error("updates is empty: at least one client update is needed");
-  const int64_t num_segments = static_cast<int64_t>(py::len(out));
-  if (num_segments == 0) throw py::value_error("updates[0] is empty: a client update needs arrays");
+  if (n == 0) throw py::value_error(names.x + " is empty: at least one client update is needed");
+  for (int64_t i = 0; i < n; ++i)
+    if (!is_list(updates[i]))
+      throw py::type_error(names.client(i) + " must be a list of arrays (one client update); got " +
+                           std::string(py::str(py::type::of(updates[i]).attr("__name__"))));
+  const int64_t num_segments = static_cast<int64_t>(py::len(updates[0]));
+  if (num_segments == 0)
+    throw py::value_error(names.client(0) + " is empty: a client update needs arrays");
+  if (!is_list(out) || static_cast<int64_t>(py::len(out)) != num_segments)
+    throw py::value_error(names.out + " must be a list of " + std::to_string(num_segments) +
+                          " arrays, one per array of " + names.client(0));
 
   std::vector<ArrayView> first;  // client 0's segments, the reference for shapes and dtype
   std::vector<py::object> keep;  // every export stays alive until the kernel has run
@@ -91,22 +139,22 @@ void weighted_average_lists(const py::sequence& updates, py::handle w, const py:
   for (int64_t i = 0; i < n; ++i) {
     py::sequence client = py::reinterpret_borrow<py::sequence>(updates[i]);
     if (static_cast<int64_t>(py::len(client)) != num_segments)
-      throw py::value_error("updates[" + std::to_string(i) + "] has " +
-                            std::to_string(py::len(client)) + " arrays but updates[0] has " +
+      throw py::value_error(names.client(i) + " has " + std::to_string(py::len(client)) +
+                            " arrays but " + names.client(0) + " has " +
                             std::to_string(num_segments));
     for (int64_t l = 0; l < num_segments; ++l) {
-      const std::string name = "updates[" + std::to_string(i) + "][" + std::to_string(l) + "]";
+      const std::string name = names.element(i, l);
       ArrayView v = view(client[l], name, stream);
       if (i == 0) {
         require_float(v, name);
         require_cuda_built(v, name);
         if (l > 0) {
-          require_same_device(v, name, first[0], "updates[0][0]");
-          require_same_dtype(v, name, first[0], "updates[0][0]");
+          require_same_device(v, name, first[0], names.element(0, 0));
+          require_same_dtype(v, name, first[0], names.element(0, 0));
         }
       } else {
         const ArrayView& ref = first[l];
-        const std::string ref_name = "updates[0][" + std::to_string(l) + "]";
+        const std::string ref_name = names.element(0, l);
         require_same_device(v, name, ref, ref_name);
         require_same_dtype(v, name, ref, ref_name);
         if (v.shape != ref.shape)
@@ -119,14 +167,14 @@ void weighted_average_lists(const py::sequence& updates, py::handle w, const py:
       if (i == 0) first.push_back(std::move(v));
     }
   }
-  ArrayView wv = check_weights(w, first[0], "updates[0][0]", n, stream);
+  ArrayView wv = check_weights(w, names.w, first[0], names.element(0, 0), n, stream);
   std::vector<ArrayView> outs;
   std::vector<void*> outputs(num_segments);
+  const py::sequence out_list = py::reinterpret_borrow<py::sequence>(out);
   for (int64_t l = 0; l < num_segments; ++l) {
-    const std::string name = "out[" + std::to_string(l) + "]";
-    outs.push_back(view(out[l], name, stream));
-    check_output(outs.back(), name, first[l], "updates[0][" + std::to_string(l) + "]",
-                 segment_len[l], mode);
+    const std::string name = names.output(l);
+    outs.push_back(view(out_list[l], name, stream));
+    check_output(outs.back(), name, first[l], names.element(0, l), segment_len[l], mode);
     outputs[l] = outs.back().data;
   }
   AverageArgs args{first[0].dtype, n, num_segments, segment_len.data(), inputs.data(),
@@ -136,11 +184,13 @@ void weighted_average_lists(const py::sequence& updates, py::handle w, const py:
 
 void register_weighted_average(py::module_& m) {
   m.def("weighted_average_rows", &weighted_average_rows, py::arg("X"), py::arg("w"),
-        py::arg("out"), py::arg("mode"), py::arg("lr"), py::arg("stream"),
-        "Sum over rows of X [N, ...] weighted by w [N] (float64) into out; see fastfair.ops.");
+        py::arg("out"), py::arg("mode"), py::arg("lr"), py::arg("stream"), py::arg("names"),
+        "Sum over rows of X [N, ...] weighted by w [N] (float64) into out; see fastfair.ops. "
+        "names = (X, w, out, per_client, per_array) as the caller calls them, for errors.");
   m.def("weighted_average_lists", &weighted_average_lists, py::arg("updates"), py::arg("w"),
-        py::arg("out"), py::arg("mode"), py::arg("lr"), py::arg("stream"),
-        "Multi-tensor weighted sum of N lists of L arrays into L outputs; see fastfair.ops.");
+        py::arg("out"), py::arg("mode"), py::arg("lr"), py::arg("stream"), py::arg("names"),
+        "Multi-tensor weighted sum of N lists of L arrays into L outputs; see fastfair.ops. "
+        "names = (updates, w, out, per_client, per_array) as the caller calls them, for errors.");
 }
 FASTFAIR_REGISTER(register_weighted_average);
 

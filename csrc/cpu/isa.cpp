@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -24,11 +26,24 @@ Isa detect() {
   return best;
 }
 
+// The active level, -1 until the first kernel call detects it.
+std::atomic<int> active{-1};
+
 }  // namespace
 
 Isa active_isa() {
-  static const Isa isa = detect();
-  return isa;
+  int isa = active.load(std::memory_order_relaxed);
+  if (isa < 0) {
+    isa = static_cast<int>(detect());
+    active.store(isa, std::memory_order_relaxed);
+  }
+  return static_cast<Isa>(isa);
+}
+
+Isa set_isa_cap(Isa cap) {
+  const int isa = std::min(static_cast<int>(cap), static_cast<int>(detect()));
+  active.store(isa, std::memory_order_relaxed);
+  return static_cast<Isa>(isa);
 }
 
 const char* isa_name(Isa isa) {

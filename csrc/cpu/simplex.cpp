@@ -65,6 +65,10 @@ double condat_tau(const T* y, int64_t n, double* aux, int64_t* bad_pos, double* 
   return (s - 1.0) / double(len);
 }
 
+std::string not_finite(double value, const std::string& position) {
+  return "v must be finite; got " + std::to_string(value) + " at position " + position;
+}
+
 template <typename T>
 Status run(const SimplexArgs& a) {
   const int64_t B = a.rows, K = a.cols;
@@ -84,8 +88,7 @@ Status run(const SimplexArgs& a) {
     if (bad[b] >= 0) {
       const std::string pos = B > 1 ? "[" + std::to_string(b) + ", " + std::to_string(bad[b]) + "]"
                                     : std::to_string(bad[b]);
-      return Status::error("v must be finite; got " + std::to_string(double(row(b)[bad[b]])) +
-                           " at position " + pos);
+      return Status::error(not_finite(double(row(b)[bad[b]]), pos));
     }
   T* out = static_cast<T*>(a.out);
 #pragma omp parallel for schedule(static) collapse(2) if (B * K >= (int64_t(1) << 18))
@@ -101,6 +104,18 @@ Status run(const SimplexArgs& a) {
 
 Status project_simplex(const SimplexArgs& a) {
   return a.dtype == DType::f64 ? run<double>(a) : run<float>(a);
+}
+
+Status project_simplex_row(const double* v, int64_t K, double* aux, double* out) {
+  int64_t bad = -1;
+  double shift = 0.0;
+  const double tau = condat_tau(v, K, aux, &bad, &shift);
+  if (bad >= 0) return Status::error(not_finite(v[bad], std::to_string(bad)));
+  for (int64_t i = 0; i < K; ++i) {
+    const double d = (v[i] - shift) - tau;
+    out[i] = d > 0.0 ? d : 0.0;
+  }
+  return Status::success();
 }
 
 }  // namespace fastfair::cpu

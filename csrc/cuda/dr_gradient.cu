@@ -7,8 +7,15 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__device__ inline double centred_estimate(double r, double rbar, double c, DrVariant v) {
-  return v == DrVariant::paper ? (r - rbar) / c : (r - rbar) / c - rbar;
+// sigma and mean(r) / sigma of a round (fastfair/dr_gradient.h: the formulas run on r / sigma).
+__device__ inline void scaled_mean(const double* __restrict__ r, int64_t m, double* sm,
+                                   double* sigma, double* rbar) {
+  double t = 0.0;
+  for (int64_t j = threadIdx.x; j < m; j += kThreads) t = fmax(t, fabs(r[j]));
+  *sigma = dr_response_scale(cuda_detail::block_max(t, sm));
+  t = 0.0;
+  for (int64_t j = threadIdx.x; j < m; j += kThreads) t += r[j] / *sigma;
+  *rbar = cuda_detail::block_sum(t, sm) / double(m);
 }
 
 __global__ void mass_partials(const double* __restrict__ p, int64_t K, double* __restrict__ ws) {
@@ -21,7 +28,7 @@ __global__ void mass_partials(const double* __restrict__ p, int64_t K, double* _
   if (threadIdx.x == 0) ws[blockIdx.x] = s;
 }
 
-// One block: ws[nb .. nb+2] = (den, rbar, rbar * s / den^2).
+// One block: ws[nb .. nb+3] = (den, rbar, rbar * s / den^2, sigma) on responses / sigma.
 __global__ void dr_scalars(const double* __restrict__ p, int64_t K, const int64_t* __restrict__ ids,
                            const double* __restrict__ r, int64_t m, double c, DrVariant v,
                            double* __restrict__ ws, int64_t nb) {
@@ -29,31 +36,31 @@ __global__ void dr_scalars(const double* __restrict__ p, int64_t K, const int64_
   double t = 0.0;
   for (int64_t k = threadIdx.x; k < nb; k += kThreads) t += ws[k];
   const double mass = cuda_detail::block_sum(t, sm);
-  t = 0.0;
-  for (int64_t j = threadIdx.x; j < m; j += kThreads) t += r[j];
-  const double rbar = cuda_detail::block_sum(t, sm) / double(m);
-  const double den = 1.0 + rbar * mass;
+  double sigma = 1.0, rbar = 0.0;
+  scaled_mean(r, m, sm, &sigma, &rbar);
+  const double den = 1.0 / sigma + rbar * mass;
   t = 0.0;
   for (int64_t j = threadIdx.x; j < m; j += kThreads) {
     const int64_t i = ids[j];
-    if (i >= 0 && i < K) t += p[i] * centred_estimate(r[j], rbar, c, v);
+    if (i >= 0 && i < K) t += p[i] * dr_centred(r[j] / sigma, rbar, c, v);
   }
   const double s = cuda_detail::block_sum(t, sm);
   if (threadIdx.x == 0) {
     ws[nb] = den;
     ws[nb + 1] = rbar;
     ws[nb + 2] = rbar * s / (den * den);
+    ws[nb + 3] = sigma;
   }
 }
 
 __global__ void dr_fill(int64_t K, const double* __restrict__ scal, double* __restrict__ grad,
                         double* __restrict__ estimate) {
-  const double den = scal[0], rbar = scal[1], common = scal[2];
+  const double den = scal[0], rbar = scal[1], common = scal[2], sigma = scal[3];
   const double g = -rbar / den + common;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < K; i += stride) {
     grad[i] = g;
-    if (estimate) estimate[i] = rbar;
+    if (estimate) estimate[i] = rbar * sigma;
   }
 }
 
@@ -64,34 +71,37 @@ __global__ void dr_scatter(int64_t K, const int64_t* __restrict__ ids, const dou
   if (j >= m) return;
   const int64_t i = ids[j];
   if (i < 0 || i >= K) return;
-  const double den = scal[0], rbar = scal[1], common = scal[2];
-  const double rhat = rbar + centred_estimate(r[j], rbar, c, v);
+  const double den = scal[0], rbar = scal[1], common = scal[2], sigma = scal[3];
+  const double rhat = rbar + dr_centred(r[j] / sigma, rbar, c, v);
   grad[i] = -rhat / den + common;
-  if (estimate) estimate[i] = rhat;
+  if (estimate) estimate[i] = rhat * sigma;
 }
 
-// One block does the whole O(m) lazy round.
+// One block does the whole O(m) lazy round. The weights softmax(-eta D_S) are shifted before
+// scaling, as in fastfair/softmax.h: w = sign * D with sign = -sign(eta), exp(|eta| (w - max w)).
 __global__ void dr_lazy(int64_t K, const int64_t* __restrict__ ids, const double* __restrict__ r,
                         int64_t m, double c, double eta, double prior_mass, DrVariant v,
                         double* __restrict__ D, double* __restrict__ q) {
   __shared__ double sm[kThreads];
-  double t = 0.0;
-  for (int64_t j = threadIdx.x; j < m; j += kThreads) t += r[j];
-  const double rbar = cuda_detail::block_sum(t, sm) / double(m);
-  const double den = 1.0 + rbar * prior_mass;
-  double zmax = -INFINITY;
+  double sigma = 1.0, rbar = 0.0;
+  scaled_mean(r, m, sm, &sigma, &rbar);
+  const double den = 1.0 / sigma + rbar * prior_mass;
+  const double sign = eta > 0.0 ? -1.0 : 1.0, abs_eta = fabs(eta);
+  double top = -INFINITY;
   for (int64_t j = threadIdx.x; j < m; j += kThreads) {
     const int64_t i = ids[j];
     if (i < 0 || i >= K) continue;
-    const double d = D[i] - centred_estimate(r[j], rbar, c, v) / den;
+    const double d = D[i] - dr_centred(r[j] / sigma, rbar, c, v) / den;
     D[i] = d;
-    zmax = fmax(zmax, -eta * d);
+    top = fmax(top, sign * d);
   }
-  zmax = cuda_detail::block_max(zmax, sm);
-  t = 0.0;
+  top = cuda_detail::block_max(top, sm);
+  double t = 0.0;
   for (int64_t j = threadIdx.x; j < m; j += kThreads) {
     const int64_t i = ids[j];
-    const double e = (i < 0 || i >= K) ? 0.0 : exp(-eta * D[i] - zmax);
+    const double e = (i < 0 || i >= K) ? 0.0
+                     : abs_eta == 0.0  ? 1.0
+                                       : exp(abs_eta * (sign * D[i] - top));
     q[j] = e;
     t += e;
   }

@@ -31,27 +31,29 @@ __device__ inline double block_max(double v, double* smem) {
   return r;
 }
 
-// Online log-sum-exp pair (max, sum exp(. - max)); max = -inf means an empty pair.
+// Online log-sum-exp pair (max, sum exp(scale * (. - max))) for a scale >= 0 applied after the
+// difference; max = -inf means an empty pair.
 struct MaxSum {
   double max, sum;
 };
 
-__device__ inline MaxSum combine(MaxSum a, MaxSum b) {
+__device__ inline MaxSum combine(MaxSum a, MaxSum b, double scale) {
   if (a.max == -INFINITY) return b;
   if (b.max == -INFINITY) return a;
   if (isnan(a.max) || isnan(b.max)) return {NAN, NAN};
   const double m = fmax(a.max, b.max);
-  return {m, a.sum * exp(a.max - m) + b.sum * exp(b.max - m)};
+  return {m, a.sum * exp(scale * (a.max - m)) + b.sum * exp(scale * (b.max - m))};
 }
 
-__device__ inline MaxSum block_combine(MaxSum v, double* smem_max, double* smem_sum) {
+__device__ inline MaxSum block_combine(MaxSum v, double scale, double* smem_max,
+                                       double* smem_sum) {
   smem_max[threadIdx.x] = v.max;
   smem_sum[threadIdx.x] = v.sum;
   __syncthreads();
   for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
     if (threadIdx.x < s) {
       const MaxSum r = combine({smem_max[threadIdx.x], smem_sum[threadIdx.x]},
-                               {smem_max[threadIdx.x + s], smem_sum[threadIdx.x + s]});
+                               {smem_max[threadIdx.x + s], smem_sum[threadIdx.x + s]}, scale);
       smem_max[threadIdx.x] = r.max;
       smem_sum[threadIdx.x] = r.sum;
     }

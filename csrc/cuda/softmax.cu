@@ -1,3 +1,5 @@
+#include <limits>
+
 #include "cuda_utils.h"
 #include "fastfair/softmax.h"
 #include "reduce.cuh"
@@ -26,12 +28,20 @@ struct RowScales {
 __device__ inline float exp_t(float x) { return expf(x); }
 __device__ inline double exp_t(double x) { return exp(x); }
 
+// As on the CPU (csrc/cpu/simd/softmax.cpp), z = s * v is never formed: with w = sign(s) * v
+// (exact) and top = max w, every exponent is |s| (w - top) <= 0 with the difference taken before
+// the scale, which no FMA contraction can turn positive; lse = |s| top + log(sum).
 template <typename T>
-__device__ inline T z_of(const T* x, const T* add, int64_t i, T s) {
-  return add ? s * (x[i] + add[i]) : s * x[i];
+__device__ inline T w_of(const T* x, const T* add, int64_t i, T sign) {
+  return add ? sign * (x[i] + add[i]) : sign * x[i];
 }
 
-// Pass 1: block (k, b) folds elements [k * kSoftmaxBlock, ...) of row b into one (max, sum) pair.
+template <typename T>
+__device__ inline T sign_of(double s) {
+  return s > 0.0 ? T(1) : s < 0.0 ? T(-1) : T(0);  // 0: w = 0 * v is 0 or NaN, like z
+}
+
+// Pass 1: block (k, b) folds elements [k * kSoftmaxBlock, ...) of row b into one (top, sum) pair.
 // A NaN or +inf z makes the pair NaN, which poisons the row.
 template <typename T>
 __global__ void softmax_partials(const T* __restrict__ x, int64_t x_stride, const T* __restrict__ add,
@@ -41,44 +51,47 @@ __global__ void softmax_partials(const T* __restrict__ x, int64_t x_stride, cons
   const int64_t b = blockIdx.y, k = blockIdx.x, nb = gridDim.x;
   const T* xr = x + b * x_stride;
   const T* ar = add ? add + b * add_stride : nullptr;
-  const T s = T(scale[b]);
+  const T sign = sign_of<T>(scale[b]);
+  const double abs_s = fabs(scale[b]);
+  const T c = T(fmin(abs_s, double(std::numeric_limits<T>::max())));
   const int64_t begin = k * kSoftmaxBlock;
   const int64_t end = min(cols, begin + kSoftmaxBlock);
   MaxSum acc{-INFINITY, 0.0};
   bool bad = false;
   for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
-    const T z = z_of(xr, ar, i, s);
-    if (z != z || z == T(INFINITY)) bad = true;
-    if (z == T(-INFINITY)) continue;
-    if (double(z) > acc.max) {
-      acc.sum = acc.sum * exp(acc.max - double(z)) + 1.0;
-      acc.max = double(z);
+    const T w = w_of(xr, ar, i, sign);
+    if (w != w || w == T(INFINITY)) bad = true;
+    if (w == T(-INFINITY)) continue;
+    if (double(w) > acc.max) {
+      acc.sum = acc.sum * exp(abs_s * (acc.max - double(w))) + 1.0;
+      acc.max = double(w);
     } else {
-      acc.sum += double(exp_t(T(z - T(acc.max))));
+      acc.sum += double(exp_t(T((w - T(acc.max)) * c)));
     }
   }
   if (bad) acc = {NAN, NAN};
-  const MaxSum r = cuda_detail::block_combine(acc, smax, ssum);
+  const MaxSum r = cuda_detail::block_combine(acc, abs_s, smax, ssum);
   if (threadIdx.x == 0) {
     ws[2 * (b * nb + k)] = r.max;
     ws[2 * (b * nb + k) + 1] = r.sum;
   }
 }
 
-// One block per row combines the row's pairs in block order: lse, and (max, 1 / sum) for pass 2.
-__global__ void softmax_rows(const double* __restrict__ ws, int64_t nb, int64_t rows,
+// One block per row combines the row's pairs in block order: lse, and (top, 1 / sum) for pass 2.
+__global__ void softmax_rows(const double* __restrict__ ws, int64_t nb, RowScales scale,
                              double* __restrict__ lse, double* __restrict__ row_out) {
   __shared__ double smax[kThreads], ssum[kThreads];
   const int64_t b = blockIdx.x;
+  const double abs_s = fabs(scale[b]);
   MaxSum acc{-INFINITY, 0.0};
   // Thread t folds pairs t, t + kThreads, ... in order; the tree then fixes the rest of the order.
   for (int64_t k = threadIdx.x; k < nb; k += kThreads)
-    acc = cuda_detail::combine(acc, {ws[2 * (b * nb + k)], ws[2 * (b * nb + k) + 1]});
-  const MaxSum r = cuda_detail::block_combine(acc, smax, ssum);
+    acc = cuda_detail::combine(acc, {ws[2 * (b * nb + k)], ws[2 * (b * nb + k) + 1]}, abs_s);
+  const MaxSum r = cuda_detail::block_combine(acc, abs_s, smax, ssum);
   if (threadIdx.x == 0) {
     // All -inf (max stays -inf) or invalid (NaN): the softmax is undefined.
     const bool ok = r.max > -INFINITY && !isnan(r.max);
-    lse[b] = ok ? r.max + log(r.sum) : NAN;
+    lse[b] = ok ? abs_s * r.max + log(r.sum) : NAN;
     row_out[2 * b] = ok ? r.max : NAN;
     row_out[2 * b + 1] = ok ? 1.0 / r.sum : NAN;
   }
@@ -91,8 +104,9 @@ __global__ void softmax_write(T* __restrict__ x, int64_t x_stride, const T* __re
   const int64_t b = blockIdx.y;
   T* xr = x + b * x_stride;
   const T* ar = add ? add + b * add_stride : nullptr;
-  const T s = T(scale[b]);
-  const T m = T(row_stat[2 * b]);
+  const T sign = sign_of<T>(scale[b]);
+  const T c = T(fmin(fabs(scale[b]), double(std::numeric_limits<T>::max())));
+  const T top = T(row_stat[2 * b]);
   const T inv = T(row_stat[2 * b + 1]);
   To* o = out ? out + b * cols : nullptr;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
@@ -102,7 +116,7 @@ __global__ void softmax_write(T* __restrict__ x, int64_t x_stride, const T* __re
       v += ar[i];
       xr[i] = v;
     }
-    if (o) o[i] = To(exp_t(T(s * v - m)) * inv);
+    if (o) o[i] = To(exp_t(T((sign * v - top) * c)) * inv);
   }
 }
 
@@ -117,7 +131,7 @@ Status launch(const SoftmaxArgs& a, const RowScales& scale, cudaStream_t stream)
       x, a.x_stride, add, a.add_stride, scale, a.cols, pairs);
   Status st = cuda_detail::check(cudaGetLastError(), "softmax partials kernel launch");
   if (!st.ok) return st;
-  softmax_rows<<<unsigned(a.rows), kThreads, 0, stream>>>(pairs, nb, a.rows, a.lse, row_stat);
+  softmax_rows<<<unsigned(a.rows), kThreads, 0, stream>>>(pairs, nb, scale, a.lse, row_stat);
   st = cuda_detail::check(cudaGetLastError(), "softmax rows kernel launch");
   if (!st.ok || (!a.out && !a.add)) return st;
   // Enough blocks to cover the row up to 8 elements per thread, at most 65535 per row.

@@ -30,7 +30,8 @@ from flwr.serverapp import Grid, ServerApp  # noqa: E402
 from flwr.simulation import run_simulation  # noqa: E402
 
 from fastfair import aggregators as agg  # noqa: E402
-from fastfair.integrations.flwr import ClientObjective, FastFairStrategy  # noqa: E402
+from fastfair.integrations.flwr import (RECEIVED_LOSS_KEY, ClientObjective,  # noqa: E402
+                                        FastFairStrategy)
 
 NUM_CLIENTS, PER_ROUND, ROUNDS, ALPHA, SEED = 30, 10, 30, 0.3, 0
 LR, BATCH = 0.5, 16
@@ -81,8 +82,9 @@ client_app = ClientApp()
 
 @client_app.train()
 def train(msg: Message, context: Context) -> Message:
-    """Reports the loss of the received model (before training), then trains one epoch on the
-    objective of the server's rule (plain, FedProx, PropFair or Fed-CVaR-Avg)."""
+    """Reports the loss of the received model (before training, under RECEIVED_LOSS_KEY; not
+    Flower's train_loss, the mean loss during training), then trains one epoch on the objective
+    of the server's rule (plain, FedProx, PropFair or Fed-CVaR-Avg)."""
     pid = int(context.node_config["partition-id"])
     x, y, _, _ = partitions(int(context.node_config["num-partitions"]))[pid]
     model = new_model()
@@ -108,7 +110,7 @@ def train(msg: Message, context: Context) -> Message:
         loss.backward()
         opt.step()
 
-    metrics = {"num-examples": len(y), "train_loss": loss_before, "partition-id": pid,
+    metrics = {"num-examples": len(y), RECEIVED_LOSS_KEY: loss_before, "partition-id": pid,
                **objective.reply_metrics(state)}
     content = RecordDict({"arrays": ArrayRecord(model.state_dict()),
                           "metrics": MetricRecord(metrics)})

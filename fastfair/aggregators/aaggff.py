@@ -32,7 +32,8 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 from fastfair import ops
-from fastfair.aggregators.base import Aggregator, Commit, check_choice, check_scalar
+from fastfair.aggregators._checks import StateSpec, check_choice, check_scalar
+from fastfair.aggregators.base import Aggregator, Commit
 
 CDFS = ("weibull", "frechet", "gumbel", "exponential", "logistic", "normal")
 VARIANTS = ("paper", "reference_code")
@@ -220,9 +221,12 @@ class AAggFFD(Aggregator):
     def _state(self) -> Dict[str, Any]:
         return {"D": self.D, "eta": self.eta}
 
+    def _state_specs(self) -> Dict[str, StateSpec]:
+        return {"D": StateSpec((self.num_clients,)), "eta": StateSpec(lo=0.0)}
+
     def _set_state(self, state: Dict[str, Any]) -> None:
         self.D = state["D"]
-        self.eta = float(state["eta"])
+        self.eta = state["eta"]
 
     @property
     def p(self) -> np.ndarray:
@@ -327,7 +331,7 @@ class AAggFFS(Aggregator):
                             else (0.0, 1.0 / self.num_clients))
         self.alpha, self.beta = ons_constants(self.num_clients, self.c1, self.c2)
         self._ons = ops.OnlineNewtonStep(self.num_clients, self.alpha, self.beta,
-                                         "paper" if self.variant == "paper" else "ref_code")
+                                         "paper" if self.variant == "paper" else "reference_code")
 
     def _config(self) -> Dict[str, Any]:
         return {"cdf": self.cdf, "response_range": self.response_range, "variant": self.variant,
@@ -338,6 +342,29 @@ class AAggFFS(Aggregator):
     def _state(self) -> Dict[str, Any]:
         sd = self._ons.state_dict()
         return {f"ons_{name}": sd[name] for name in self._ONS_ARRAYS}
+
+    def _state_specs(self) -> Dict[str, StateSpec]:
+        K = self.num_clients
+        return {"ons_H": StateSpec((K, K)), "ons_Hinv": StateSpec((K, K)),
+                "ons_pending_u": StateSpec((K,)), "ons_pending_c": StateSpec((1,), lo=0.0),
+                "ons_b": StateSpec((K,)), "ons_p": StateSpec((K,), lo=0.0),
+                "ons_cumulative_gradient": StateSpec((K,))}
+
+    def _check_state(self, state: Dict[str, Any]) -> None:
+        """H must be symmetric positive definite (every round's projection solves with it; it
+        is alpha I plus Gram terms; O(K^3) through its Cholesky factor) and p a point of the
+        simplex."""
+        H = state["ons_H"]
+        if not np.array_equal(H, H.T):
+            raise ValueError("state['ons_H'] must be symmetric")
+        try:
+            np.linalg.cholesky(H)
+        except np.linalg.LinAlgError:
+            raise ValueError("state['ons_H'] must be positive definite (H = alpha I + beta "
+                             "sum g g'); its Cholesky factorisation fails") from None
+        total = float(state["ons_p"].sum())
+        if abs(total - 1.0) > 1e-9:
+            raise ValueError(f"state['ons_p'] must lie on the simplex (sum 1); its sum is {total}")
 
     def _set_state(self, state: Dict[str, Any]) -> None:
         sd = self._ons.state_dict()

@@ -9,21 +9,25 @@ The gradient in λ is the loss vector, so one round over the sampled set S is (d
           \lambda_i \text{ unchanged for } i \notin S,
 
 with the Euclidean projection onto the simplex :func:`fastfair.ops.project_simplex` (O(m)
-expected). Under full participation (the only setting the thesis runs AFL in) this is
-:math:`\lambda \leftarrow \Pi_\Delta(\lambda + \gamma F)`. The coefficients are the new
-:math:`\lambda_S`, applied to the same round's updates like AAggFF's decisions; ``coefficients=
-"previous"`` applies the λ the clients' losses were measured under (Mohri et al.'s simultaneous
-descent-ascent), renormalised over S (``1/m`` when they are all 0).
+expected). Under full participation this is :math:`\lambda \leftarrow \Pi_\Delta(\lambda +
+\gamma F)`; the AAggFF authors' code also runs it cross-device, from :math:`\lambda^{(0)} =
+C\mathbf 1` (``initial_lambda="reference_code"``) where fastfair starts at :math:`\mathbf 1/K`.
+The projection ignores a common shift of its input, so the start matters only once a fresh
+client (still at :math:`\lambda^{(0)}`) is sampled beside clients that have moved. The
+coefficients are the new :math:`\lambda_S`, applied to the same round's updates like AAggFF's
+decisions; ``coefficients="previous"`` applies the λ the clients' losses were measured under
+(Mohri et al.'s simultaneous descent-ascent), renormalised over S (``1/m`` when they are all 0).
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
 from fastfair import ops
-from fastfair.aggregators.base import Aggregator, Commit, check_choice, check_scalar
+from fastfair.aggregators._checks import StateSpec, check_choice, check_scalar
+from fastfair.aggregators.base import Aggregator, Commit
 
 
 class AFL(Aggregator):
@@ -40,42 +44,75 @@ class AFL(Aggregator):
     coefficients
         ``"updated"`` (default): the new :math:`\lambda_S`; ``"previous"``: the λ before this
         round's step, :math:`\lambda_S / \sum_S \lambda` (``1/m`` if those are all 0).
+    initial_lambda
+        ``"uniform"`` (default): :math:`\lambda^{(0)} = \mathbf 1/K`; ``"reference_code"``: the
+        AAggFF authors' :math:`\lambda^{(0)} = C\mathbf 1`, C the sampling fraction, set when
+        the first round runs (docs/algorithms.md §2.6.5). Under partial participation the two
+        differ from the first round in which a fresh client meets clients that have moved: with
+        K = 20, m = 5 (C = 0.25) and a fresh client sampled beside four at 0.2 with equal
+        losses, it gets 0.08 (uniform) or 0.24 (reference code) and the others 0.23 or 0.19.
+    sample_prob
+        C for ``initial_lambda="reference_code"``: None (default) for :math:`m/K` of the first
+        round, or the nominal fraction in (0, 1] of the authors' runs (their m is
+        :math:`\max(\lfloor CK\rfloor, 1)`).
 
-    State: ``lam`` ``[K]`` float64 (8 bytes per client), initialised to ``1/K``. The sampled
-    entries of λ always sum to 1 after a round; under partial participation λ over all K need
-    not. ``weights(client_ids, losses)`` returns ``c`` ``[m]``. O(m) per round.
+    State: ``lam`` ``[K]`` float64 (8 bytes per client, non-negative), initialised to ``1/K``
+    (to C at the first round with ``initial_lambda="reference_code"``). The sampled entries of λ
+    always sum to 1 after a round; under partial participation λ over all K need not.
+    ``weights(client_ids, losses)`` returns ``c`` ``[m]``. O(m) per round (plus that one O(K)
+    fill).
     """
 
     name = "afl"
 
     def __init__(self, num_clients: int, step_size: float = 0.1, *,
-                 coefficients: str = "updated") -> None:
+                 coefficients: str = "updated", initial_lambda: str = "uniform",
+                 sample_prob: Optional[float] = None) -> None:
         super().__init__(num_clients)
         self.step_size = check_scalar(step_size, "step_size", lo=0.0)
         self.coefficients = check_choice(coefficients, "coefficients", ("updated", "previous"))
+        self.initial_lambda = check_choice(initial_lambda, "initial_lambda",
+                                           ("uniform", "reference_code"))
+        if sample_prob is not None and self.initial_lambda != "reference_code":
+            raise ValueError("sample_prob only sets the start of initial_lambda="
+                             "'reference_code'; drop it or pass that option")
+        self.sample_prob = (None if sample_prob is None else
+                            check_scalar(sample_prob, "sample_prob", lo=0.0, hi=1.0, lo_open=True))
         self.lam = np.full(self.num_clients, 1.0 / self.num_clients)
 
     def _config(self) -> Dict[str, Any]:
-        return {"step_size": self.step_size, "coefficients": self.coefficients}
+        return {"step_size": self.step_size, "coefficients": self.coefficients,
+                "initial_lambda": self.initial_lambda, "sample_prob": self.sample_prob}
 
     def _state(self) -> Dict[str, Any]:
         return {"lam": self.lam}
+
+    def _state_specs(self) -> Dict[str, StateSpec]:
+        return {"lam": StateSpec((self.num_clients,), lo=0.0)}
 
     def _set_state(self, state: Dict[str, Any]) -> None:
         self.lam = state["lam"]
 
     def _round(self, ids, losses, num_samples, **round_inputs) -> Tuple[np.ndarray, Commit]:
         self._no_round_inputs(round_inputs)
-        old = self.lam[ids]
+        m = ids.shape[0]
+        start = None
+        if self.initial_lambda == "reference_code" and self.round == 0:
+            start = self.sample_prob if self.sample_prob is not None else m / self.num_clients
+            old = np.full(m, start)
+        else:
+            old = self.lam[ids]
         new = ops.project_simplex(old + self.step_size * losses)
         if self.coefficients == "updated":
             coef = new
         else:
             total = float(old.sum())
             # Under partial participation every sampled λ may have been projected to 0.
-            coef = old / total if total > 0.0 else np.full(ids.shape[0], 1.0 / ids.shape[0])
+            coef = old / total if total > 0.0 else np.full(m, 1.0 / m)
 
         def commit() -> None:
+            if start is not None:
+                self.lam.fill(start)
             self.lam[ids] = new
 
         return coef, commit

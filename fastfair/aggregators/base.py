@@ -32,7 +32,10 @@ State
     ``state_dict()`` returns ``{"format_version", "rule", "num_clients", "config", "state"}`` with
     copies of every array; ``load_state_dict(sd)`` restores it exactly (a run continued from a
     loaded state is bit-identical to one never interrupted) and rejects another rule, population,
-    configuration or format version, leaving the state untouched.
+    configuration or format version. Every state value is checked before any is installed, by
+    the checks the constructor and the rounds apply: each key's :class:`StateSpec` (type, shape,
+    finite, sign) and the rule's invariants across keys (AAggFF-S's positive definite H); a
+    state that fails leaves the aggregator exactly as it was.
 
 What a rule declares
     ``name``: its one public name (``"aaggff-d"``), used by :mod:`fastfair.aggregators.registry`,
@@ -56,19 +59,23 @@ Client side
 Writing a rule
     Subclass :class:`Aggregator`; implement ``_round(ids, losses, num_samples, **inputs)``, which
     must not mutate anything and returns ``(coefficients, commit)`` where ``commit()`` applies the
-    new state and cannot fail; list constructor hyperparameters in ``_config()`` and state arrays
-    and scalars in ``_state()`` / ``_set_state()``.
+    new state and cannot fail; list constructor hyperparameters in ``_config()``, state arrays
+    and scalars in ``_state()``, one :class:`StateSpec` per state key in ``_state_specs()``,
+    invariants across keys in ``_check_state()`` and the installation of a checked state (which
+    cannot fail) in ``_set_state()``.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 from typing import Any, Callable, ClassVar, Dict, Optional, Tuple
 
 import numpy as np
 
 from fastfair import ops
-from fastfair._arrays import framework_or_none, from_host, is_cuda
+from fastfair._arrays import from_host
+from fastfair.aggregators._checks import StateSpec, check_count, check_ids, check_vector
 from fastfair.aggregators.objectives import ClientObjective
 
 #: Version of the ``state_dict`` format (2: ``"rule"`` holds the rule's public name).
@@ -79,101 +86,6 @@ FORMAT_VERSION = 2
 UPDATE_INPUTS = ("updates", "sq_norms")
 
 Commit = Callable[[], None]
-
-
-# --------------------------------------------------------------------------- input conversion
-
-def host_array(x: Any, name: str) -> np.ndarray:
-    """``x`` (list, NumPy, torch, CuPy or any ``__dlpack__`` producer) as a host NumPy array."""
-    kind = framework_or_none(x)
-    if kind == "torch":
-        t = x.detach()
-        if str(t.dtype) in ("torch.bfloat16", "torch.float16"):
-            t = t.double()
-        return t.cpu().numpy()
-    if kind == "cupy":
-        return x.get()
-    if kind == "dlpack":
-        if is_cuda(x):
-            raise TypeError(f"{name}: cannot read a CUDA array of type {type(x).__name__}; "
-                            "pass a torch tensor, a CuPy array or host memory")
-        return np.from_dlpack(x)
-    return np.asarray(x)
-
-
-def check_ids(client_ids: Any, num_clients: int, *, allow_duplicates: bool = False) -> np.ndarray:
-    """``client_ids`` as int64 ``[m]``, checked: non-empty, 1-D, integer, in ``[0, K)`` and
-    distinct (unless ``allow_duplicates``)."""
-    ids = host_array(client_ids, "client_ids")
-    if ids.size == 0:
-        raise ValueError("client_ids is empty: a round needs at least one participating client")
-    if ids.ndim != 1:
-        raise ValueError(f"client_ids must be 1-D [m]; got shape {ids.shape}")
-    if ids.dtype.kind not in "iu":
-        raise TypeError(f"client_ids must be integers; got dtype {ids.dtype}")
-    ids = ids.astype(np.int64, copy=False)
-    lo, hi = int(ids.min()), int(ids.max())
-    if lo < 0 or hi >= num_clients:
-        bad = int(np.flatnonzero((ids < 0) | (ids >= num_clients))[0])
-        raise ValueError(f"client_ids must lie in [0, {num_clients}); got {int(ids[bad])} at "
-                         f"position {bad}")
-    if not allow_duplicates and ids.size > 1:
-        s = np.sort(ids)  # an unstable sort is enough to detect; positions are found on failure
-        if (s[1:] == s[:-1]).any():
-            order = np.argsort(ids, kind="stable")
-            same = ids[order[1:]] == ids[order[:-1]]
-            k = int(np.flatnonzero(same)[0])
-            raise ValueError(f"client_ids must be distinct; client {int(ids[order[k]])} appears "
-                             f"at positions {int(order[k])} and {int(order[k + 1])}")
-    return ids
-
-
-def check_vector(values: Any, m: int, name: str, *, nonnegative: bool = False) -> np.ndarray:
-    """A per-client round input as float64 ``[m]``: length m, finite (and >= 0 if asked)."""
-    v = host_array(values, name)
-    if v.ndim != 1:
-        raise ValueError(f"{name} must be 1-D with one entry per client; got shape {v.shape}")
-    if v.shape[0] != m:
-        raise ValueError(f"{name} has {v.shape[0]} entries but client_ids has {m}")
-    if v.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must be real numbers; got dtype {v.dtype}")
-    v = np.ascontiguousarray(v, dtype=np.float64)
-    bad = ~np.isfinite(v)
-    if bad.any():
-        pos = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"{name} must be finite; got {v[pos]} at position {pos}")
-    if nonnegative and (v < 0).any():
-        pos = int(np.flatnonzero(v < 0)[0])
-        raise ValueError(f"{name} must be non-negative; got {v[pos]} at position {pos}")
-    return v
-
-
-def check_scalar(value: Any, name: str, *, lo: Optional[float] = None,
-                 hi: Optional[float] = None, lo_open: bool = False,
-                 hi_open: bool = False) -> float:
-    """A hyperparameter as a finite float in the stated interval; the error names it."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a real number; got {value!r}") from None
-    ok = math.isfinite(v)
-    if ok and lo is not None:
-        ok = v > lo if lo_open else v >= lo
-    if ok and hi is not None:
-        ok = v < hi if hi_open else v <= hi
-    if not ok:
-        left = "(" if lo_open else "["
-        right = ")" if hi_open else "]"
-        rng = f"{left}{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}{right}"
-        raise ValueError(f"{name} must be finite and in {rng}; got {value!r}")
-    return v
-
-
-def check_choice(value: Any, name: str, choices: Tuple[str, ...]) -> str:
-    """A string option among ``choices``; the error lists them."""
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
-    return str(value)
 
 
 # --------------------------------------------------------------------------- the base class
@@ -205,8 +117,7 @@ class Aggregator:
         self.num_clients = int(num_clients)
         self._num_samples: Optional[np.ndarray] = None
         if num_samples is not None:
-            self._num_samples = check_vector(num_samples, self.num_clients, "num_samples",
-                                             nonnegative=True).copy()
+            self._num_samples = self._counts_spec().check(num_samples, "num_samples")
         self.round = 0
 
     # ------------------------------------------------------------------ declarations
@@ -312,8 +223,21 @@ class Aggregator:
         """Mutable state: arrays (copied by state_dict) and scalars."""
         return {}
 
+    def _state_specs(self) -> Dict[str, StateSpec]:
+        """One :class:`StateSpec` per key of :meth:`_state`: the checks the constructor and the
+        rounds guarantee of that value (shape, finite, lower bound)."""
+        return {}
+
+    def _check_state(self, state: Dict[str, Any]) -> None:
+        """Raises unless the invariants across keys hold for a loaded ``state`` (every key of
+        ``state_dict()["state"]``) whose values passed their specs; changes nothing."""
+
     def _set_state(self, state: Dict[str, Any]) -> None:
-        """Installs a validated state from :meth:`_state`'s keys."""
+        """Installs a checked state from :meth:`_state`'s keys; must not fail."""
+
+    def _counts_spec(self) -> StateSpec:
+        """Static sample counts ``[K]``: finite and non-negative (constructor and state)."""
+        return StateSpec((self.num_clients,), lo=0.0)
 
     def state_dict(self) -> Dict[str, Any]:
         """Versioned snapshot: ``{"format_version", "rule", "num_clients", "config", "state"}``;
@@ -328,7 +252,8 @@ class Aggregator:
                           for k, v in state.items()}}
 
     def _check_header(self, state_dict: Dict[str, Any]) -> None:
-        """Raises unless ``state_dict`` has this format version, rule, population and config."""
+        """Raises unless ``state_dict`` has this format version, rule, population and config
+        (where a hyperparameter it lacks, being older, must be at its default here)."""
         if not isinstance(state_dict, dict):
             raise TypeError("state_dict must be a dict returned by state_dict()")
         version = state_dict.get("format_version")
@@ -344,31 +269,37 @@ class Aggregator:
                              f"this aggregator has {self.num_clients}")
         config = state_dict.get("config", {})
         mine = self._config()
+        # An option added after the state_dict was written is absent from it: fine at its default.
+        defaults = {p.name: p.default
+                    for p in inspect.signature(type(self).__init__).parameters.values()}
         for key in sorted(set(config) | set(mine)):
+            if key not in config and key in defaults and _same(mine[key], defaults[key]):
+                continue
             if key not in config or key not in mine or not _same(config[key], mine[key]):
                 raise ValueError(f"state_dict config[{key!r}] = {config.get(key)!r} differs from "
                                  f"this aggregator's {mine.get(key)!r}; construct it with the "
                                  "same hyperparameters")
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
-        """Restores a :meth:`state_dict` exactly; on any mismatch raises and changes nothing."""
+        """Restores a :meth:`state_dict` exactly. Every value is checked first (the round
+        counter, the static counts, each key's :class:`StateSpec`, then :meth:`_check_state`),
+        and only then is anything installed: on any mismatch it raises and changes nothing."""
         self._check_header(state_dict)
-        current = self.state_dict()["state"]
-        given = state_dict.get("state", {})
-        if set(given) != set(current):
+        given = state_dict.get("state")
+        if not isinstance(given, dict):
+            raise TypeError("state_dict['state'] must be a dict returned by state_dict()")
+        specs = dict(self._state_specs())
+        if self._num_samples is not None:
+            specs["num_samples"] = self._counts_spec()
+        expected = {"round", *specs}
+        if set(given) != expected:
             raise ValueError(f"state_dict state has keys {sorted(given)}; expected "
-                             f"{sorted(current)}")
-        new: Dict[str, Any] = {}
-        for key, ref in current.items():
-            value = given[key]
-            if isinstance(ref, np.ndarray):
-                arr = host_array(value, f"state[{key!r}]")
-                if arr.shape != ref.shape:
-                    raise ValueError(f"state[{key!r}] has shape {arr.shape}; expected {ref.shape}")
-                new[key] = np.array(arr, dtype=ref.dtype, copy=True)
-            else:
-                new[key] = value
-        self.round = int(new.pop("round"))
+                             f"{sorted(expected)}")
+        new = {key: spec.check(given[key], f"state[{key!r}]") for key, spec in specs.items()}
+        new["round"] = check_count(given["round"], "state['round']")
+        self._check_state(new)
+        # Everything is checked: nothing below can fail.
+        self.round = new.pop("round")
         if "num_samples" in new:
             self._num_samples = new.pop("num_samples")
         self._set_state(new)

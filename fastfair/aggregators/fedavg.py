@@ -15,7 +15,9 @@ from typing import Any, Dict, Tuple
 
 import numpy as np
 
-from fastfair.aggregators.base import Aggregator, Commit, check_choice, check_scalar
+from fastfair.aggregators._checks import check_choice, check_scalar
+from fastfair.aggregators._weights import normalize
+from fastfair.aggregators.base import Aggregator, Commit
 from fastfair.aggregators.objectives import (Params, ProximalObjective, param_pairs,
                                              proximal_term)
 
@@ -25,16 +27,18 @@ _NOTHING: Commit = lambda: None  # noqa: E731  (stateless rules commit nothing)
 def fedavg_weights(num_samples: np.ndarray, zero_total: str = "uniform") -> np.ndarray:
     r"""FedAvg coefficients ``c_k = n_k / sum_{j in S} n_j`` over the m sampled clients.
 
-    ``num_samples`` is ``[m]``, non-negative. When every count is zero the weights are undefined:
-    ``zero_total="uniform"`` falls back to FairAvg's ``1/m``, ``"raise"`` raises ``ValueError``.
+    ``num_samples`` is ``[m]``, finite and non-negative, of any magnitude (the sum is scaled
+    first, so counts near the float64 maximum do not overflow it). When every count is zero the
+    weights are undefined: ``zero_total="uniform"`` falls back to FairAvg's ``1/m``, ``"raise"``
+    raises ``ValueError``.
     """
-    total = float(np.sum(num_samples))
-    if total == 0.0:
+    weights = normalize(num_samples)
+    if weights is None:
         if zero_total == "raise":
             raise ValueError("num_samples sum to zero over the round: FedAvg weights are "
                              "undefined (use zero_total='uniform' to fall back to 1/m)")
         return np.full(num_samples.shape[0], 1.0 / num_samples.shape[0])
-    return num_samples / total
+    return weights
 
 
 class FedAvg(Aggregator):

@@ -25,9 +25,10 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
+from fastfair.aggregators._checks import (StateSpec, check_choice, check_scalar, check_vector,
+                                          host_array)
+from fastfair.aggregators.base import Aggregator, Commit
 from fastfair.aggregators.objectives import CVaRObjective, cvar_objective
-from fastfair.aggregators.base import (Aggregator, Commit, check_choice, check_scalar,
-                                       check_vector, host_array)
 
 
 def cvar_coefficients(losses: Any, t: float, alpha: float, gamma: float) -> Tuple[Any, Any]:
@@ -163,8 +164,11 @@ class FedCVaRAvg(Aggregator):
     def _state(self) -> Dict[str, Any]:
         return {"t": self.t}
 
+    def _state_specs(self) -> Dict[str, StateSpec]:
+        return {"t": StateSpec()}  # finite, as the constructor's threshold
+
     def _set_state(self, state: Dict[str, Any]) -> None:
-        self.t = check_scalar(state["t"], "state['t']")
+        self.t = state["t"]
 
     # ------------------------------------------------------------------ server
     def _round(self, ids, losses, num_samples, **round_inputs) -> Tuple[np.ndarray, Commit]:

@@ -28,7 +28,8 @@ from typing import Any, Dict, NamedTuple, Tuple
 
 import numpy as np
 
-from fastfair.aggregators.base import Aggregator, Commit, check_choice, check_scalar
+from fastfair.aggregators._checks import StateSpec, check_choice, check_scalar
+from fastfair.aggregators.base import Aggregator, Commit
 
 
 class FedMABASolution(NamedTuple):
@@ -166,6 +167,9 @@ class FedMABA(Aggregator):
 
     def _state(self) -> Dict[str, Any]:
         return {"log_p": self.log_p}
+
+    def _state_specs(self) -> Dict[str, StateSpec]:
+        return {"log_p": StateSpec((self.num_clients,))}
 
     def _set_state(self, state: Dict[str, Any]) -> None:
         self.log_p = state["log_p"]

@@ -19,7 +19,9 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
-from fastfair.aggregators.base import Aggregator, Commit, check_choice, check_scalar
+from fastfair.aggregators._checks import check_choice, check_scalar
+from fastfair.aggregators._weights import eg_weights
+from fastfair.aggregators.base import Aggregator, Commit
 from fastfair.aggregators.fedavg import fedavg_weights
 from fastfair.aggregators.objectives import PropFairObjective, propfair_loss
 
@@ -66,14 +68,11 @@ class PropFair(Aggregator):
             raise ValueError(f"losses must be below M = {self.M} for weighting='eg'; got "
                              f"{losses[pos]} at position {pos}")
         counts = self._counts(ids, num_samples, required=False)
-        score = 1.0 / (self.M - losses)
-        if counts is not None:
-            score = counts * score
-        total = float(score.sum())
-        if total == 0.0:
+        weights = eg_weights(-np.log(self.M - losses), counts, "-log(M - losses)")
+        if weights is None:
             raise ValueError("num_samples are all zero over the round: PropFair weights are "
                              "undefined")
-        return score / total, lambda: None
+        return weights, lambda: None
 
     def client_objective(self) -> Optional[PropFairObjective]:
         r"""The client loss transform with ``weighting="fedavg"``; None with ``"eg"``, whose

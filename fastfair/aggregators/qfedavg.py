@@ -20,9 +20,10 @@ from typing import Any, Dict, Tuple
 
 import numpy as np
 
+from fastfair.aggregators._checks import check_choice, check_scalar, check_vector
 from fastfair.aggregators._updates import squared_norms
-from fastfair.aggregators.base import (Aggregator, Commit, check_choice, check_scalar,
-                                       check_vector)
+from fastfair.aggregators._weights import eg_weights
+from fastfair.aggregators.base import Aggregator, Commit
 
 
 def qfedavg_coefficients(losses: np.ndarray, sq_norms: np.ndarray, q: float,
@@ -63,7 +64,11 @@ class QFedAvg(Aggregator):
     q
         Fairness exponent q >= 0 (q = 0 is FedAvg-like with step scaling).
     lipschitz
-        L > 0, the inverse of the clients' learning rate (``form="qffl"``).
+        L > 0, the inverse of the clients' learning rate (``form="qffl"``). The AAggFF authors'
+        code uses :math:`L = \eta_s/\eta` (server over client learning rate) and steps by
+        :math:`\eta_s`: ``QFedAvg(lipschitz=server_lr / lr)`` with the server optimiser
+        ``SGD(lr=server_lr)`` (or ``aggregate(..., lr=server_lr)``) reproduces that update
+        (docs/algorithms.md §2.6.2); with :math:`\eta_s = 1` it is the q-FFL paper's.
     num_samples
         Static counts ``[K]`` for ``form="eg"`` (uniform when absent).
     form
@@ -101,12 +106,14 @@ class QFedAvg(Aggregator):
                 raise ValueError(f"losses must be non-negative for q-FedAvg (F^q); got "
                                  f"{losses[pos]} at position {pos}")
             counts = self._counts(ids, num_samples, required=False)
-            score = losses ** self.q if counts is None else counts * losses ** self.q
-            total = float(score.sum())
-            if total == 0.0:
+            # F^q in log space: q log F (-inf at F = 0, weight 0; F^0 = 1 when q = 0).
+            with np.errstate(divide="ignore", over="ignore"):
+                response = self.q * np.log(losses) if self.q != 0.0 else np.zeros(m)
+            weights = eg_weights(response, counts, "q * log(losses)")
+            if weights is None:
                 raise ValueError("losses (times num_samples) are all zero: the normalised "
                                  "q-FedAvg weights are undefined")
-            return score / total, lambda: None
+            return weights, lambda: None
         if (updates is None) == (norms is None):
             raise ValueError("pass exactly one of updates ([m, *S] or m lists of arrays) and "
                              "sq_norms ([m]): q-FedAvg scales its step by the update norms")

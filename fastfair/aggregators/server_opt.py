@@ -24,8 +24,9 @@ from typing import Any, ClassVar, Dict, List, Optional, Tuple, Type
 
 import numpy as np
 
-from fastfair._arrays import framework_or_none
-from fastfair.aggregators.base import FORMAT_VERSION, check_scalar
+from fastfair._arrays import dtype_name, framework_or_none
+from fastfair.aggregators._checks import check_count, check_scalar
+from fastfair.aggregators.base import FORMAT_VERSION
 
 
 def _clone(x: Any) -> Any:
@@ -55,6 +56,8 @@ class ServerOptimizer:
     #: The optimiser's public name (``--server-optimizer``).
     name: ClassVar[str] = ""
     _buffers: ClassVar[Tuple[str, ...]] = ()
+    #: Buffers that are never negative (second moments), as a loaded state must be.
+    _nonnegative: ClassVar[Tuple[str, ...]] = ()
 
     def __init__(self, *, lr: float) -> None:
         self.lr = check_scalar(lr, "lr", lo=0.0, lo_open=True)
@@ -110,7 +113,10 @@ class ServerOptimizer:
                              for name, bufs in self.state.items()}}}
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
-        """Restores :meth:`state_dict` exactly; on any mismatch raises and changes nothing."""
+        """Restores :meth:`state_dict` exactly. The step counter and every buffer are checked
+        first (a non-negative integer; None or lists of finite floating-point arrays, the
+        second moment non-negative, all buffers of the same shapes); on any mismatch it raises
+        and changes nothing."""
         if not isinstance(state_dict, dict):
             raise TypeError("state_dict must be a dict returned by state_dict()")
         if state_dict.get("format_version") != FORMAT_VERSION:
@@ -123,21 +129,44 @@ class ServerOptimizer:
             raise ValueError(f"state_dict config {state_dict.get('config')!r} differs from this "
                              f"optimizer's {self._config()!r}; construct it with the same "
                              "hyperparameters")
-        state = state_dict.get("state", {})
+        state = state_dict.get("state")
+        if not isinstance(state, dict):
+            raise TypeError("state_dict['state'] must be a dict returned by state_dict()")
         expected = {"steps", *self.state}
         if set(state) != expected:
             raise ValueError(f"state_dict state has keys {sorted(state)}; expected "
                              f"{sorted(expected)}")
-        bufs = {name: state[name] for name in self.state}
-        for name, value in bufs.items():
-            if value is not None and not isinstance(value, (list, tuple)):
-                raise ValueError(f"state[{name!r}] must be None or a list of arrays")
-        steps = state["steps"]
-        if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
-            raise ValueError(f"state['steps'] must be a non-negative integer; got {steps!r}")
-        self.steps = int(steps)
-        self.state = {name: None if v is None else [_clone(b) for b in v]
-                      for name, v in bufs.items()}
+        steps = check_count(state["steps"], "state['steps']")
+        bufs = {name: self._check_buffer(state[name], name) for name in self.state}
+        shapes = {name: None if v is None else tuple(tuple(b.shape) for b in v)
+                  for name, v in bufs.items()}
+        if len(set(shapes.values())) > 1:
+            raise ValueError("state buffers must be all None (before the first step) or lists "
+                             f"of arrays of the same shapes; got shapes {shapes}")
+        # Everything is checked: nothing below can fail.
+        self.steps = steps
+        self.state = bufs
+
+    def _check_buffer(self, value: Any, buffer: str) -> Optional[List[Any]]:
+        """Loaded buffer ``buffer``: None, or a list of finite floating-point arrays
+        (non-negative for a second moment), returned as copies."""
+        name = f"state[{buffer!r}]"
+        if value is None:
+            return None
+        if not isinstance(value, (list, tuple)):
+            raise TypeError(f"{name} must be None or a list of arrays; got "
+                            f"{type(value).__name__}")
+        out = []
+        for k, b in enumerate(value):
+            if framework_or_none(b) is None or not dtype_name(b).startswith(("float", "bfloat")):
+                raise TypeError(f"{name}[{k}] must be a floating-point array (NumPy, torch or "
+                                f"CuPy); got {type(b).__name__}")
+            if not bool((abs(b) < float("inf")).all()):
+                raise ValueError(f"{name}[{k}] must be finite")
+            if buffer in self._nonnegative and not bool((b >= 0).all()):
+                raise ValueError(f"{name}[{k}] must be non-negative (a second moment)")
+            out.append(_clone(b))
+        return out
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self._config().items())
@@ -182,6 +211,7 @@ class FedAvgM(ServerOptimizer):
 
 class _Adaptive(ServerOptimizer):
     _buffers = ("exp_avg", "exp_avg_sq")
+    _nonnegative = ("exp_avg_sq",)
 
     def __init__(self, *, lr: float = 1e-2, beta1: float = 0.9, beta2: float = 0.99,
                  tau: float = 1e-3) -> None:

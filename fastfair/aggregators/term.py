@@ -15,21 +15,21 @@ from typing import Any, Dict, Tuple
 
 import numpy as np
 
-from fastfair.aggregators.base import Aggregator, Commit, check_choice, check_scalar
+from fastfair.aggregators._checks import check_choice, check_scalar
+from fastfair.aggregators._weights import eg_weights
+from fastfair.aggregators.base import Aggregator, Commit
 
 
 def tilted_weights(losses: np.ndarray, tilt: float, counts: Any = None) -> np.ndarray:
-    r"""``softmax(log n + tilt * F)`` over the m clients (``counts`` None: uniform n).
-    Clients with :math:`n_k = 0` get weight 0; all-zero counts raise ``ValueError``."""
-    score = tilt * losses
-    if counts is not None:
-        if not (counts > 0).any():
-            raise ValueError("num_samples are all zero over the round: TERM weights are "
-                             "undefined")
-        with np.errstate(divide="ignore"):
-            score = score + np.log(counts)
-    e = np.exp(score - score.max())
-    return e / e.sum()
+    r"""``softmax(log n + tilt * F)`` over the m clients (``counts`` None: uniform n), in log
+    space (:func:`~fastfair.aggregators._weights.eg_weights`). Clients with :math:`n_k = 0` get
+    weight 0; all-zero counts, or a ``tilt * losses`` that overflows, raise ``ValueError``."""
+    with np.errstate(over="ignore"):  # an overflow is reported by eg_weights
+        response = tilt * losses
+    weights = eg_weights(response, counts, "tilt * losses")
+    if weights is None:
+        raise ValueError("num_samples are all zero over the round: TERM weights are undefined")
+    return weights
 
 
 class TERM(Aggregator):

@@ -27,7 +27,7 @@ class SuperFedOptions:
     """SuPerFed hyperparameters (``--rule-option KEY=VALUE``); docs/algorithms.md §4.4.
 
     ``start`` is L (mixing starts after round floor(L T)); ``nu`` and ``mu`` weigh the
-    orthogonality and proximity terms; ``prox='code'`` uses the reference code's
+    orthogonality and proximity terms; ``prox='reference_code'`` uses the reference code's
     :math:`\\mu \\sum_s \\|f_s - g_s\\|` instead of the paper's
     :math:`\\frac{\\mu}{2}\\|f - g\\|^2`.
     ``mode`` comes from the rule name (superfed-mm / superfed-lm).
@@ -51,8 +51,8 @@ class SuperFedOptions:
             raise ValueError(f"start (L) must be in [0, 1]; got {self.start}")
         if self.nu < 0 or self.mu < 0 or self.momentum < 0 or self.weight_decay < 0:
             raise ValueError("nu, mu, momentum and weight_decay must be >= 0")
-        if self.prox not in ("paper", "code"):
-            raise ValueError(f"prox must be 'paper' or 'code'; got {self.prox!r}")
+        if self.prox not in ("paper", "reference_code"):
+            raise ValueError(f"prox must be 'paper' or 'reference_code'; got {self.prox!r}")
         if self.grid < 2:
             raise ValueError(f"grid must be >= 2; got {self.grid}")
 

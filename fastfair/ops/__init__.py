@@ -5,6 +5,7 @@ returns results in the framework (and on the device) of its inputs.
 """
 
 from fastfair.ops.dr import dr_gradient, dr_lazy_step
+from fastfair.ops.normal_segments import normal_segments
 from fastfair.ops.ons import OnlineNewtonStep, QpCertificate, ons_project, ons_project_batched
 from fastfair.ops.sampling import sample_available, sample_clients
 from fastfair.ops.sgld import cosine_beta_schedule, fedevg_server_step, sgld_step
@@ -15,8 +16,8 @@ from fastfair.ops.superfed import (SegmentLayout, orthogonality_coefficients, pr
 from fastfair.ops.weighted_average import Accumulator, weighted_average
 
 __all__ = ["Accumulator", "OnlineNewtonStep", "QpCertificate", "dr_gradient", "dr_lazy_step",
-           "eg_step", "logsumexp", "ons_project", "ons_project_batched", "project_simplex",
-           "sample_available", "sample_clients", "softmax", "weighted_average",
+           "eg_step", "logsumexp", "normal_segments", "ons_project", "ons_project_batched",
+           "project_simplex", "sample_available", "sample_clients", "softmax", "weighted_average",
            "cosine_beta_schedule", "fedevg_server_step", "sgld_step", "SegmentLayout",
            "orthogonality_coefficients", "prox_coefficients", "superfed_mix", "superfed_reduce",
            "superfed_step"]

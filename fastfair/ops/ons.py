@@ -20,7 +20,7 @@ import numpy as np
 
 from fastfair import _C
 from fastfair._arrays import (check_finite, current_stream, detach, empty, framework, from_host,
-                              is_cuda)
+                              integer, is_cuda, numpy_array, real)
 
 Array = Any
 
@@ -66,7 +66,7 @@ def _host_f64(x: Any, name: str, ndim: int) -> np.ndarray:
         if is_cuda(x):
             raise ValueError(f"{name} is on a CUDA device; this solver runs on the host")
         x = np.from_dlpack(detach(x))
-    arr = np.ascontiguousarray(np.asarray(x, dtype=np.float64))
+    arr = np.ascontiguousarray(numpy_array(x, name, np.float64))
     if arr.ndim != ndim:
         raise ValueError(f"{name} must have {ndim} axes; got shape {arr.shape}")
     check_finite(arr.reshape(-1), name)
@@ -121,7 +121,7 @@ def ons_project(H: Array, b: Array, *, warm_start: Optional[Array] = None, max_i
     warm = None if warm_start is None else _host_f64(warm_start, "warm_start", 1)
     p = np.empty(K)
     try:
-        info = _C.simplex_qp(Hh, bh, warm, p, int(max_iter))
+        info = _C.simplex_qp(Hh, bh, warm, p, integer(max_iter, "max_iter", 0, 2 ** 62))
     except RuntimeError as exc:
         raise ValueError(str(exc)) from None
     p = from_host(p, H)
@@ -179,7 +179,8 @@ def ons_project_batched(H: Array, b: Array, *, method: str = "auto", tol: float 
         kkt = empty(H, [B], "float64")
         iters = empty(H, [B], "int64")
         support = empty(H, [B], "int64")
-        _C.simplex_qp_batched(H, b, p, kkt, iters, support, 1, int(max_iter), float(tol),
+        _C.simplex_qp_batched(H, b, p, kkt, iters, support, 1,
+                              integer(max_iter, "max_iter", 0, 2 ** 62), real(tol, "tol"),
                               current_stream(H, stream))
     else:
         Hh = _host_f64(H, "H", 3)
@@ -195,7 +196,7 @@ def ons_project_batched(H: Array, b: Array, *, method: str = "auto", tol: float 
         support = np.empty(B, dtype=np.int64)
         try:
             _C.simplex_qp_batched(Hh, bh, p, kkt, iters, support, 1 if method == "fista" else 0,
-                                  int(max_iter), float(tol), -1)
+                                  integer(max_iter, "max_iter", 0, 2 ** 62), real(tol, "tol"), -1)
         except RuntimeError as exc:
             raise ValueError(str(exc)) from None
         p, kkt, iters, support = (from_host(a, H) for a in (p, kkt, iters, support))
@@ -214,16 +215,21 @@ class OnlineNewtonStep:
               b_t = \sum_{\tau \le t} (\beta \langle g_\tau, p_\tau \rangle - 1) g_\tau, \quad
               p_{t+1} = \operatorname*{argmin}_{p \in \Delta} \tfrac12 p^\top H_t p - b_t^\top p.
 
-    ``variant="ref_code"`` (the authors' code): :math:`H_t = \alpha I + \beta(\alpha I +
+    ``variant="reference_code"`` (the authors' code): :math:`H_t = \alpha I + \beta(\alpha I +
     \sum g g^\top)`, :math:`b_t = -\sum g`. Both start at :math:`p_1 = \mathbf 1/K`.
 
-    A round costs two passes over ``[K, K]`` matrices: H is updated in place, and
-    :math:`H^{-1}` is kept by Sherman-Morrison, its rank-1 correction applied during the next
-    round's pass. The projection works on the zero set Z with the Schur complement
+    A round costs two passes over ``[K, K]`` matrices: H gains :math:`\beta g g^\top` and
+    :math:`H^{-1}` is kept by Sherman-Morrison, each rank-1 term folded into the stored matrix
+    during the next round's pass. The projection works on the zero set Z with the Schur complement
     :math:`(H^{-1})_{ZZ}` (O(K|Z| + |Z|^3) per active-set change), warm-started from the previous
-    support. The result is certified against the stored H; if the certificate exceeds ``tol``
-    the round is re-solved with the Cholesky factor of :math:`H_{FF}` and the inverse is rebuilt
-    from H (O(K^3), counted in ``last_info.refactorizations``).
+    support. The result is certified against H; if the certificate exceeds ``tol`` the round is
+    re-solved with the Cholesky factor of :math:`H_{FF}` and the inverse is rebuilt from H
+    (O(K^3), counted in ``last_info.refactorizations``).
+
+    A :meth:`step` that raises (a non-finite ``g``, an update that overflows float64, or an
+    :math:`H + \beta g g^\top` that is not numerically positive definite) leaves the object
+    exactly as it was: :meth:`state_dict` before and after are equal bit for bit, and later steps
+    run as if the call had not been made.
 
     Parameters
     ----------
@@ -233,27 +239,29 @@ class OnlineNewtonStep:
         Regulariser and curvature constants, ``alpha > 0``, ``beta >= 0``. AAggFF-S uses
         ``alpha = 4 K L``, ``beta = 1 / (4 L)`` with ``L = C2 / (1 + C1)``.
     variant
-        ``"paper"`` or ``"ref_code"``.
+        ``"paper"`` or ``"reference_code"``.
     tol
         Certificate threshold of the fast path (scaled KKT residual).
     """
 
     _VERSION = 1
+    # The pending terms are settled before export, so pending_c is always 0 in a state_dict and
+    # pending_g (the last gradient, not yet folded into H) is not part of it.
     _ARRAYS = ("H", "Hinv", "pending_u", "pending_c", "b", "p", "cumulative_gradient")
 
     def __init__(self, num_clients: int, alpha: float, beta: float, variant: str = "paper", *,
                  tol: float = 1e-10) -> None:
-        K = int(num_clients)
-        if K < 1:
-            raise ValueError(f"num_clients must be >= 1; got {num_clients}")
-        if not (np.isfinite(alpha) and alpha > 0):
+        K = integer(num_clients, "num_clients", 1, 2 ** 31)
+        alpha, beta = real(alpha, "alpha"), real(beta, "beta")
+        if not alpha > 0:
             raise ValueError(f"alpha must be positive and finite (it keeps H positive definite); "
                              f"got {alpha}")
-        if not (np.isfinite(beta) and beta >= 0):
+        if not beta >= 0:
             raise ValueError(f"beta must be non-negative and finite; got {beta}")
-        if variant not in ("paper", "ref_code"):
-            raise ValueError(f"variant must be 'paper' or 'ref_code'; got {variant!r}")
-        if not (tol > 0):
+        if variant not in ("paper", "reference_code"):
+            raise ValueError(f"variant must be 'paper' or 'reference_code'; got {variant!r}")
+        tol = real(tol, "tol", finite=False)
+        if not tol > 0:
             raise ValueError(f"tol must be positive; got {tol}")
         self.num_clients = K
         self.alpha = float(alpha)
@@ -265,6 +273,7 @@ class OnlineNewtonStep:
         self._Hinv = np.eye(K) / diag
         self._pending_u = np.zeros(K)
         self._pending_c = np.zeros(1)
+        self._pending_g = np.zeros(K)
         self._b = np.zeros(K)
         self._p = np.full(K, 1.0 / K)
         self._cumulative_gradient = np.zeros(K)
@@ -279,7 +288,14 @@ class OnlineNewtonStep:
     @property
     def H(self) -> np.ndarray:
         """Current ``H_t`` ``[K, K]`` (a copy)."""
+        self._settle()
         return self._H.copy()
+
+    def _settle(self) -> None:
+        """Folds the pending rank-1 terms into the stored H and inverse (no change of the state
+        itself: the next step computes the same bits either way)."""
+        _C.ons_settle(self._H, self._Hinv, self._pending_u, self._pending_c, self._pending_g,
+                      self.beta)
 
     @property
     def b(self) -> np.ndarray:
@@ -301,12 +317,14 @@ class OnlineNewtonStep:
 
     def step(self, g: Array) -> Array:
         """Applies one round with gradient ``g`` ``[K]`` and returns the new decision ``[K]``
-        (in the framework of ``g``); the certificate is in ``last_info``."""
+        (in the framework of ``g``); the certificate is in ``last_info``. Raises ValueError,
+        leaving the object as it was, for a ``g`` that is not finite or too large for the state
+        (see the class notes)."""
         gh = _host_f64(g, "g", 1)
         if gh.shape[0] != self.num_clients:
             raise ValueError(f"g must have shape [{self.num_clients}]; got {list(gh.shape)}")
-        info = _C.ons_step(self._H, self._Hinv, self._pending_u, self._pending_c, self._b,
-                           self._p, gh, self.beta, self.variant == "paper", self.tol, 0)
+        info = _C.ons_step(self._H, self._Hinv, self._pending_u, self._pending_c, self._pending_g,
+                           self._b, self._p, gh, self.beta, self.variant == "paper", self.tol, 0)
         self._cumulative_gradient += gh
         self.round += 1
         self.last_info = QpCertificate(**info)
@@ -314,6 +332,7 @@ class OnlineNewtonStep:
 
     def state_dict(self) -> Dict[str, Any]:
         """Everything needed to resume bit for bit: the constants and copies of all arrays."""
+        self._settle()
         state: Dict[str, Any] = {"version": self._VERSION, "num_clients": self.num_clients,
                                  "alpha": self.alpha, "beta": self.beta, "variant": self.variant,
                                  "tol": self.tol, "round": self.round}
@@ -337,8 +356,8 @@ class OnlineNewtonStep:
                                  f"got {list(a.shape)}")
             check_finite(a.reshape(-1), f"state[{name!r}]")
             arrays[name] = a
-        if state["variant"] not in ("paper", "ref_code"):
-            raise ValueError("state['variant'] must be 'paper' or 'ref_code'")
+        if state["variant"] not in ("paper", "reference_code"):
+            raise ValueError("state['variant'] must be 'paper' or 'reference_code'")
         self.num_clients = K
         self.alpha = float(state["alpha"])
         self.beta = float(state["beta"])
@@ -347,4 +366,5 @@ class OnlineNewtonStep:
         self.round = int(state["round"])
         for name, a in arrays.items():
             setattr(self, "_" + name, a)
+        self._pending_g = np.zeros(K)
         self.last_info = None

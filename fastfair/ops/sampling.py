@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any, Optional, Tuple, Union
 
 import numpy as np
 
 from fastfair import _C
-from fastfair._arrays import current_stream, detach, empty, framework, is_cuda
+from fastfair._arrays import current_stream, detach, empty, framework, integer, is_cuda, real
 
 Array = Any
 
-_MAX_SEED = 2 ** 64
+_MAX_CLIENTS = 2 ** 62
 
 
-def _check_seed(seed: int) -> int:
-    seed = int(seed)
-    if not 0 <= seed < _MAX_SEED:
-        raise ValueError(f"seed must be in [0, 2^64); got {seed}")
-    return seed
+def _key(seed: Any, round: Any) -> Tuple[int, int]:
+    """The (seed, round) key, checked: integers in [0, 2^64) and [0, 2^32)."""
+    return integer(seed, "seed", 0, 2 ** 64), integer(round, "round", 0, 2 ** 32)
 
 
 def sample_clients(num_clients: int, m: int, *, seed: int, round: int,
@@ -34,11 +32,11 @@ def sample_clients(num_clients: int, m: int, *, seed: int, round: int,
     Parameters
     ----------
     num_clients
-        ``K >= 1`` (up to 2^62).
+        ``1 <= K < 2^62``, an integer.
     m
-        Sample size, ``0 <= m <= K``.
+        Sample size, an integer ``0 <= m <= K``.
     seed, round
-        The key: ``seed`` in [0, 2^64), ``round`` in [0, 2^32).
+        The key: integers, ``seed`` in [0, 2^64), ``round`` in [0, 2^32).
     like
         Optional array whose framework and device the ids are created in (default NumPy, CPU).
     out
@@ -49,17 +47,24 @@ def sample_clients(num_clients: int, m: int, *, seed: int, round: int,
     Returns
     -------
     int64 ``[m]`` ids in sampling order (not sorted).
+
+    Raises
+    ------
+    TypeError
+        ``num_clients``, ``m``, ``seed`` or ``round`` is not an integer (floats are not
+        truncated).
+    ValueError
+        One of them is out of its range.
     """
-    num_clients, m = int(num_clients), int(m)
-    if num_clients < 1:
-        raise ValueError(f"num_clients must be >= 1; got {num_clients}")
-    if not 0 <= m <= num_clients:
+    num_clients = integer(num_clients, "num_clients", 1, _MAX_CLIENTS)
+    m = integer(m, "m", 0, _MAX_CLIENTS)
+    if m > num_clients:
         raise ValueError(f"m must be in [0, num_clients] = [0, {num_clients}] (sampling without "
                          f"replacement); got {m}")
+    seed, round = _key(seed, round)
     if out is None:
         out = np.empty(m, dtype=np.int64) if like is None else empty(detach(like), [m], "int64")
-    _C.sample_clients(num_clients, m, _check_seed(seed), int(round), detach(out),
-                      current_stream(out, stream))
+    _C.sample_clients(num_clients, m, seed, round, detach(out), current_stream(out, stream))
     return out
 
 
@@ -81,9 +86,9 @@ def sample_available(prob: Union[float, Array], *, seed: int, round: int,
         ``[K]`` float32/float64 per-client probabilities in [0, 1], or one number for all (then
         ``num_clients`` is needed).
     seed, round
-        The key: ``seed`` in [0, 2^64), ``round`` in [0, 2^32).
+        The key: integers, ``seed`` in [0, 2^64), ``round`` in [0, 2^32).
     num_clients
-        ``K`` when ``prob`` is a number.
+        ``K`` (an integer, ``0 <= K < 2^62``) when ``prob`` is a number.
     like
         Where to create the mask when ``prob`` is a number (default NumPy, CPU).
     out
@@ -96,11 +101,14 @@ def sample_available(prob: Union[float, Array], *, seed: int, round: int,
     bool ``[K]`` mask (the available ids are ``mask.nonzero()``), in the framework and device of
     ``prob`` (or ``like``/``out``).
     """
-    seed = _check_seed(seed)
-    if isinstance(prob, (int, float)):
+    seed, round = _key(seed, round)
+    if not hasattr(prob, "__dlpack__") and np.ndim(prob) == 0:
         if num_clients is None:
             raise ValueError("num_clients is needed when prob is a single number")
-        K, prob_arr, scalar = int(num_clients), None, float(prob)
+        scalar = real(prob, "prob")
+        if not 0.0 <= scalar <= 1.0:
+            raise ValueError(f"prob must be in [0, 1]; got {scalar}")
+        K, prob_arr = integer(num_clients, "num_clients", 0, _MAX_CLIENTS), None
         host = like
     else:
         prob_arr = detach(prob)
@@ -116,5 +124,5 @@ def sample_available(prob: Union[float, Array], *, seed: int, round: int,
                 raise ValueError(f"prob must be in [0, 1]; got {p[pos]} at position {pos}")
     if out is None:
         out = np.empty(K, dtype=bool) if host is None else empty(detach(host), [K], "bool")
-    _C.availability(prob_arr, scalar, seed, int(round), detach(out), current_stream(out, stream))
+    _C.availability(prob_arr, scalar, seed, round, detach(out), current_stream(out, stream))
     return out

@@ -9,33 +9,32 @@ from typing import Any, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from fastfair import _C
-from fastfair._arrays import current_stream, detach, float64_like, framework
+from fastfair._arrays import current_stream, detach, float64_like, framework, integer, real
 
 Array = Any
 PerSample = Union[float, Sequence[float], Array]
 
-_MAX_SEED = 2 ** 64
-
 
 def _u64(value: int, name: str) -> int:
-    value = int(value)
-    if not 0 <= value < _MAX_SEED:
-        raise ValueError(f"{name} must be in [0, 2^64); got {value}")
-    return value
+    return integer(value, name, 0, 2 ** 64)
 
 
 def _scalar_or_vector(v: PerSample, like: Array, name: str) -> Tuple[float, Optional[Array]]:
     """(scalar, None) for a number, (0, float64 [N] array on like's device) for a vector."""
-    if isinstance(v, (int, float, np.floating, np.integer)):
-        return float(v), None
-    return 0.0, float64_like(v, like, name)
+    if not hasattr(v, "__dlpack__") and np.ndim(v) == 0:
+        return real(v, name, finite=False), None
+    return 0.0, float64_like(v, like, name, vector=True)
+
+
+def _clip(grad_clip: Optional[float]) -> float:
+    return math.inf if grad_clip is None else real(grad_clip, "grad_clip", finite=False)
 
 
 def _clamp(clamp: Optional[Tuple[float, float]]) -> Tuple[float, float]:
     if clamp is None:
         return -math.inf, math.inf
     lo, hi = clamp
-    return float(lo), float(hi)
+    return real(lo, "clamp[0]", finite=False), real(hi, "clamp[1]", finite=False)
 
 
 def sgld_step(x: Array, grad: Array, *, step: PerSample, noise_std: PerSample, seed: int,
@@ -86,9 +85,9 @@ def sgld_step(x: Array, grad: Array, *, step: PerSample, noise_std: PerSample, s
     step_s, step_v = _scalar_or_vector(step, x, "step")
     noise_s, noise_v = _scalar_or_vector(noise_std, x, "noise_std")
     lo, hi = _clamp(clamp)
-    _C.sgld_step(x, grad, out, step_s, step_v, noise_s, noise_v,
-                 math.inf if grad_clip is None else float(grad_clip), lo, hi,
-                 _u64(seed, "seed"), _u64(offset, "offset"), current_stream(x, stream))
+    _C.sgld_step(x, grad, out, step_s, step_v, noise_s, noise_v, _clip(grad_clip), lo, hi,
+                 _u64(seed, "seed"), _u64(offset, "offset"), current_stream(x, stream),
+                 "x" if out is x else "out")
     return out
 
 
@@ -150,19 +149,19 @@ def fedevg_server_step(x: Array, G: Array, e: Any, w: Any, *, step: PerSample,
     if e64.shape[0] != m * M:
         raise ValueError(f"e must have shape [m, M] = [{m}, {M}]; got {e64.shape[0]} entries")
     e64 = e64.reshape(m, M)
-    w64 = float64_like(w, x, "w")
+    w64 = float64_like(w, x, "w", vector=True)
     step_s, step_v = _scalar_or_vector(step, x, "step")
     noise_s, noise_v = _scalar_or_vector(noise_std, x, "noise_std")
     lo, hi = _clamp(clamp)
-    _C.fedevg_server_step(x, G, e64, w64, out, step_s, step_v, noise_s, noise_v,
-                          math.inf if grad_clip is None else float(grad_clip), lo, hi,
-                          _u64(seed, "seed"), _u64(offset, "offset"), current_stream(x, stream))
+    _C.fedevg_server_step(x, G, e64, w64, out, step_s, step_v, noise_s, noise_v, _clip(grad_clip),
+                          lo, hi, _u64(seed, "seed"), _u64(offset, "offset"),
+                          current_stream(x, stream), "x" if out is x else "out")
     return out
 
 
 def cosine_beta_schedule(rounds: int, beta_start: float = 10.0, beta_end: float = 0.01,
                          s: float = 0.008) -> np.ndarray:
-    r"""FedEvg's server step sizes :math:`\beta^{(t)}` for rounds ``t = 0..T-1`` (spec section 3.2):
+    r"""FedEvg's server step sizes :math:`\beta^{(t)}` for rounds ``t = 0..T-1`` (docs/algorithms.md §3.2):
     the DDPM cosine schedule of Nichol & Dhariwal, rescaled.
 
     .. math:: \bar\alpha(u) = \cos^2\!\Big(\frac{u/T + s}{1 + s}\,\frac{\pi}{2}\Big), \quad
@@ -178,9 +177,7 @@ def cosine_beta_schedule(rounds: int, beta_start: float = 10.0, beta_end: float 
     -------
     float64 ``[T]``.
     """
-    rounds = int(rounds)
-    if rounds < 1:
-        raise ValueError(f"rounds must be >= 1; got {rounds}")
+    rounds = integer(rounds, "rounds", 1, 2 ** 62)
     u = np.arange(rounds + 1, dtype=np.float64)
     abar = np.cos(((u / rounds) + s) / (1 + s) * np.pi / 2) ** 2
     b = 1.0 - abar[1:] / abar[:-1]

@@ -6,8 +6,10 @@ import math
 from typing import Any, Optional, Sequence, Union
 
 from fastfair import _C
+import numpy as np
+
 from fastfair._arrays import (current_stream, detach, dtype_name, empty, float64_like, framework,
-                              int64_like, is_cuda)
+                              int64_like, is_cuda, real)
 
 Array = Any
 Scale = Union[float, Sequence[float]]
@@ -21,11 +23,10 @@ def _rows(x: Array, name: str) -> int:
 
 
 def _scale_list(scale: Scale, rows: int, name: str) -> list:
-    values = [float(scale)] if isinstance(scale, (int, float)) else [float(s) for s in scale]
-    for s in values:
-        if s != s or s in (float("inf"), float("-inf")):
-            raise ValueError(f"{name} must be finite; got {s}")
-    return values
+    """One finite number, or one per row: a list of floats (the binding checks the count)."""
+    if not hasattr(scale, "__dlpack__") and np.ndim(scale) == 0:
+        return [real(scale, name)]
+    return [real(s, f"{name}[{b}]") for b, s in enumerate(scale)]
 
 
 def _workspace(x: Array, rows: int) -> Optional[Array]:
@@ -53,7 +54,10 @@ def logsumexp(x: Array, *, scale: Scale = 1.0, stream: Optional[int] = None) -> 
     -------
     float64: a 0-d result for ``[K]`` (a NumPy scalar or a 0-d tensor), ``[B]`` for ``[B, K]``,
     in the framework and on the device of ``x``. The sum is accumulated in float64 with an online
-    (max, sum) per block, so it neither overflows nor underflows for any finite ``x``.
+    (max, sum) per block, and every exponent is :math:`s (x_k - x_{top})` with the shift taken
+    before the scale (:math:`x_{top}` the entry of largest :math:`s x`), so it neither overflows
+    nor underflows for any finite ``x`` and ``s``, even where :math:`s x` leaves the range of
+    ``x``'s dtype.
 
     Raises
     ------
@@ -90,8 +94,9 @@ def softmax(x: Array, *, out: Optional[Array] = None, scale: Scale = 1.0,
 
     Returns
     -------
-    ``p`` with the shape of ``x``, in its framework and device; exponentials in the precision of
-    ``x`` (about 1 ulp), normaliser accumulated in float64.
+    ``p`` with the shape of ``x``, in its framework and device; exponentials
+    :math:`\exp(s (x_k - x_{top}))` in the precision of ``x`` (about 1 ulp of the exponent
+    :math:`s (x_k - x_{top})`, whatever the magnitude of ``x``), normaliser accumulated in float64.
 
     Raises
     ------

@@ -1,4 +1,4 @@
-"""SuPerFed client passes (thesis Ch. II, spec section 4): a cohort's federated and local models
+"""SuPerFed client passes (thesis Ch. II, docs/algorithms.md §4): a cohort's federated and local models
 as flat ``[m, P]`` rows cut into layers, updated by two fused passes per minibatch.
 
 Pass 1, :func:`superfed_reduce`, reads ``f``, ``l`` and the global model once and returns the
@@ -17,7 +17,8 @@ from typing import Any, Dict, Optional, Sequence
 import numpy as np
 
 from fastfair import _C
-from fastfair._arrays import current_stream, detach, empty, float64_like, framework, is_cuda
+from fastfair._arrays import (check_finite, current_stream, detach, empty, float64_like, framework,
+                              is_cuda, real)
 
 Array = Any
 
@@ -80,9 +81,13 @@ class SegmentLayout:
 
 
 def _f64(values: Any, like: Array, shape: Sequence[int], name: str) -> Array:
+    """float64 ``shape`` on ``like``'s device; CPU values must be finite (checked before any
+    state is written: O(m S), against the O(m P) pass)."""
     arr = float64_like(values, like, name)
     if arr.shape[0] != int(np.prod(shape)):
         raise ValueError(f"{name} must have shape {list(shape)}; got {arr.shape[0]} entries")
+    if not is_cuda(arr):
+        check_finite(arr, name)
     return arr.reshape(tuple(shape))
 
 
@@ -149,18 +154,18 @@ def prox_coefficients(reduced: Any, layout: SegmentLayout, mu: float,
     r"""Coefficients ``[m, S]`` of the proximity gradient ``coef * (f - g)`` per layer.
 
     ``'paper'`` (eq. 2.4): :math:`R = \frac{\mu}{2}\|f - g\|^2`, coefficient :math:`\mu` on every
-    layer. ``'code'`` (the reference code): :math:`R = \mu \sum_s \|f_s - g_s\|` over the twinned
+    layer. ``'reference_code'`` (the reference code): :math:`R = \mu \sum_s \|f_s - g_s\|` over the twinned
     layers, coefficient :math:`\mu / \|f_s - g_s\|` (0 where the distance is 0).
     """
     r = np.asarray(_host(reduced), dtype=np.float64)
     m, S = r.shape[0], r.shape[1]
     if variant == "paper":
         return np.full((m, S), float(mu))
-    if variant == "code":
+    if variant == "reference_code":
         dist = np.sqrt(r[:, :, 3])
         coef = np.where(dist > 0, mu / np.where(dist > 0, dist, 1.0), 0.0)
         return coef * layout.twinned[None, :]
-    raise ValueError(f"prox variant must be 'paper' or 'code'; got {variant!r}")
+    raise ValueError(f"prox variant must be 'paper' or 'reference_code'; got {variant!r}")
 
 
 def _host(a: Any) -> np.ndarray:
@@ -184,7 +189,7 @@ def superfed_mix(f: Array, l: Array, lam: Any, layout: SegmentLayout, *,
         out = empty(f, list(f.shape), "float32")
     offsets, twinned = layout.arrays(f)
     _C.superfed_step(f, l, None, None, None, None, lam64, None, detach(out), None, None, None,
-                     offsets, twinned, 0.0, 0.0, 0.0, False, current_stream(f, stream))
+                     offsets, twinned, 0.0, 0.0, 0.0, False, current_stream(f, stream), "out")
     return out
 
 
@@ -193,7 +198,11 @@ def _lambda(lam: Any, like: Array, m: int, S: int, name: str) -> Array:
     if arr.shape[0] == m:
         arr = arr.reshape(m, 1).repeat(S, 1) if not is_cuda(like) else arr.reshape(m, 1).expand(
             m, S).contiguous()
-    return _f64(arr, like, [m, S], name)
+    arr = _f64(arr, like, [m, S], name)
+    if not is_cuda(arr) and ((arr < 0) | (arr > 1)).any():
+        bad = np.argwhere((arr < 0) | (arr > 1))[0]
+        raise ValueError(f"{name} must be in [0, 1]; got {arr[tuple(bad)]} at {list(bad)}")
+    return arr
 
 
 def superfed_step(f: Array, l: Array, g: Array, grad: Array, *, layout: SegmentLayout,
@@ -201,7 +210,7 @@ def superfed_step(f: Array, l: Array, g: Array, grad: Array, *, layout: SegmentL
                   lr: float, momentum: float = 0.0, weight_decay: float = 0.0,
                   train_local: bool = True, lam_next: Any = None, active: Any = None,
                   stream: Optional[int] = None) -> Array:
-    r"""One fused SuPerFed client step for a cohort (eq. 2.3 with the regularisers of section 4.2
+    r"""One fused SuPerFed client step for a cohort (eq. 2.3 with the regularisers of docs/algorithms.md §4.2
     and SGD with momentum and weight decay), in place.
 
     Per element of layer ``s`` of client ``r``, with :math:`\lambda = \lambda_{rs}` (0 on shared
@@ -243,6 +252,12 @@ def superfed_step(f: Array, l: Array, g: Array, grad: Array, *, layout: SegmentL
     Returns
     -------
     ``mixed``.
+
+    Raises
+    ------
+    ValueError
+        Shapes, dtypes or devices that do not match, and (CPU) ``lam``/``lam_next`` outside
+        [0, 1] or non-finite ``prox``/``orth``: checked before any state is written.
     """
     f, l, g, grad = detach(f), detach(l), detach(g), detach(grad)
     m, S = int(f.shape[0]), layout.num_segments
@@ -260,6 +275,7 @@ def superfed_step(f: Array, l: Array, g: Array, grad: Array, *, layout: SegmentL
         act = np.ascontiguousarray(_host(active), dtype=bool)
     offsets, twinned = layout.arrays(f)
     _C.superfed_step(f, l, g, grad, detach(buf_f), detach(buf_l), lam64, next64, detach(mixed),
-                     prox64, orth64, act, offsets, twinned, float(lr), float(momentum),
-                     float(weight_decay), bool(train_local), current_stream(f, stream))
+                     prox64, orth64, act, offsets, twinned, real(lr, "lr"),
+                     real(momentum, "momentum"), real(weight_decay, "weight_decay"),
+                     bool(train_local), current_stream(f, stream), "mixed")
     return mixed

@@ -8,7 +8,7 @@ import numpy as np
 
 from fastfair import _C
 from fastfair._arrays import (check_finite, current_stream, detach, dtype_name, empty,
-                              float64_like, framework, is_cuda, zeros)
+                              float64_like, framework, is_cuda, real, zeros)
 
 Array = Any
 Updates = Union[Array, Sequence[Sequence[Array]]]
@@ -21,12 +21,12 @@ def _is_list_form(X: Any) -> bool:
     return isinstance(X, (list, tuple))
 
 
-def _weights(w: Any, like: Array, n: int) -> Array:
-    weights = float64_like(w, like, "w")
+def _weights(w: Any, like: Array, n: int, name: str = "w") -> Array:
+    weights = float64_like(w, like, name, vector=True)
     if weights.shape[0] != n:
-        raise ValueError(f"w has {weights.shape[0]} entries but there are {n} client updates")
+        raise ValueError(f"{name} has {weights.shape[0]} entries but there are {n} client updates")
     if not is_cuda(weights):
-        check_finite(weights, "w")
+        check_finite(weights, name)
     return weights
 
 
@@ -59,7 +59,7 @@ def weighted_average(X: Updates, w: Any, *, out: Optional[Updates] = None,
         ``base - lr * sum_i w_i X_i``, where ``X_i`` are pseudo-gradients ``global - local_i``.
         Returns ``base``. Excludes ``out``.
     lr
-        Server learning rate of the server-step form.
+        Server learning rate of the server-step form (finite).
     stream
         CUDA stream handle for CUDA inputs; default the current stream of their framework.
 
@@ -74,6 +74,7 @@ def weighted_average(X: Updates, w: Any, *, out: Optional[Updates] = None,
     mode = "server_step" if base is not None else "write"
     target = base if base is not None else out
     target_name = "base" if base is not None else "out"
+    lr = real(lr, "lr")
 
     if _is_list_form(X):
         # Per-array work stays in C++ (which also reads grad-tracking tensors detached): a model
@@ -88,11 +89,8 @@ def weighted_average(X: Updates, w: Any, *, out: Optional[Updates] = None,
         weights = _weights(w, first, len(X))
         if target is None:
             target = [empty(a, a.shape, dtype_name(a)) for a in X[0]]
-        elif not _is_list_form(target) or len(target) != len(X[0]):
-            raise ValueError(f"{target_name} must be a list of {len(X[0])} arrays, "
-                             "one per array of a client update")
-        _C.weighted_average_lists(X, weights, target, mode, float(lr),
-                                  current_stream(first, stream))
+        _C.weighted_average_lists(X, weights, target, mode, lr, current_stream(first, stream),
+                                  ("X", "w", target_name, True, True))
         return list(target)
 
     X = detach(X)
@@ -102,7 +100,8 @@ def weighted_average(X: Updates, w: Any, *, out: Optional[Updates] = None,
     weights = _weights(w, X, X.shape[0])
     if target is None:
         target = empty(X, X.shape[1:], dtype_name(X))
-    _C.weighted_average_rows(X, weights, detach(target), mode, float(lr), current_stream(X, stream))
+    _C.weighted_average_rows(X, weights, detach(target), mode, lr, current_stream(X, stream),
+                             ("X", "w", target_name, True, True))
     return target
 
 
@@ -139,51 +138,63 @@ class Accumulator:
         """Number of client updates added so far."""
         return self._count
 
-    def _init_buffers(self, arrays: List[Array], list_form: bool) -> None:
-        like = arrays[0]
-        self._dtype = dtype_name(like)
-        if self._dtype not in _ACCUMULATOR_DTYPE:
-            raise ValueError(f"updates must be float32, float64, float16 or bfloat16; "
-                             f"got {self._dtype}")
-        self._shapes = [tuple(a.shape) for a in arrays]
-        sizes = [int(np.prod(s, dtype=np.int64)) for s in self._shapes]
+    def _buffers(self, like: Array, shapes: List[tuple], list_form: bool,
+                 name: str) -> Optional[dict]:
+        """The running sum for updates of these shapes and ``like``'s dtype and device, as the
+        attributes to adopt once the first add has succeeded (None when they exist already, after
+        checking that the update matches them). Nothing changes here: a failed first add leaves
+        the accumulator empty."""
+        if self._sums is not None:
+            if list_form != self._list_form or shapes != self._shapes:
+                raise ValueError(f"{name} does not match the structure of the first update "
+                                 f"(shapes {self._shapes}); got shapes {shapes}")
+            return None
+        dtype = dtype_name(like)
+        if dtype not in _ACCUMULATOR_DTYPE:
+            raise ValueError(f"{name} must be float32, float64, float16 or bfloat16; got {dtype}")
+        sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes]
         # One flat buffer; each segment is a view into it.
-        self._flat = zeros(like, [sum(sizes)], _ACCUMULATOR_DTYPE[self._dtype])
+        flat = zeros(like, [sum(sizes)], _ACCUMULATOR_DTYPE[dtype])
         offsets = np.cumsum([0] + sizes)
-        self._sums = [self._flat[int(offsets[k]):int(offsets[k + 1])] for k in range(len(sizes))]
-        self._list_form = list_form
+        sums = [flat[int(offsets[k]):int(offsets[k + 1])] for k in range(len(sizes))]
+        return {"_flat": flat, "_sums": sums, "_shapes": shapes, "_dtype": dtype,
+                "_list_form": list_form}
 
-    def _segments(self, update: Updates) -> List[Array]:
+    def add(self, update: Updates, weight: float = 1.0) -> None:
+        """Adds ``weight * update``; ``update`` is ``[*S]`` or a list of L arrays. A call that
+        raises leaves the accumulator as it was."""
+        weight = real(weight, "weight")
         list_form = _is_list_form(update)
         arrays = [detach(a) for a in update] if list_form else [detach(update)]
         if not arrays:
             raise ValueError("update is empty: pass at least one array")
-        if self._sums is None:
-            self._init_buffers(arrays, list_form)
-        elif list_form != self._list_form or [tuple(a.shape) for a in arrays] != self._shapes:
-            raise ValueError(f"update does not match the structure of the first update "
-                             f"(shapes {self._shapes})")
-        return arrays
-
-    def add(self, update: Updates, weight: float = 1.0) -> None:
-        """Adds ``weight * update``; ``update`` is ``[*S]`` or a list of L arrays."""
-        arrays = self._segments(update)
-        weights = _weights([weight], arrays[0], 1)
-        _C.weighted_average_lists([arrays], weights, self._sums, "accumulate", 1.0,
-                                  current_stream(arrays[0], None))
-        self._total_weight += float(weight)
+        for a in arrays:
+            framework(a)  # TypeError naming the type for non-arrays
+        fresh = self._buffers(arrays[0], [tuple(a.shape) for a in arrays], list_form, "update")
+        sums = fresh["_sums"] if fresh else self._sums
+        weights = _weights([weight], arrays[0], 1, "weight")
+        _C.weighted_average_lists([arrays], weights, sums, "accumulate", 1.0,
+                                  current_stream(arrays[0], None),
+                                  ("update", "weight", "the running sum", False, list_form))
+        if fresh:
+            self.__dict__.update(fresh)
+        self._total_weight += weight
         self._count += 1
 
     def add_rows(self, X: Array, w: Any) -> None:
-        """Adds ``sum_i w[i] * X[i]`` for N updates stacked as ``X`` of shape ``[N, *S]``."""
+        """Adds ``sum_i w[i] * X[i]`` for N updates stacked as ``X`` of shape ``[N, *S]``. A call
+        that raises leaves the accumulator as it was."""
         X = detach(X)
-        if self._sums is None:
-            self._init_buffers([X[0]], False)
-        elif self._list_form or tuple(X.shape[1:]) != self._shapes[0]:
-            raise ValueError(f"rows of X do not match the first update (shape {self._shapes})")
+        framework(X)
+        if len(X.shape) < 1:
+            raise ValueError("X must have a client axis: shape [N, *S]")
+        fresh = self._buffers(X, [tuple(X.shape[1:])], False, "rows of X")
+        flat = fresh["_flat"] if fresh else self._flat
         weights = _weights(w, X, X.shape[0])
-        _C.weighted_average_rows(X, weights, self._flat, "accumulate", 1.0,
-                                 current_stream(X, None))
+        _C.weighted_average_rows(X, weights, flat, "accumulate", 1.0, current_stream(X, None),
+                                 ("X", "w", "the running sum", True, True))
+        if fresh:
+            self.__dict__.update(fresh)
         # The running total lives on the host; for weights already on a GPU, reading it back
         # waits for them (the kernel itself is not waited for).
         self._total_weight += float(weights.sum())

@@ -3,6 +3,7 @@ baselines every benchmark is compared with. They favour clarity over speed."""
 
 from fastfair.reference import aggregators
 from fastfair.reference.dr import dr_gradient, dr_lazy_step
+from fastfair.reference.normal_segments import normal_segments
 from fastfair.reference.ons import (kkt_residual, online_newton_step, simplex_qp_cvxpy,
                                     simplex_qp_enumerate)
 from fastfair.reference.sampling import sample_available, sample_clients
@@ -13,6 +14,6 @@ from fastfair.reference.softmax import eg_step, logsumexp, softmax
 from fastfair.reference.weighted_average import weighted_average
 
 __all__ = ["aggregators", "dr_gradient", "dr_lazy_step", "eg_step", "kkt_residual", "logsumexp",
-           "online_newton_step", "project_simplex", "sample_available", "sample_clients",
-           "simplex_qp_cvxpy", "simplex_qp_enumerate", "softmax", "weighted_average",
+           "normal_segments", "online_newton_step", "project_simplex", "sample_available",
+           "sample_clients", "simplex_qp_cvxpy", "simplex_qp_enumerate", "softmax", "weighted_average",
            "cosine_beta_schedule", "fedevg_server_step", "sgld_step", "superfed_gradients"]

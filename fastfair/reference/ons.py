@@ -98,7 +98,7 @@ def online_newton_step(gradients: Iterable[np.ndarray], alpha: float, beta: floa
 
     ``variant="paper"``: ``H_t = alpha I + beta sum g g'``,
     ``b_t = sum (beta <g, p^(tau)> - 1) g``.
-    ``variant="ref_code"``: ``H_t = alpha I + beta (alpha I + sum g g')``, ``b_t = -sum g``.
+    ``variant="reference_code"``: ``H_t = alpha I + beta (alpha I + sum g g')``, ``b_t = -sum g``.
     ``p^(1) = 1/K``. Each gradient is ``[K]``; returns one ``[K]`` array per round.
     """
     out = []

@@ -9,17 +9,24 @@ import numpy as np
 from fastfair.reference.weighted_average import to_float64
 
 
+def _shifted(x: Any, scale: float) -> Tuple[np.ndarray, np.ndarray]:
+    """``(z - max z, max z)`` for ``z = scale * x``, the shift taken before the scale:
+    ``scale * (x - x_top)`` with ``x_top`` the entry of largest ``z``. Forming ``z`` first would
+    cost an absolute error of an ulp of ``|z|`` in every exponent (1e3 at ``|z| ~ 1e19``)."""
+    x = to_float64(x)
+    top = (np.max if scale >= 0 else np.min)(x, axis=-1, keepdims=True)
+    return scale * (x - top), scale * top
+
+
 def logsumexp(x: Any, scale: float = 1.0) -> np.ndarray:
     """``log sum_k exp(scale * x_k)`` over the last axis, in float64 (max-shifted)."""
-    z = scale * to_float64(x)
-    m = np.max(z, axis=-1, keepdims=True)
-    return (m + np.log(np.sum(np.exp(z - m), axis=-1, keepdims=True)))[..., 0]
+    d, m = _shifted(x, scale)
+    return (m + np.log(np.sum(np.exp(d), axis=-1, keepdims=True)))[..., 0]
 
 
 def softmax(x: Any, scale: float = 1.0) -> np.ndarray:
     """``exp(scale * x) / sum exp(scale * x)`` over the last axis, in float64."""
-    z = scale * to_float64(x)
-    e = np.exp(z - np.max(z, axis=-1, keepdims=True))
+    e = np.exp(_shifted(x, scale)[0])
     return e / np.sum(e, axis=-1, keepdims=True)
 
 

@@ -22,7 +22,7 @@ def superfed_gradients(f: torch.Tensor, l: torch.Tensor, g: torch.Tensor, lam: n
     ``l`` (``[m, P]`` each), and ``d loss / d mixed``, by autograd.
 
     :math:`\theta(\lambda) = (1 - \lambda) f + \lambda l` on twinned layers, ``f`` elsewhere;
-    ``'paper'``: :math:`R_{prox} = \frac{\mu}{2}\|f - g\|^2`; ``'code'``:
+    ``'paper'``: :math:`R_{prox} = \frac{\mu}{2}\|f - g\|^2`; ``'reference_code'``:
     :math:`\mu \sum_{s\ twinned} \|f_s - g_s\|`; :math:`R_{orth} = \nu \cos^2(f, l)` over the
     twinned layers. ``loss`` maps the mixed models ``[m, P]`` to one scalar (summed over
     clients). The gradient of ``l`` is zero on shared layers.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
@@ -12,6 +13,7 @@ from fastfair.sim.datasets import registry
 
 DATASETS = tuple(registry.DATASETS)
 MODELS = tuple(registry.MODELS)
+DEVICE = re.compile(r"cpu|cuda(:\d+)?")
 PARTITIONS = ("iid", "dirichlet", "pathological")
 
 
@@ -41,7 +43,11 @@ class SimulationConfig:
     synthetic_alpha: float = 1.0
     synthetic_beta: float = 1.0
     max_samples: int = 500
-    # data read from files (every data set but synthetic and digits)
+    # grouped: latent groups of power-law sizes, each a shift of a common model
+    groups: int = 10
+    group_power: float = 1.5
+    group_shift: float = 1.0
+    # data read from files (every data set but the generated ones)
     data_dir: Optional[str] = None
     download: bool = False
     # digits and the vision data sets
@@ -65,17 +71,21 @@ class SimulationConfig:
     availability_options: Dict[str, Any] = field(default_factory=dict)
     eval_every: int = 5
     eval_clients: int = 1000
+    # where the model, the cohort's data and training live: "cpu", "cuda" or "cuda:N"
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         values = dataclasses.asdict(self)
         spec = dataclass_options(type(self))
         check_options("SimulationConfig", values, spec)
         for name in ("clients", "per_round", "rounds", "eval_every", "eval_clients", "batch_size",
-                     "epochs", "max_samples", "hidden", "classes_per_client"):
+                     "epochs", "max_samples", "hidden", "classes_per_client", "groups"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1; got {getattr(self, name)}")
         if self.local_steps is not None and self.local_steps < 1:
             raise ValueError(f"local_steps must be >= 1 or None; got {self.local_steps}")
+        if not DEVICE.fullmatch(self.device):
+            raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N'; got {self.device!r}")
         if self.seed < 0:
             raise ValueError(f"seed must be >= 0; got {self.seed}")
         if self.per_round > self.clients:
@@ -89,9 +99,9 @@ class SimulationConfig:
             raise ValueError(f"lr and server_lr must be > 0 and lr_decay in (0, 1]; got lr="
                              f"{self.lr}, server_lr={self.server_lr}, lr_decay={self.lr_decay}")
         if not (self.synthetic_alpha >= 0 and self.synthetic_beta >= 0
-                and self.dirichlet_alpha > 0):
-            raise ValueError("synthetic_alpha and synthetic_beta must be >= 0 and "
-                             "dirichlet_alpha > 0")
+                and self.dirichlet_alpha > 0 and self.group_power >= 0 and self.group_shift >= 0):
+            raise ValueError("synthetic_alpha, synthetic_beta, group_power and group_shift must "
+                             "be >= 0 and dirichlet_alpha > 0")
         for name in ("rule_options", "server_options", "availability_options"):
             options = getattr(self, name)
             if not isinstance(options, dict) or not all(isinstance(k, str) for k in options):
@@ -113,7 +123,10 @@ class SimulationConfig:
         split = self.dataset == "digits" or family == "vision"
         unused = {
             "synthetic_alpha": self.dataset != "synthetic", "synthetic_beta":
-            self.dataset != "synthetic", "max_samples": self.dataset != "synthetic",
+            self.dataset != "synthetic",
+            "max_samples": self.dataset not in ("synthetic", "grouped"),
+            "groups": self.dataset != "grouped", "group_power": self.dataset != "grouped",
+            "group_shift": self.dataset != "grouped",
             "data_dir": family == "generated", "download": family != "vision",
             "partition": not split,
             "dirichlet_alpha": not split or self.partition != "dirichlet",

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 
+from fastfair import ops
 from fastfair.sim.seeding import Stream, keys, numpy_rng, torch_seed, uniform
 
 TRAIN_FRACTION = 0.8
@@ -38,12 +39,17 @@ class ClientBatch:
     def counts(self) -> np.ndarray:
         return np.diff(self.offsets)
 
+    def to(self, device: torch.device) -> "ClientBatch":
+        """The batch with ``x`` and ``y`` on ``device`` (offsets stay on the host)."""
+        return ClientBatch(self.x.to(device), self.y.to(device), self.offsets)
+
 
 class FederatedDataset:
     """Interface of every data set: ``num_clients``, ``num_features`` (the product of
     ``sample_shape``, the shape of one sample), ``num_classes``, ``vocab_size`` (token data: x
     holds ids in ``[0, vocab_size)``; None for float features), ``label_shape`` (``()``, or
-    ``(T,)`` for a label per position), ``num_samples(ids)`` and ``client_data(ids, split)``."""
+    ``(T,)`` for a label per position), ``num_samples(ids)`` and ``client_data(ids, split,
+    device)``."""
 
     num_clients: int
     num_features: int
@@ -56,9 +62,16 @@ class FederatedDataset:
         """Training-sample counts of clients ``ids`` ([m] int64 -> [m] int64)."""
         raise NotImplementedError
 
-    def client_data(self, ids: np.ndarray, split: str = "train") -> ClientBatch:
-        """The ``split`` ('train' or 'test') samples of clients ``ids``, in the order of ``ids``."""
+    def client_data(self, ids: np.ndarray, split: str = "train",
+                    device: Optional[torch.device] = None) -> ClientBatch:
+        """The ``split`` ('train' or 'test') samples of clients ``ids``, in the order of ``ids``,
+        on ``device`` (default CPU; generated there where the data set can)."""
         raise NotImplementedError
+
+    def groups(self, ids) -> Optional[np.ndarray]:
+        """``[m]`` latent group of each client where the data set has groups (None otherwise);
+        the report then adds per-group accuracy."""
+        return None
 
     def _check_ids(self, ids) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
@@ -77,7 +90,7 @@ def split_sizes(total: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
 
 class SyntheticDataset(FederatedDataset):
     r"""Synthetic(alpha, beta): the multinomial logistic-regression generator of the FedProx/LEAF
-    line of work, one client at a time.
+    line of work, generated a whole cohort at a time.
 
     Client k draws :math:`u_k \sim N(0, \alpha^2)`, :math:`B_k \sim N(0, \beta^2)`, a model
     :math:`W_k \sim N(u_k, 1)^{F \times C}`, :math:`b_k \sim N(u_k, 1)^C`, a feature mean
@@ -123,36 +136,83 @@ class SyntheticDataset(FederatedDataset):
     def num_samples(self, ids) -> np.ndarray:
         return split_sizes(self.total_samples(ids))[0]
 
-    def _generate(self, client: int, total: int) -> Tuple[torch.Tensor, torch.Tensor]:
-        g = torch.Generator().manual_seed(torch_seed(self.seed, Stream.SYNTHETIC_CLIENT, client))
-        u = float(torch.randn((), generator=g)) * self.alpha
-        shift = float(torch.randn((), generator=g)) * self.beta
+    def _model(self, ids: np.ndarray, device: torch.device
+               ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(W [m, F, C], b [m, C], v [m, F])`` of clients ``ids``: one keyed normal row each."""
         F, C = self.num_features, self.num_classes
+        m = ids.shape[0]
         if self.iid:
             W, b = self._shared_model
-            mean = torch.zeros(F)
-        else:
-            W = torch.randn(F, C, generator=g) + u
-            b = torch.randn(C, generator=g) + u
-            mean = torch.randn(F, generator=g) + shift
-        x = torch.randn(total, F, generator=g) * self._feature_std + mean
-        y = torch.argmax(x @ W + b, dim=1)
-        return x, y
+            return (W.to(device).expand(m, F, C), b.to(device).expand(m, C),
+                    torch.zeros(m, F, device=device))
+        width = 2 + F * C + C + F
+        z = normals(keys(self.seed, Stream.SYNTHETIC_CLIENT, ids),
+                     np.arange(m + 1, dtype=np.int64) * width, device).reshape(m, width)
+        u, shift = z[:, :1] * self.alpha, z[:, 1:2] * self.beta
+        W = (z[:, 2:2 + F * C] + u).reshape(m, F, C)
+        b = z[:, 2 + F * C:2 + F * C + C] + u
+        v = z[:, 2 + F * C + C:] + shift
+        return W, b, v
 
-    def client_data(self, ids, split: str = "train") -> ClientBatch:
+    def client_data(self, ids, split: str = "train", device=None) -> ClientBatch:
+        """The clients' ``split`` samples, generated for the whole cohort in one vectorised pass
+        on ``device`` (default CPU): two calls of :func:`fastfair.ops.normal_segments` keyed by
+        the clients' keys (their models; their samples), then one batched labelling."""
         ids = self._check_ids(ids)
         if split not in ("train", "test"):
             raise ValueError(f"split must be 'train' or 'test'; got {split!r}")
+        device = torch.device("cpu") if device is None else torch.device(device)
+        F = self.num_features
         totals = self.total_samples(ids)
         train, _ = split_sizes(totals)
-        xs, ys, counts = [], [], []
-        for client, total, ntrain in zip(ids.tolist(), totals.tolist(), train.tolist()):
-            x, y = self._generate(client, total)
-            part = slice(0, ntrain) if split == "train" else slice(ntrain, total)
-            xs.append(x[part])
-            ys.append(y[part])
-            counts.append(xs[-1].shape[0])
-        return _concat(xs, ys, counts, self.sample_shape)
+        W, b, v = self._model(ids, device)
+        starts = np.concatenate([[0], np.cumsum(totals)]).astype(np.int64)
+        x = normals(keys(self.seed, Stream.SYNTHETIC_SAMPLES, ids), starts * F,
+                     device).reshape(-1, F)
+        owner = torch.from_numpy(np.repeat(np.arange(ids.shape[0]), totals)).to(device)
+        x = x * self._feature_std.to(device) + v[owner]
+        position = torch.arange(x.shape[0], device=device) - torch.from_numpy(
+            np.repeat(starts[:-1], totals)).to(device)
+        y = label_segments(x, starts, W, b)
+        limit = torch.from_numpy(np.repeat(train, totals)).to(device)
+        keep = position < limit if split == "train" else position >= limit
+        counts = train if split == "train" else totals - train
+        offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        return ClientBatch(x[keep], y[keep], offsets)
+
+
+def label_segments(x: torch.Tensor, starts: np.ndarray, W: torch.Tensor, b: torch.Tensor,
+                   chunk: int = 64) -> torch.Tensor:
+    """``[N]`` labels ``argmax(x_n W_k + b_k)`` of each row n through its client k's model.
+
+    ``x [N, F]`` holds client k's rows at ``starts[k]:starts[k+1]``; ``W [m, F, C]``,
+    ``b [m, C]``. Clients are taken in size order, ``chunk`` at a time, each chunk padded to its
+    longest client and labelled by one batched matmul, so padding stays small whatever the size
+    distribution and no Python runs per client.
+    """
+    sizes = np.diff(starts)
+    y = torch.empty(x.shape[0], dtype=torch.int64, device=x.device)
+    order = np.argsort(sizes, kind="stable")
+    for first in range(0, order.size, chunk):
+        part = order[first:first + chunk]
+        n = int(sizes[part].max())
+        if n == 0:
+            continue
+        rows = torch.from_numpy(starts[part][:, None] + np.arange(n)[None, :]).to(x.device)
+        real = torch.from_numpy(np.arange(n)[None, :] < sizes[part][:, None]).to(x.device)
+        rows = torch.where(real, rows, rows[:, :1])           # padding repeats a real row
+        idx = torch.from_numpy(part).to(x.device)
+        labels = torch.baddbmm(b[idx].unsqueeze(1), x[rows], W[idx]).argmax(2)
+        y[rows[real]] = labels[real]
+    return y
+
+
+def normals(client_keys: np.ndarray, offsets: np.ndarray, device: torch.device) -> torch.Tensor:
+    """Keyed standard normals ``[offsets[-1]]`` float32 on ``device``: segment i
+    (``offsets[i]:offsets[i+1]``) from uint64 key ``client_keys[i]``
+    (:func:`fastfair.ops.normal_segments`), so a client's draws do not depend on its cohort."""
+    return ops.normal_segments(torch.from_numpy(client_keys.view(np.int64)).to(device),
+                               torch.from_numpy(offsets).to(device))
 
 
 def _concat(xs: List[torch.Tensor], ys: List[torch.Tensor], counts: List[int],
@@ -204,8 +264,19 @@ class ArrayDataset(FederatedDataset):
 
     @staticmethod
     def _pair(x, y, name: str) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Client ``name``'s (``"train[k]"``) arrays as float32 x and int64 y; labels must be
+        integers (integer-valued floats are accepted, never rounded or truncated)."""
         x = torch.as_tensor(np.asarray(x), dtype=torch.float32)
-        y = torch.as_tensor(np.asarray(y)).long()
+        labels = np.asarray(y)
+        if labels.dtype.kind == "f":
+            bad = ~np.isfinite(labels) | (labels != np.round(labels))
+            if bad.any():
+                pos = np.unravel_index(int(np.flatnonzero(bad)[0]), labels.shape)
+                raise ValueError(f"{name}: y must hold integer class labels; got "
+                                 f"{labels[pos]} at position {pos[0] if len(pos) == 1 else pos}")
+        elif labels.dtype.kind not in "biu":
+            raise TypeError(f"{name}: y must hold integer class labels; got dtype {labels.dtype}")
+        y = torch.as_tensor(labels).long()
         if x.ndim != 2 or y.ndim != 1 or x.shape[0] != y.shape[0]:
             raise ValueError(f"{name} must be x [n, F] and y [n]; got {tuple(x.shape)} and "
                              f"{tuple(y.shape)}")
@@ -214,13 +285,14 @@ class ArrayDataset(FederatedDataset):
     def num_samples(self, ids) -> np.ndarray:
         return self._train_counts[self._check_ids(ids)]
 
-    def client_data(self, ids, split: str = "train") -> ClientBatch:
+    def client_data(self, ids, split: str = "train", device=None) -> ClientBatch:
         ids = self._check_ids(ids)
         if split not in self._data:
             raise ValueError(f"split must be 'train' or 'test'; got {split!r}")
         pairs = [self._data[split][k] for k in ids.tolist()]
-        return _concat([p[0] for p in pairs], [p[1] for p in pairs], [len(p[1]) for p in pairs],
+        batch = _concat([p[0] for p in pairs], [p[1] for p in pairs], [len(p[1]) for p in pairs],
                        self.sample_shape)
+        return batch if device is None else batch.to(device)
 
 
 def partition_labels(labels: np.ndarray, num_clients: int, scheme: str, *, seed: int,
@@ -280,14 +352,3 @@ def digits_dataset(num_clients: int = 50, scheme: str = "dirichlet", *, seed: in
     rng = numpy_rng(seed, Stream.DIGITS_ORDER)
     shuffled = [rng.permutation(p) for p in parts]
     return ArrayDataset([(x[p], y[p]) for p in shuffled], num_classes=10)
-
-
-def build_dataset(config: Any) -> FederatedDataset:
-    """The generated data set (``synthetic`` or ``digits``) a
-    :class:`~fastfair.sim.config.SimulationConfig` names;
-    :func:`fastfair.sim.datasets.build_dataset` dispatches every name, files included."""
-    if config.dataset == "synthetic":
-        return SyntheticDataset(config.clients, config.synthetic_alpha, config.synthetic_beta,
-                                seed=config.seed, max_samples=config.max_samples)
-    return digits_dataset(config.clients, config.partition, seed=config.seed,
-                          alpha=config.dirichlet_alpha, classes_per_client=config.classes_per_client)

@@ -16,20 +16,29 @@ class Distributed:
     rank: int = 0
     world_size: int = 1
     joined: bool = False  # this object initialised the default group, so close() ends it
+    #: Where this process computes: collectives run on tensors of this device.
+    device: torch.device = torch.device("cpu")
 
     @classmethod
-    def from_environment(cls) -> "Distributed":
-        """Joins the default process group when launched by torchrun (gloo on CPU)."""
+    def from_environment(cls, device: str = "cpu") -> "Distributed":
+        """This process under torchrun (``WORLD_SIZE`` > 1): joins the default process group,
+        NCCL on CUDA (each process on GPU ``LOCAL_RANK`` when ``device`` names no index) and gloo
+        on the CPU; alone otherwise."""
         import os
 
+        where = torch.device(device)
         if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-            return cls()
+            return cls(device=where)
         import torch.distributed as dist
 
+        if where.type == "cuda":
+            if where.index is None:
+                where = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+            torch.cuda.set_device(where)
         joined = not dist.is_initialized()
         if joined:
-            dist.init_process_group("gloo")
-        return cls(dist.get_rank(), dist.get_world_size(), joined)
+            dist.init_process_group("nccl" if where.type == "cuda" else "gloo")
+        return cls(dist.get_rank(), dist.get_world_size(), joined, where)
 
     def close(self) -> None:
         """Ends the process group that :meth:`from_environment` joined (a no-op otherwise).
@@ -50,16 +59,16 @@ class Distributed:
             return values
         import torch.distributed as dist
 
-        full = torch.zeros(m, dtype=torch.float64)
-        full[self.my_slice(m)] = torch.from_numpy(values)
+        full = torch.zeros(m, dtype=torch.float64, device=self.device)
+        full[self.my_slice(m)] = torch.from_numpy(values).to(self.device)
         dist.all_reduce(full)  # slices are disjoint, so the sum is the concatenation
-        return full.numpy()
+        return full.cpu().numpy()
 
     def gather_rows(self, rows: torch.Tensor, m: int) -> torch.Tensor:
         """Concatenates each rank's rows ``[slice, P]`` of an ``[m, P]`` tensor, in rank order."""
         if self.world_size == 1:
             return rows
-        full = torch.zeros(m, rows.shape[1], dtype=rows.dtype)
+        full = torch.zeros(m, rows.shape[1], dtype=rows.dtype, device=rows.device)
         full[self.my_slice(m)] = rows
         return self.sum(full)
 

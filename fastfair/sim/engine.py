@@ -24,9 +24,9 @@ from fastfair import ops
 from fastfair.aggregators import registry
 from fastfair.aggregators.objectives import ClientObjective
 from fastfair.sim.availability import build_availability
+from fastfair.sim.catalog import build_dataset
 from fastfair.sim.config import SimulationConfig
-from fastfair.sim.data import FederatedDataset
-from fastfair.sim.datasets import build_dataset
+from fastfair.sim.data import ClientBatch, FederatedDataset
 from fastfair.sim.distributed import Distributed
 from fastfair.sim.models import FlatModel, check_model
 from fastfair.sim.runner import Runner
@@ -66,7 +66,11 @@ class Simulation(Runner):
         arrays) replaces ``config.dataset``, and ``model`` (e.g. a
         :class:`~fastfair.sim.models.ModuleModel` around your module) replaces ``config.model``."""
         self.config = config
-        self.dist = dist or Distributed()
+        self.dist = dist or Distributed(device=torch.device(config.device))
+        self.device = self.dist.device if self.dist.world_size > 1 else torch.device(config.device)
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"device {config.device!r}: this torch sees no CUDA GPU; pass "
+                             "device='cpu' (--device cpu)")
         self.rule = build_rule(config)
         self.optimizer = build_server_optimizer(config)
         self.dataset = build_dataset(config) if dataset is None else dataset
@@ -74,15 +78,20 @@ class Simulation(Runner):
             raise ValueError(f"config.clients is {config.clients} but the dataset has "
                              f"{self.dataset.num_clients} clients")
         self.model: FlatModel = model or model_for(config, self.dataset)
-        check_model(self.model, self.dataset)
         init = torch.Generator().manual_seed(raw_seed(config.seed, Stream.MODEL_INIT))
-        self.params = self.model.init(init).float()
+        self.params = self.model.init(init).float().to(self.device)
         self.availability = build_availability(config.availability, config.clients,
                                                config.per_round, config.seed,
                                                config.availability_options)
         self.round = 0
         self.history: List[Dict[str, Any]] = []
-        self._eval_batch = self._pick_eval_clients(self.dataset)
+        self._eval_batch = self._pick_eval_clients(self.dataset, self.device)
+        self._check_model(self._eval_batch)
+
+    def _check_model(self, batch: ClientBatch) -> None:
+        """Raises ValueError unless the model maps one sample of ``batch`` to logits of the data
+        set's classes (:func:`~fastfair.sim.models.check_model`, on the run's device)."""
+        check_model(self.model, self.dataset, self.params, batch.x)
 
     @classmethod
     def validate(cls, config: SimulationConfig) -> None:
@@ -95,7 +104,7 @@ class Simulation(Runner):
         cfg = self.config
         m = ids.shape[0]
         mine = self.dist.my_slice(m)
-        batch = self.dataset.client_data(ids[mine], "train")
+        batch = self.dataset.client_data(ids[mine], "train", device=self.device)
         losses_mine, _ = evaluate_clients(self.model, self.params, batch)
         losses = self.dist.gather(losses_mine, m)
         counts = self.dist.gather(batch.counts.astype(np.float64), m)
@@ -110,7 +119,8 @@ class Simulation(Runner):
                           dtype=np.float64)
         direction = torch.zeros_like(self.params)
         if updates.shape[0]:
-            ops.weighted_average(updates, coef[mine], out=direction)
+            ops.weighted_average(updates, torch.from_numpy(coef[mine]).to(self.device),
+                                 out=direction)
         self.optimizer.step(self.params, self.dist.sum(direction))
         return {"participants": int(m), "train_loss": float(np.mean(losses)),
                 "max_coefficient": float(np.max(coef))}
@@ -126,7 +136,7 @@ class Simulation(Runner):
             if name == "updates":
                 inputs[name] = self.dist.gather_rows(updates, m)
             elif name == "sq_norms":
-                inputs[name] = self.dist.gather(updates.double().pow(2).sum(1).numpy(), m)
+                inputs[name] = self.dist.gather(updates.double().pow(2).sum(1).cpu().numpy(), m)
             elif name in reported:
                 inputs[name] = self.dist.gather(np.asarray(reported[name], dtype=np.float64), m)
             else:
@@ -144,7 +154,7 @@ class Simulation(Runner):
                 "optimizer": self.optimizer.state_dict()}
 
     def _load(self, state: Dict[str, Any]) -> None:
-        params = torch.as_tensor(state["params"]).float()
+        params = torch.as_tensor(state["params"]).float().to(self.device)
         if params.shape != self.params.shape:
             raise ValueError(f"checkpoint parameters have shape {tuple(params.shape)}; the "
                              f"model has {tuple(self.params.shape)}")

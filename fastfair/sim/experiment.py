@@ -36,7 +36,7 @@ from fastfair.sim.distributed import Distributed
 from fastfair.sim.engine import Simulation
 from fastfair.sim.fedevg import FedEvgSimulation
 from fastfair.sim.models import FlatModel
-from fastfair.sim.runner import Runner
+from fastfair.sim.runner import Runner, torch_threads
 from fastfair.sim.superfed import SuperFedSimulation
 
 CHECKPOINT = "checkpoint.pt"
@@ -114,6 +114,11 @@ class Experiment:
         ``config.dataset`` / ``config.model``.
     dist
         This process's place under ``torchrun`` (default: one process). Only rank 0 writes.
+    threads
+        Threads of torch and of fastfair's kernels while the experiment runs (restored after);
+        None keeps the process's settings. The default, 1, is the fastest choice on a shared or
+        busy machine and for small models; raise it for large cohorts of large models on idle
+        cores.
 
     Every rule name, option, value and configuration field is checked when the experiment is
     made, before anything runs or is written.
@@ -123,7 +128,8 @@ class Experiment:
                  rule_options: Optional[Mapping[str, Mapping[str, Any]]] = None, *,
                  out: Union[str, Path, None] = None, checkpoint_every: int = 0,
                  progress: bool = False, dataset: Optional[FederatedDataset] = None,
-                 model: Optional[FlatModel] = None, dist: Optional[Distributed] = None) -> None:
+                 model: Optional[FlatModel] = None, dist: Optional[Distributed] = None,
+                 threads: Optional[int] = 1) -> None:
         if rules is None:
             rules = [config.rule]
             rule_options = {config.rule: dict(config.rule_options)}
@@ -137,6 +143,9 @@ class Experiment:
         if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int) \
                 or checkpoint_every < 0:
             raise ValueError(f"checkpoint_every must be an integer >= 0; got {checkpoint_every!r}")
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                    or threads < 1):
+            raise ValueError(f"threads must be an integer >= 1 or None; got {threads!r}")
         if checkpoint_every and out is None:
             raise ValueError("checkpoint_every needs an output folder: pass out=")
         self.configs = {r: dataclasses.replace(config, rule=r, rule_options=options.get(r, {}))
@@ -150,13 +159,14 @@ class Experiment:
         self.checkpoint_every = checkpoint_every
         self.progress = progress
         self.dataset, self.model = dataset, model
-        self.dist = dist or Distributed()
+        self.dist = dist or Distributed(device=torch.device(config.device))
+        self.threads = threads
         self._state: Optional[Dict[str, Any]] = None
         self._fresh = True
 
     @classmethod
     def resume(cls, out: Union[str, Path], *, progress: bool = False,
-               dist: Optional[Distributed] = None) -> "Experiment":
+               dist: Optional[Distributed] = None, threads: Optional[int] = 1) -> "Experiment":
         """The experiment saved in ``out``, to continue from its checkpoint with :meth:`run`
         (bit-identical to an uninterrupted run)."""
         out = Path(out)
@@ -170,7 +180,7 @@ class Experiment:
             raise ValueError(f"{out / CONFIG} is not a valid run configuration ({exc})") from None
         state = checkpoint.load(out / CHECKPOINT)
         exp = cls(base, rules, options, out=out, checkpoint_every=every, progress=progress,
-                  dist=dist)
+                  dist=dist, threads=threads)
         if state.get("config") != saved:
             raise ValueError(f"{out / CONFIG} changed since the checkpoint was written; restore "
                              "it or start a new run")
@@ -184,6 +194,12 @@ class Experiment:
 
     def run(self) -> ExperimentResult:
         """Runs every rule not finished yet and writes the outputs; returns them."""
+        if self.threads is None:
+            return self._run()
+        with torch_threads(self.threads):
+            return self._run()
+
+    def _run(self) -> ExperimentResult:
         lead = self.dist.rank == 0
         if lead and self.out is not None and self._fresh:
             if self.out.exists() and any(self.out.iterdir()):

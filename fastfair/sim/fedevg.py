@@ -13,8 +13,8 @@ from fastfair import ops
 from fastfair._options import check_options, dataclass_options
 from fastfair.methods.fedevg import FedEvgOptions, client_update, server_classifier
 from fastfair.sim.availability import build_availability
+from fastfair.sim.catalog import build_dataset
 from fastfair.sim.data import FederatedDataset
-from fastfair.sim.datasets import build_dataset
 from fastfair.sim.distributed import Distributed
 from fastfair.sim.runner import MethodRunner
 from fastfair.sim.seeding import Stream, torch_seed
@@ -37,7 +37,8 @@ class FedEvgSimulation(MethodRunner):
               "lr": f"{_OWN}: lr", "lr_decay": f"{_OWN}: lr_decay, lr_decay_every",
               "server_lr": f"the server step is Langevin; {_OWN}: beta_start, beta_end",
               "server_optimizer": "the server moves a synthetic set, not a model",
-              "server_options": "the server moves a synthetic set, not a model"}
+              "server_options": "the server moves a synthetic set, not a model",
+              "device": "FedEvg runs on the CPU"}
 
     def __init__(self, config: Any, dist: Optional[Distributed] = None, *,
                  dataset: Optional[FederatedDataset] = None) -> None:

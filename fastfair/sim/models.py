@@ -241,28 +241,45 @@ class ModuleModel(FlatModel):
                             else flat[n].round().to(dtypes[n])) for n in self.module.state_dict())
 
 
-def check_model(model: FlatModel, dataset) -> None:
-    """Raises ValueError unless ``model`` maps two samples of ``dataset`` (its ``sample_shape``,
-    float features or token ids below ``vocab_size``) to outputs ``[2, *label_shape,
-    num_classes]``; the message names both shapes and the fix."""
+def check_model(model: FlatModel, dataset, params: Optional[torch.Tensor] = None,
+                x: Optional[torch.Tensor] = None) -> None:
+    """Raises ValueError unless ``model`` maps one sample of ``dataset`` (``[1, 1,
+    *sample_shape]``: float features, or token ids below ``vocab_size``) to logits ``[1, 1,
+    *label_shape, num_classes]``; a mismatch found once, instead of deep inside the first round's
+    batched training. ``params`` (``[P]``) and ``x`` (samples of the data set, the first one is
+    used) default to zeros on the CPU; the message names both shapes and the fix."""
     shape = tuple(dataset.sample_shape)
     labels = tuple(getattr(dataset, "label_shape", ()))
-    tokens = dataset.vocab_size is not None
-    x = torch.zeros((1, 2) + shape, dtype=torch.int64 if tokens else torch.float32)
-    want = (2,) + labels + (dataset.num_classes,)
-    kind = f"token ids below {dataset.vocab_size}" if tokens else "float features"
-    what = (f"the data set's samples are {list(shape)} ({kind}) and its labels {list(labels)} "
-            f"of {dataset.num_classes} classes, so the model must map [B, *{list(shape)}] to "
-            f"[B, *{list(labels)}, {dataset.num_classes}]")
+    tokens = getattr(dataset, "vocab_size", None) is not None
+    features, C = dataset.num_features, dataset.num_classes
+    if shape == (features,) and labels == () and not tokens:
+        expected = (f"the model must map inputs [m, B, F] to logits [m, B, C] with F = {features} "
+                    f"features and C = {C} classes (the data set's num_features and "
+                    "num_classes)")
+    else:
+        kind = f"token ids below {dataset.vocab_size}" if tokens else "float features"
+        expected = (f"the model must map inputs [m, B, *{list(shape)}] to logits [m, B, "
+                    f"*{list(labels)}, C] with samples {list(shape)} ({kind}), labels "
+                    f"{list(labels)} and C = {C} classes (the data set's sample_shape, "
+                    "label_shape and num_classes)")
+    if x is None or x.shape[0] == 0:
+        x = torch.zeros((1,) + shape, dtype=torch.int64 if tokens else torch.float32)
+    if params is None:
+        params = torch.zeros(model.num_params)
+    one = ", ".join(str(d) for d in (1, 1) + shape)
     try:
         with torch.no_grad():
-            out = model.forward(torch.zeros(1, model.num_params), x)
+            out = model.forward(params.reshape(1, -1), x[:1].unsqueeze(0))
     except Exception as exc:  # any failure of the dry run means the shapes do not fit
-        raise ValueError(f"the model does not fit the data: {what}; a dry run on two samples "
-                         f"raised {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
-    if tuple(out.shape[1:]) != want:
-        raise ValueError(f"the model does not fit the data: {what}; it gives "
-                         f"{list(out.shape[1:])}")
+        first = (str(exc).splitlines() or [""])[0]
+        raise ValueError(f"{expected}; on one sample [{one}] it fails: "
+                         f"{type(exc).__name__}: {first}") from exc
+    if tuple(out.shape) != (1, 1) + labels + (C,):
+        hint = (" (if some classes are absent from the data, pass num_classes to the data set)"
+                if out.ndim == 3 + len(labels) and out.shape[-1] > C else "")
+        raise ValueError(f"{expected}; on one sample [{one}] it returns shape "
+                         f"{list(out.shape)}{hint}")
+
 
 def make_model(name: str, num_features: int, num_classes: int, *, hidden: int = 64) -> FlatModel:
     """A built-in model by name: 'logreg' or 'mlp'."""

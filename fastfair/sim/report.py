@@ -14,6 +14,8 @@ SUMMARY_COLUMNS = [("acc_mean", "mean acc"), ("acc_weighted_mean", "weighted"),
                    ("acc_worst10", "worst 10%"), ("acc_worst5", "worst 5%"),
                    ("acc_best10", "best 10%"), ("acc_variance", "variance"),
                    ("acc_gini", "Gini"), ("acc_parity_gap", "max-min")]
+#: Shown only when the data set has latent groups.
+GROUP_COLUMN = ("acc_worst_group", "worst grp")
 
 
 def write_metrics(out: Path, histories: Dict[str, List[dict]]) -> None:
@@ -51,19 +53,22 @@ def summarize(histories: Dict[str, List[dict]], seconds: Dict[str, float]) -> Di
             continue
         series = [r["acc_mean"] for r in evals]
         lag1 = float(acf(series, 1)[1]) if len(series) > 1 else float("nan")
-        out[rule] = {**{k: evals[-1][k] for k, _ in SUMMARY_COLUMNS}, "acc_mean_acf1": lag1,
+        keys = [k for k, _ in SUMMARY_COLUMNS + [GROUP_COLUMN] if k in evals[-1]]
+        out[rule] = {**{k: evals[-1][k] for k in keys}, "acc_mean_acf1": lag1,
                      "seconds": seconds.get(rule, 0.0)}
     return out
 
 
 def summary_table(summary: Dict[str, dict]) -> str:
     """The summary side by side (accuracies in %)."""
-    header = (f"{'rule':<12}" + "".join(f"{label:>11}" for _, label in SUMMARY_COLUMNS)
+    columns = SUMMARY_COLUMNS + ([GROUP_COLUMN] if all(GROUP_COLUMN[0] in row for row in
+                                                        summary.values()) and summary else [])
+    header = (f"{'rule':<12}" + "".join(f"{label:>11}" for _, label in columns)
               + f"{'ACF(1)':>8}{'time':>9}")
     lines = [header, "-" * len(header)]
     for rule, row in summary.items():
         cells = []
-        for key, _ in SUMMARY_COLUMNS:
+        for key, _ in columns:
             if key == "acc_gini":
                 cells.append(f"{row[key]:>11.3f}")
             else:

@@ -67,7 +67,8 @@ class Runner:
         """Round ``t`` with the sampled clients ``ids`` (m >= 1); returns the round's record."""
         raise NotImplementedError
 
-    def _pick_eval_clients(self, dataset: FederatedDataset) -> ClientBatch:
+    def _pick_eval_clients(self, dataset: FederatedDataset,
+                           device: Optional[torch.device] = None) -> ClientBatch:
         """Chooses the evaluation clients (all, or a fixed random subset of ``eval_clients`` for
         large K, less those without test data, so that ``eval_ids`` lines up with what
         :meth:`evaluate` returns) and returns their test data."""
@@ -80,7 +81,7 @@ class Runner:
         if ids.size == 0:
             raise ValueError("no evaluation client has test data; raise --eval-clients")
         self.eval_ids = ids
-        return dataset.client_data(ids, "test")
+        return dataset.client_data(ids, "test", device)
 
     def _finish(self, t: int, record: Dict[str, Any], started: float) -> Dict[str, Any]:
         """Closes round t: its record, with evaluation metrics on evaluation rounds."""
@@ -114,6 +115,13 @@ class Runner:
         acc, loss, counts = self.evaluate()
         out = {f"acc_{k}": v for k, v in fairness_metrics(acc, weights=counts).items()}
         out["test_loss"] = float(np.dot(loss, counts) / counts.sum())
+        groups = self.dataset.groups(self.eval_ids)
+        if groups is not None:
+            # Each group's mean client accuracy; the worst of them is the fairness target.
+            present = np.unique(groups)
+            means = {int(g): float(acc[groups == g].mean()) for g in present}
+            out.update({f"acc_group{g}": v for g, v in means.items()})
+            out["acc_worst_group"] = min(means.values())
         out.update(self.extra_metrics())
         return out
 
@@ -158,12 +166,16 @@ class MethodRunner(Runner):
 
 @contextlib.contextmanager
 def torch_threads(n: int):
-    """Runs the block with ``n`` intra-op torch threads (restored after). The methods' models are
-    tiny: their ops run in microseconds on one thread, while several threads contending for busy
-    cores turn each into milliseconds of synchronisation."""
-    before = torch.get_num_threads()
+    """Runs the block with ``n`` intra-op torch threads and ``n`` OpenMP threads in fastfair's
+    kernels (both restored after). Small models' ops run in microseconds on one thread, while
+    several threads contending for busy cores turn each into milliseconds of synchronisation."""
+    import fastfair
+
+    before = torch.get_num_threads(), fastfair.get_num_threads()
     torch.set_num_threads(n)
+    fastfair.set_num_threads(n)
     try:
         yield
     finally:
-        torch.set_num_threads(before)
+        torch.set_num_threads(before[0])
+        fastfair.set_num_threads(before[1])

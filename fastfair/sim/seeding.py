@@ -38,12 +38,20 @@ class Derivation(enum.Enum):
 class Stream(enum.Enum):
     """Every random stream: ``(derivation, tag)``; no two members share both."""
 
-    # Synthetic(alpha, beta): client sizes (two uniforms for Box-Muller), a client's data, the
-    # shared model of the IID variant.
+    # Synthetic(alpha, beta): client sizes (two uniforms for Box-Muller), a client's model and
+    # feature mean, its samples, the shared model of the IID variant.
     SYNTHETIC_SIZE_A = (Derivation.KEYS, 1)
     SYNTHETIC_SIZE_B = (Derivation.KEYS, 2)
     SYNTHETIC_CLIENT = (Derivation.KEYS, 3)
+    SYNTHETIC_SAMPLES = (Derivation.KEYS, 4)
     SYNTHETIC_SHARED_MODEL = (Derivation.KEYS, 7)
+    # The grouped workload: the common and group models, a client's group, its size (two
+    # uniforms for Box-Muller) and its samples.
+    GROUPED_MODELS = (Derivation.KEYS, 0x6D0)
+    GROUPED_GROUP = (Derivation.KEYS, 0x6A0)
+    GROUPED_SIZE_A = (Derivation.KEYS, 0x6A1)
+    GROUPED_SIZE_B = (Derivation.KEYS, 0x6A2)
+    GROUPED_CLIENT = (Derivation.KEYS, 0x6A3)
     # scikit-learn digits: the split over clients and each client's sample order.
     DIGITS_PARTITION = (Derivation.NUMPY, 0xD161)
     DIGITS_ORDER = (Derivation.NUMPY, 0xD162)
@@ -94,35 +102,40 @@ def _expect(stream: Stream, derivation: Derivation) -> None:
                          f"{derivation.value}")
 
 
-_GOLDEN, _MUL1, _MUL2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+_SPLITMIX = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB)
 
 
 def splitmix64(x: np.ndarray) -> np.ndarray:
     """A 64-bit mixing hash, elementwise (uint64 arithmetic wraps, as intended)."""
     with np.errstate(over="ignore"):
-        x = x + np.uint64(_GOLDEN)
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(_MUL1)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(_MUL2)
+        x = x + np.uint64(_SPLITMIX[0])
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(_SPLITMIX[1])
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(_SPLITMIX[2])
         return x ^ (x >> np.uint64(31))
 
 
-def _int64(value: int) -> int:
-    """``value`` modulo 2^64 as a signed 64-bit integer."""
-    return (value + (1 << 63)) % (1 << 64) - (1 << 63)
+def _signed(c: int) -> int:
+    return c - (1 << 64) if c >= 1 << 63 else c
 
 
-def _srl(x, shift: int):
-    """Logical right shift of an int64 tensor (torch's ``>>`` is arithmetic)."""
-    return (x >> shift) & ((1 << (64 - shift)) - 1)
+def _shr(x, s: int):
+    """Logical right shift of int64 tensors holding uint64 bit patterns."""
+    return (x >> s) & ((1 << (64 - s)) - 1)
 
 
-def splitmix64_tensor(x):
-    """:func:`splitmix64` on an int64 ``torch.Tensor`` of any device: two's-complement wrapping
-    arithmetic gives the same 64 bits as the uint64 original."""
-    x = x + _int64(_GOLDEN)
-    x = (x ^ _srl(x, 30)) * _int64(_MUL1)
-    x = (x ^ _srl(x, 27)) * _int64(_MUL2)
-    return x ^ _srl(x, 31)
+def splitmix64_torch(x):
+    """:func:`splitmix64` on a torch int64 tensor holding uint64 bit patterns, on its device
+    (two's-complement int64 arithmetic wraps exactly as uint64 does); bit-identical to the NumPy
+    version."""
+    x = x + _signed(_SPLITMIX[0])
+    x = (x ^ _shr(x, 30)) * _signed(_SPLITMIX[1])
+    x = (x ^ _shr(x, 27)) * _signed(_SPLITMIX[2])
+    return x ^ _shr(x, 31)
+
+
+def uniform_torch(keys):
+    """:func:`uniform` of int64 key tensors: float64 in (0, 1) on their device."""
+    return (_shr(keys, 11).double() + 0.5) / float(1 << 53)
 
 
 def keyed_uniform(key, call: int, shape, device):
@@ -132,9 +145,9 @@ def keyed_uniform(key, call: int, shape, device):
     arguments, identical on every device."""
     import torch
 
-    stream = splitmix64_tensor(key ^ _int64(call * _GOLDEN))
+    stream = splitmix64_torch(key ^ _signed((call * _SPLITMIX[0]) % (1 << 64)))
     index = torch.arange(int(np.prod(shape)), dtype=torch.int64, device=device).reshape(shape)
-    return _srl(splitmix64_tensor(index ^ stream), 40).to(torch.float32) * (1.0 / (1 << 24))
+    return _shr(splitmix64_torch(index ^ stream), 40).to(torch.float32) * (1.0 / (1 << 24))
 
 
 def _hash(seed: int, ids: np.ndarray, tag: int) -> np.ndarray:
@@ -156,19 +169,33 @@ def keys(seed: int, stream: Stream, ids: np.ndarray, round: Optional[int] = None
     return h if round is None else splitmix64(h ^ np.uint64(round))
 
 
+def torch_seeds(seed: int, stream: Stream, ids: np.ndarray,
+                round: Optional[int] = None) -> np.ndarray:
+    """``[n]`` non-negative 63-bit seeds (for ``torch.Generator.manual_seed``) of ``ids`` in a
+    ``KEYS`` stream, hashed in one vectorised pass."""
+    return keys(seed, stream, ids, round) >> np.uint64(1)
+
+
 def torch_seed(seed: int, stream: Stream, index: int = 0, round: Optional[int] = None) -> int:
-    """A non-negative 63-bit seed (for ``torch.Generator.manual_seed``) from the key of one
-    ``index`` of a ``KEYS`` stream."""
-    return int(keys(seed, stream, np.array([index]), round)[0] >> np.uint64(1))
+    """The seed of one ``index`` (:func:`torch_seeds`)."""
+    return int(torch_seeds(seed, stream, np.array([index]), round)[0])
 
 
-def shuffle_uniforms(seed: int, client_ids: np.ndarray, epochs: np.ndarray,
-                     positions: np.ndarray) -> np.ndarray:
-    """Uniform (0, 1) sort keys ``[n]`` of local training's shuffles: row ``positions[i]`` of
-    client ``client_ids[i]``'s epoch ``epochs[i]``, in the ``SHUFFLE`` stream under ``seed`` (the
-    round's training key)."""
-    h = splitmix64(keys(seed, Stream.SHUFFLE, client_ids) ^ epochs.astype(np.uint64))
-    return uniform(splitmix64(h ^ positions.astype(np.uint64)))
+def shuffle_uniforms(seed: int, client_keys, epochs, positions):
+    """Uniform (0, 1) sort keys ``[n]`` (float64, on the device of the inputs) of local
+    training's shuffles: row ``positions[i]`` of the client whose ``SHUFFLE`` key is
+    ``client_keys[i]`` (:func:`shuffle_client_keys`, an int64 tensor) in its epoch ``epochs[i]``.
+    """
+    h = splitmix64_torch(client_keys ^ epochs)
+    return uniform_torch(splitmix64_torch(h ^ positions))
+
+
+def shuffle_client_keys(seed: int, client_ids: np.ndarray, device=None):
+    """``[m]`` int64 tensor of the clients' ``SHUFFLE`` keys under ``seed`` (the round's training
+    key), hashed once per cohort on the host."""
+    import torch
+
+    return torch.from_numpy(keys(seed, Stream.SHUFFLE, client_ids).view(np.int64)).to(device)
 
 
 def step_keys(seed: int, client_ids: np.ndarray, step: int) -> np.ndarray:

@@ -16,8 +16,8 @@ from fastfair import ops
 from fastfair._options import check_options, dataclass_options
 from fastfair.methods.superfed import SuperFedOptions, draw_lambdas, initial_local_model
 from fastfair.sim.availability import build_availability
+from fastfair.sim.catalog import build_dataset
 from fastfair.sim.data import ClientBatch, FederatedDataset
-from fastfair.sim.datasets import build_dataset
 from fastfair.sim.distributed import Distributed
 from fastfair.sim.engine import build_server_optimizer
 from fastfair.sim.models import FlatModel
@@ -60,6 +60,8 @@ def evaluate_personal(model: FlatModel, params: torch.Tensor, x: torch.Tensor, y
 
 class SuperFedSimulation(MethodRunner):
     """SuPerFed rounds on any federated data set and flat model of the simulator."""
+
+    unused = {"device": "SuPerFed runs on the CPU"}
 
     def __init__(self, config: Any, dist: Optional[Distributed] = None, *,
                  dataset: Optional[FederatedDataset] = None,
@@ -140,7 +142,7 @@ class SuperFedSimulation(MethodRunner):
             (grad,) = torch.autograd.grad(loss.sum(), leaf)
             if first_loss is None:
                 first_loss = float(loss.detach().mean())
-            if nu > 0 or (o.prox == "code" and o.mu > 0):
+            if nu > 0 or (o.prox == "reference_code" and o.mu > 0):
                 reduced = ops.superfed_reduce(f, l, self.params, self.layout)
             else:
                 reduced = np.zeros((m, self.layout.num_segments, 4))

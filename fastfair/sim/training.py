@@ -11,7 +11,7 @@ import torch
 from fastfair.aggregators.objectives import ClientObjective
 from fastfair.sim.data import ClientBatch
 from fastfair.sim.models import FlatModel, TrainingStep
-from fastfair.sim.seeding import shuffle_uniforms, step_keys
+from fastfair.sim.seeding import shuffle_client_keys, shuffle_uniforms, step_keys
 
 
 @dataclass
@@ -42,8 +42,9 @@ def masked_mean(per_sample_loss: torch.Tensor, mask: torch.Tensor) -> torch.Tens
     return (per_sample_loss * mask).sum(1) / mask.sum(1).clamp(min=1)
 
 
-def _segment_ids(counts: np.ndarray) -> torch.Tensor:
-    return torch.repeat_interleave(torch.arange(len(counts)), torch.as_tensor(counts))
+def _segment_ids(counts: np.ndarray, device: Optional[torch.device] = None) -> torch.Tensor:
+    counts = torch.as_tensor(counts, device=device)
+    return torch.repeat_interleave(torch.arange(len(counts), device=device), counts)
 
 
 def evaluate_clients(model: FlatModel, params: torch.Tensor, batch: ClientBatch,
@@ -53,14 +54,16 @@ def evaluate_clients(model: FlatModel, params: torch.Tensor, batch: ClientBatch,
 
     Returns ``(loss [m], accuracy [m])`` as float64 NumPy arrays: per-client means of the
     model's sample loss and accuracy (cross-entropy and ``argmax == y`` by default, averaged
-    over positions for a label per position; NaN for a client with no samples).
+    over positions for a label per position; NaN for a client with no samples). Runs on the
+    device of ``params`` and ``batch``; only the ``[m]`` results travel to the host.
     """
     chunk = chunk or model.eval_rows
     counts = batch.counts
     m = len(counts)
-    seg = _segment_ids(counts)
-    loss_sum = torch.zeros(m, dtype=torch.float64)
-    hit_sum = torch.zeros(m, dtype=torch.float64)
+    device = params.device
+    seg = _segment_ids(counts, device)
+    loss_sum = torch.zeros(m, dtype=torch.float64, device=device)
+    hit_sum = torch.zeros(m, dtype=torch.float64, device=device)
     with torch.no_grad():
         p = params.reshape(1, -1)
         for start in range(0, batch.x.shape[0], chunk):
@@ -73,11 +76,28 @@ def evaluate_clients(model: FlatModel, params: torch.Tensor, batch: ClientBatch,
             hit_sum.index_add_(0, segs, model.sample_hits(logits, ys)[0])
     with np.errstate(invalid="ignore", divide="ignore"):
         n = counts.astype(np.float64)
-        return loss_sum.numpy() / n, hit_sum.numpy() / n
+        return loss_sum.cpu().numpy() / n, hit_sum.cpu().numpy() / n
+
+
+def local_steps(counts: np.ndarray, config: LocalTrainingConfig) -> np.ndarray:
+    """``[m]`` minibatch steps each client takes: ``config.steps``, or ``epochs`` times its
+    number of batches ``ceil(n_k / B)``."""
+    counts = np.asarray(counts, dtype=np.int64)
+    if config.steps:
+        return np.full(counts.shape, config.steps, dtype=np.int64)
+    return -(-counts // config.batch_size) * config.epochs
+
+
+def longest_first(counts: np.ndarray, config: LocalTrainingConfig) -> np.ndarray:
+    """A permutation of the m clients by non-increasing :func:`local_steps` (ties in index
+    order): with it, the clients still training at any step are a prefix."""
+    return np.argsort(-local_steps(counts, config), kind="stable")
 
 
 def minibatch_schedule(counts: np.ndarray, config: LocalTrainingConfig, client_ids: np.ndarray,
-                       seed: int) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
+                       seed: int, order: Optional[np.ndarray] = None,
+                       device: Optional[torch.device] = None
+                       ) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
     """The minibatches of local training, for all clients at once.
 
     ``counts [m]`` are the clients' sample counts (rows of client k are
@@ -86,21 +106,29 @@ def minibatch_schedule(counts: np.ndarray, config: LocalTrainingConfig, client_i
     client's last batch of an epoch may be short; a client that has finished its own number of
     steps has none). Each epoch of a client is a fresh shuffle of its rows, keyed by
     (seed, client id, epoch) alone, so a client trains identically in any cohort or process.
+
+    With ``order`` (:func:`longest_first`), a step yields only the a clients still training,
+    as rows ``order[:a]``: ``(rows [a, B], valid [a, B])``, so that the arithmetic of a round
+    follows the clients' real steps rather than the longest client's. The schedule is built on
+    ``device`` (default CPU); only ``[m]`` per-client values come from the host.
     """
     counts = np.asarray(counts, dtype=np.int64)
     ids = np.asarray(client_ids, dtype=np.int64)
     if ids.shape != counts.shape:
         raise ValueError(f"client_ids has {ids.size} entries but counts has {counts.size}")
     B = config.batch_size
-    offsets = torch.as_tensor(np.concatenate([[0], np.cumsum(counts)[:-1]]))
-    n = torch.as_tensor(counts)
+    offsets = torch.as_tensor(np.concatenate([[0], np.cumsum(counts)[:-1]]), device=device)
+    n = torch.as_tensor(counts, device=device)
     per_epoch = (n + B - 1) // B
-    total_steps = torch.full_like(n, config.steps) if config.steps else per_epoch * config.epochs
-    seg = _segment_ids(counts)
-    rows = torch.arange(seg.numel())
+    total_steps = torch.as_tensor(local_steps(counts, config), device=device)
+    steps = int(total_steps.max()) if len(counts) else 0
+    sorted_ids = None if order is None else torch.as_tensor(order, device=device)
+    client_keys = shuffle_client_keys(seed, ids, device)
+    seg = _segment_ids(counts, device)
+    rows = torch.arange(seg.numel(), device=device)
     perm = rows.clone()
-    lanes = torch.arange(B)
-    for t in range(int(total_steps.max()) if len(counts) else 0):
+    lanes = torch.arange(B, device=device)
+    for t in range(steps):
         active = t < total_steps
         within = t % per_epoch
         restart = active & (within == 0)
@@ -108,14 +136,18 @@ def minibatch_schedule(counts: np.ndarray, config: LocalTrainingConfig, client_i
             chosen = restart[seg]
             r = rows[chosen]
             owner = seg[chosen]
-            epoch = (t // per_epoch)[owner]
-            u = shuffle_uniforms(seed, ids[owner.numpy()], epoch.numpy(),
-                                 (r - offsets[owner]).numpy())
-            perm[r] = r[torch.argsort(owner.double() + torch.from_numpy(u))]
+            u = shuffle_uniforms(seed, client_keys[owner], (t // per_epoch)[owner],
+                                 r - offsets[owner])
+            perm[r] = r[torch.argsort(owner.double() + u)]
         pos = within.unsqueeze(1) * B + lanes  # position inside the client's epoch order
         valid = (pos < n.unsqueeze(1)) & active.unsqueeze(1)
         take = perm[(offsets.unsqueeze(1) + pos).clamp(max=seg.numel() - 1)]
-        yield torch.where(valid, take, offsets.unsqueeze(1).expand_as(take)), valid
+        take = torch.where(valid, take, offsets.unsqueeze(1).expand_as(take))
+        if sorted_ids is None:
+            yield take, valid
+        else:
+            still = sorted_ids[:int(active.sum())]
+            yield take[still], valid[still]
 
 
 def train_clients(model: FlatModel, global_params: torch.Tensor, batch: ClientBatch,
@@ -141,27 +173,35 @@ def train_clients(model: FlatModel, global_params: torch.Tensor, batch: ClientBa
     m = len(counts)
     if (counts < 1).any():
         raise ValueError("every trained client needs at least one training sample")
-    params = global_params.detach().reshape(1, -1).repeat(m, 1).requires_grad_(True)
+    # Rows in longest-first order: the clients still training are always a prefix, trained as
+    # views of it, so finished clients cost nothing.
+    order = longest_first(counts, config)
+    device = global_params.device
+    params = global_params.detach().reshape(1, -1).repeat(m, 1)
     start = objective.initial_state()
-    extra = None if start is None else torch.full((m,), float(start), dtype=torch.float64)
+    extra = None if start is None else torch.full((m,), float(start), dtype=torch.float64,
+                                                  device=device)
     extra_lr = objective.state_lr(config.lr)
-    trained = [params] if extra is None else [params, extra.requires_grad_(True)]
-    buffers = model.split_buffers(params)
-    ids = np.asarray(client_ids, dtype=np.int64)
-    for t, (take, valid) in enumerate(minibatch_schedule(counts, config, client_ids, seed)):
-        keys = torch.from_numpy(step_keys(seed, ids, t)).to(params.device)
-        logits = model.forward(params, batch.x[take], TrainingStep(valid, keys, buffers))
+    buffers = model.split_buffers(params)  # rows in ``order`` like params'
+    ids = np.asarray(client_ids, dtype=np.int64)[order]
+    schedule = minibatch_schedule(counts, config, client_ids, seed, order, device)
+    for t, (take, valid) in enumerate(schedule):
+        a = take.shape[0]
+        trained = [params[:a].detach().requires_grad_(True)]
+        if extra is not None:
+            trained.append(extra[:a].detach().requires_grad_(True))
+        keys = torch.from_numpy(step_keys(seed, ids[:a], t)).to(device)
+        logits = model.forward(trained[0], batch.x[take], TrainingStep(valid, keys, buffers[:a]))
         per_sample = model.sample_loss(logits, batch.y[take])
-        loss = objective(masked_mean(per_sample, valid.to(per_sample.dtype)), params,
-                         global_params, extra).sum()
+        loss = objective(masked_mean(per_sample, valid.to(per_sample.dtype)), trained[0],
+                         global_params, None if extra is None else trained[1]).sum()
         grads = torch.autograd.grad(loss, trained)
-        active = valid.any(1)
         with torch.no_grad():
-            params -= grads[0].mul_(config.lr * active.to(params.dtype).unsqueeze(1))
+            params[:a] -= grads[0].mul_(config.lr)
             if extra is not None:
-                extra -= extra_lr * active.to(extra.dtype) * grads[1]
-    trained_params = params.detach()
+                extra[:a] -= extra_lr * grads[1]
     if model.num_buffers:
-        trained_params[:, trained_params.shape[1] - model.num_buffers:] = buffers
-    updates = (global_params.reshape(1, -1) - trained_params).float()
-    return updates, (None if extra is None else extra.detach())
+        params[:, params.shape[1] - model.num_buffers:] = buffers
+    inverse = torch.as_tensor(np.argsort(order), device=device)
+    updates = (global_params.reshape(1, -1) - params[inverse]).float()
+    return updates, (None if extra is None else extra[inverse])

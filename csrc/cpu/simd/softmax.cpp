@@ -71,9 +71,14 @@ template <typename To, typename V>
 constexpr int64_t kChunk = 2048;
 constexpr int64_t kMinParallel = int64_t(1) << 18;  // x + add of one chunk is staged in L1 between max and exp
 
+// The row's z = s * v is never formed: with w = sign(s) * v (exact) and top = max w, every
+// exponent is |s| (w - top) <= 0, evaluated as (w - top) * c with c = |s| log2 e. Shifting by the
+// rounded max of s * v instead would not do: compilers fuse s * v - m into one FMA, which then
+// subtracts the rounded max from the exact product, leaving an exponent of up to half an ulp of
+// |z| (1e8 for float32 |z| ~ 1e15) at the maximum itself. lse = |s| top + log(sum) in float64.
 struct Partial {
-  double max;  // -inf when every z of the block is -inf
-  double sum;  // sum exp(z - max)
+  double top;  // max of w over the block; -inf when every z of the block is -inf
+  double sum;  // sum exp(|s| (w - top))
   bool nan;
 };
 
@@ -81,19 +86,24 @@ template <typename T>
 struct Row {
   T* x;
   const T* add;
-  T scale;
+  double scale;  // s
+  T sign;        // sign(s); 0 for s = 0, where w = 0 * v is 0 or NaN like z
+  T c;           // |s| log2 e, capped at the largest finite T
 };
 
-// Max of z = s * v over a chunk of v (s * max v for s > 0, s * min v for s < 0: rounding is
-// monotone, so this is exactly the max of the rounded products). NaN entries are skipped here;
-// they surface as a NaN sum. Four accumulators hide the latency of the max.
 template <typename T>
-T chunk_max(const T* v, int64_t len, T s) {
+Row<T> make_row(T* x, const T* add, double s) {
+  const double c = std::min(std::fabs(s) * detail::kLog2e, double(std::numeric_limits<T>::max()));
+  return Row<T>{x, add, s, s > 0.0 ? T(1) : s < 0.0 ? T(-1) : T(0), T(c)};
+}
+
+// Max of w = sign * v over a chunk of v. NaN entries are skipped here; they surface as a NaN sum.
+// Four accumulators hide the latency of the max.
+template <typename T>
+T chunk_max(const T* v, int64_t len, T sign) {
   using V = typename Vec<T>::V;
   constexpr int W = Vec<T>::W;
   const T inf = std::numeric_limits<T>::infinity();
-  if (s == T(0)) return len > 0 ? T(0) : -inf;
-  const T sign = s > T(0) ? T(1) : T(-1);  // max of sign * v
   V mx[4];
   for (auto& x : mx) x = detail::splat<V>(-inf);
   int64_t j = 0;
@@ -110,28 +120,29 @@ T chunk_max(const T* v, int64_t len, T s) {
   for (int u = 0; u < 4; ++u)
     for (int l = 0; l < W; ++l) hi = mx[u][l] > hi ? mx[u][l] : hi;
   for (; j < len; ++j) hi = sign * v[j] > hi ? sign * v[j] : hi;
-  return hi == -inf ? -inf : s * (sign * hi);
+  return hi;
 }
 
-// sum exp(s * v - m) over a chunk, accumulated in float64: four vectors of exponentials are added
-// in the input precision (three roundings of terms <= 1) before each widening add.
+// sum exp(|s| (w - top)) = sum 2^((sign * v - top) * c) over a chunk, accumulated in float64: four
+// vectors of exponentials are added in the input precision (three roundings of terms <= 1)
+// before each widening add.
 template <typename T>
-double chunk_sum(const T* v, int64_t len, T s, T m) {
+double chunk_sum(const T* v, int64_t len, T sign, T top, T c) {
   using VT = Vec<T>;
   using V = typename VT::V;
   constexpr int W = VT::W;
-  const T log2e = T(detail::kLog2e);
   VD acc[2] = {};
   int64_t j = 0;
   for (; j + 4 * W <= len; j += 4 * W) {
     V e[4];
     for (int u = 0; u < 4; ++u)
-      e[u] = VT::template exp2<false>((load<V>(v + j + u * W) * s - m) * log2e);
+      e[u] = VT::template exp2<false>((load<V>(v + j + u * W) * sign - top) * c);
     VT::widen_add((e[0] + e[1]) + (e[2] + e[3]), acc);
   }
-  for (; j + W <= len; j += W) VT::widen_add(VT::template exp2<false>((load<V>(v + j) * s - m) * log2e), acc);
+  for (; j + W <= len; j += W)
+    VT::widen_add(VT::template exp2<false>((load<V>(v + j) * sign - top) * c), acc);
   double tail = 0.0;
-  for (; j < len; ++j) tail += double(detail::exp2_neg<false>(T((v[j] * s - m) * log2e)));
+  for (; j < len; ++j) tail += double(detail::exp2_neg<false>(T((v[j] * sign - top) * c)));
   const VD a = acc[0] + acc[1];
   double total = 0.0;
   for (int l = 0; l < kVecBytes / 8; ++l) total += a[l];
@@ -143,6 +154,7 @@ Partial pass1(const Row<T>& r, int64_t begin, int64_t end) {
   alignas(64) T buf[kChunk];
   Partial p{-std::numeric_limits<double>::infinity(), 0.0, false};
   const T inf = std::numeric_limits<T>::infinity();
+  const double abs_s = std::fabs(r.scale);
   T m = -inf;
   for (int64_t c = begin; c < end; c += kChunk) {
     const int64_t len = std::min(kChunk, end - c);
@@ -152,31 +164,30 @@ Partial pass1(const Row<T>& r, int64_t begin, int64_t end) {
       for (int64_t i = 0; i < len; ++i) buf[i] = r.x[c + i] + a[i];
       v = buf;
     }
-    const T cm = chunk_max(v, len, r.scale);
+    const T cm = chunk_max(v, len, r.sign);
     if (cm > m) {
-      if (p.sum != 0.0) p.sum *= std::exp(double(m) - double(cm));
+      if (p.sum != 0.0) p.sum *= std::exp(abs_s * (double(m) - double(cm)));
       m = cm;
     }
     if (m == inf) continue;  // the row is invalid; the caller reports it
     if (m == -inf) {         // every z so far is -inf or NaN: only NaN needs noticing
-      for (int64_t i = 0; i < len; ++i) p.nan = p.nan || v[i] != v[i];
+      for (int64_t i = 0; i < len; ++i) p.nan = p.nan || v[i] * r.sign != v[i] * r.sign;
       continue;
     }
-    p.sum += chunk_sum(v, len, r.scale, m);
+    p.sum += chunk_sum(v, len, r.sign, m, r.c);
   }
   p.nan = p.nan || p.sum != p.sum;
-  p.max = double(m);
+  p.top = double(m);
   return p;
 }
 
 template <typename T, typename To>
-void pass2(const Row<T>& r, int64_t begin, int64_t end, T m, T inv_z, To* out) {
+void pass2(const Row<T>& r, int64_t begin, int64_t end, T top, T inv_z, To* out) {
   using VT = Vec<T>;
   using V = typename VT::V;
   constexpr int W = VT::W;
   T* x = r.x;
-  const T s = r.scale;
-  const T log2e = T(detail::kLog2e);
+  const T sign = r.sign, c = r.c;
   int64_t i = begin;
   for (; i + W <= end; i += W) {
     V v = load<V>(x + i);
@@ -184,7 +195,7 @@ void pass2(const Row<T>& r, int64_t begin, int64_t end, T m, T inv_z, To* out) {
       v += load<V>(r.add + i);
       std::memcpy(x + i, &v, sizeof(V));
     }
-    if (out) store(out + i, VT::template exp2<true>((v * s - m) * log2e) * inv_z);
+    if (out) store(out + i, VT::template exp2<true>((v * sign - top) * c) * inv_z);
   }
   for (; i < end; ++i) {
     T v = x[i];
@@ -192,7 +203,7 @@ void pass2(const Row<T>& r, int64_t begin, int64_t end, T m, T inv_z, To* out) {
       v += r.add[i];
       x[i] = v;
     }
-    if (out) out[i] = To(detail::exp2_neg<true>(T((v * s - m) * log2e)) * inv_z);
+    if (out) out[i] = To(detail::exp2_neg<true>(T((v * sign - top) * c)) * inv_z);
   }
 }
 
@@ -205,8 +216,8 @@ std::string where(int64_t rows, int64_t row, int64_t col) {
 template <typename T>
 int64_t find_first(const Row<T>& r, int64_t cols, bool nan) {
   for (int64_t i = 0; i < cols; ++i) {
-    const T v = r.scale * (r.x[i] + (r.add ? r.add[i] : T(0)));
-    if (nan ? (v != v) : (v == std::numeric_limits<T>::infinity())) return i;
+    const double z = r.scale * double(r.x[i] + (r.add ? r.add[i] : T(0)));
+    if (nan ? (z != z) : (z == std::numeric_limits<double>::infinity())) return i;
   }
   return -1;
 }
@@ -216,9 +227,9 @@ Status run(const SoftmaxArgs& a) {
   const int64_t nb = softmax_blocks(a.cols);
   const int64_t tasks = a.rows * nb;
   auto row = [&](int64_t b) {
-    return Row<T>{static_cast<T*>(a.x) + b * a.x_stride,
-                  a.add ? static_cast<const T*>(a.add) + b * a.add_stride : nullptr,
-                  T(a.scale[b])};
+    return make_row<T>(static_cast<T*>(a.x) + b * a.x_stride,
+                       a.add ? static_cast<const T*>(a.add) + b * a.add_stride : nullptr,
+                       a.scale[b]);
   };
   std::vector<Partial> part(static_cast<size_t>(tasks));
   // Threads pay off only for large inputs; small ones would mostly wait at the barrier.
@@ -229,16 +240,17 @@ Status run(const SoftmaxArgs& a) {
     part[t] = pass1(row(b), k * kSoftmaxBlock, std::min(a.cols, (k + 1) * kSoftmaxBlock));
   }
 
-  std::vector<T> row_max(a.rows), row_inv(a.rows);
+  std::vector<T> row_top(a.rows), row_inv(a.rows);
   for (int64_t b = 0; b < a.rows; ++b) {
     const Partial* p = part.data() + b * nb;
+    const double abs_s = std::fabs(a.scale[b]);
     double m = -std::numeric_limits<double>::infinity();
     bool nan = false;
     for (int64_t k = 0; k < nb; ++k) {
-      m = std::max(m, p[k].max);
+      m = std::max(m, p[k].top);
       nan = nan || p[k].nan;
     }
-    const std::string name = a.add ? "scale * (x + add)" : (a.scale[b] == 1.0 ? "x" : "scale * x");
+    const std::string name = a.z_name ? a.z_name : "scale * x";
     if (nan)
       return Status::error(name + " must not contain NaN; got NaN at position " +
                            where(a.rows, b, find_first(row(b), a.cols, true)));
@@ -251,9 +263,9 @@ Status run(const SoftmaxArgs& a) {
                            "; log-sum-exp is -inf and the softmax is undefined");
     double z = 0.0;
     for (int64_t k = 0; k < nb; ++k)
-      if (p[k].sum != 0.0) z += p[k].sum * std::exp(p[k].max - m);
-    a.lse[b] = m + std::log(z);
-    row_max[b] = T(m);  // m is some z, so exact in T
+      if (p[k].sum != 0.0) z += p[k].sum * std::exp(abs_s * (p[k].top - m));
+    a.lse[b] = abs_s * m + std::log(z);
+    row_top[b] = T(m);  // m is some w, so exact in T
     row_inv[b] = T(1.0 / z);
   }
   if (!a.out && !a.add) return Status::success();
@@ -262,7 +274,7 @@ Status run(const SoftmaxArgs& a) {
   for (int64_t t = 0; t < tasks; ++t) {
     const int64_t b = t / nb, k = t % nb;
     To* out = a.out ? static_cast<To*>(a.out) + b * a.cols : nullptr;
-    pass2<T, To>(row(b), k * kSoftmaxBlock, std::min(a.cols, (k + 1) * kSoftmaxBlock), row_max[b],
+    pass2<T, To>(row(b), k * kSoftmaxBlock, std::min(a.cols, (k + 1) * kSoftmaxBlock), row_top[b],
                  row_inv[b], out);
   }
   return Status::success();

@@ -10,6 +10,10 @@ enum class Isa : int { base = 0, avx2 = 1, avx512 = 2 };
 // The best level compiled into this build and supported by this CPU. FASTFAIR_CPU_ISA=base|avx2|
 // avx512 in the environment caps it (for testing and benchmarks).
 Isa active_isa();
+// Caps the level for the rest of the process (kernels already running keep theirs) and returns
+// the level now active: `cap`, or the best below it that this build and CPU have. For tests that
+// compare the per-ISA copies of a kernel in one process.
+Isa set_isa_cap(Isa cap);
 const char* isa_name(Isa isa);
 
 }  // namespace fastfair::cpu

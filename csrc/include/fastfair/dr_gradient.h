@@ -1,4 +1,4 @@
-// AAggFF-D's doubly-robust (DR) gradient (spec aaggff_fedevg_superfed.md, sections 2.5.2-2.5.7).
+// AAggFF-D's doubly-robust (DR) gradient (docs/algorithms.md §2.5.2-§2.5.7).
 //
 // Round inputs: the sampled ids S (m distinct), their responses r_S, the sampling probability C,
 // the previous decision p (dense form) or its total mass (lazy form).
@@ -13,8 +13,18 @@
 // Lazy form, O(m): g = c * 1 + sum_{i in S} delta_i e_i with delta_i = -(rhat_i - rbar) / den, and
 // the constant c cancels in softmax(-eta * G); so the state D = G - (sum of the c's) is updated
 // only on S, D[S] += delta, and the aggregation weights q_S = softmax(-eta * D[S]) need D[S] alone.
+//
+// Range. The gradient is defined where den > 0 (den is the argument of the log in AAggFF's loss
+// -log(1 + <p, r>); with responses in [C1, C2], C1 >= 0, den >= 1). It is scale-free for large
+// responses (g and delta are ratios of quantities that grow with r), so both backends compute on
+// r / sigma, sigma a power of two >= 1 with max |r| < 2 sigma (dr_response_scale): exact, so the
+// results are bit for bit the unscaled formulas wherever those stay finite, and finite for any
+// finite responses unless the true value itself leaves the float64 range (den near 0, or rhat =
+// r / C beyond 1.8e308). The CPU kernels reject den <= 0 and non-finite results before writing
+// anything; CUDA ones write what comes out (inspecting would synchronise).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "fastfair/common.h"
@@ -22,6 +32,21 @@
 namespace fastfair {
 
 enum class DrVariant : int { paper = 0, reference_code = 1 };
+
+// sigma for responses of largest magnitude max_abs_response: 1 up to 1, else the power of two
+// with max_abs_response / sigma in [1, 2) (responses are never scaled up, which could overflow
+// 1 / sigma, and 2^1023 is the largest power of two below the float64 maximum).
+FASTFAIR_HD double dr_response_scale(double max_abs_response) {
+  if (!(max_abs_response > 1.0)) return 1.0;
+  int e = 0;
+  frexp(max_abs_response, &e);  // max_abs_response = f 2^e, f in [0.5, 1)
+  return ldexp(1.0, e - 1);
+}
+
+// (rhat_i - rbar) / sigma of a sampled client from r_i / sigma and rbar / sigma, sample_prob c.
+FASTFAIR_HD double dr_centred(double r, double rbar, double c, DrVariant v) {
+  return v == DrVariant::paper ? (r - rbar) / c : (r - rbar) / c - rbar;
+}
 
 struct DrDenseArgs {
   int64_t num_clients;        // K

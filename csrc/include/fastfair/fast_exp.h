@@ -1,9 +1,11 @@
 // 2^y for y <= 0 written as plain arithmetic (round to the nearest integer n, a polynomial for
 // 2^(y - n), and 2^n built from exponent bits) for CPU kernels: one template serves scalars and
 // GCC vector types (vector_size), so each ISA copy of a kernel evaluates 16 floats or 8 doubles
-// per instruction, where libm's exp is a scalar call per element. Kernels compute
-// exp(s * x - m) as exp2_neg(x * (s * log2 e) - m * log2 e), folding the base change into the
-// scale they multiply by anyway.
+// per instruction, where libm's exp is a scalar call per element. The softmax kernel computes
+// exp(|s| (w - top)) as exp2_neg((w - top) * (|s| log2 e)), folding the base change into the
+// scale it multiplies by anyway. Arguments are differences taken before scaling: an argument
+// s * x - m would not stay <= 0, since compilers fuse it into one FMA that subtracts the rounded
+// m = max(s * x) from the exact product.
 //
 // Accuracy: about 1 ulp (float: Cephes expf polynomial; double: degree-13 Taylor, both on
 // |r| <= ln2/2). Results below the smallest normal number (y < -126 for float, -1022 for double)

@@ -59,20 +59,27 @@ struct SimplexQpBatchArgs {
 };
 
 // One round of the Online Newton Step on maintained state (all host memory, [K, K] or [K]):
-//   H   <- H + beta g g'                         (stored H always equals the current H)
+//   H   <- H + beta g g'                         (as the stored H plus a pending term, below)
 //   b   <- b + s g,  s = beta <g, p> - 1 (paper) or s = -1 (reference-code variant)
 //   p   <- argmin over the simplex of 1/2 p'Hp - b'p
-// Hinv holds H^{-1} as Hinv_stored - pending_c * pending_u pending_u' (Sherman-Morrison, with the
-// rank-1 correction folded into the next round's single pass over the matrix). The projection
-// works on the zero set Z with the Schur complement (H^{-1})_ZZ and needs O(K |Z| + |Z|^3); large
-// zero sets, or a certificate above tol, switch to the Cholesky of H_FF on the stored H (and a
-// rebuild of the inverse from H when the certificate failed).
+// Both matrices carry the last rank-1 update as a pending term, folded into the next round's
+// single pass over each: H = H_stored + beta pending_g pending_g' and H^{-1} = Hinv_stored -
+// pending_c pending_u pending_u' (Sherman-Morrison). The projection works on the zero set Z with
+// the Schur complement (H^{-1})_ZZ and needs O(K |Z| + |Z|^3); large zero sets, or a certificate
+// above tol, switch to the Cholesky of H_FF (and a rebuild of the inverse from H when the
+// certificate failed).
+//
+// A step that fails (non-finite g, an update that overflows, an H + beta g g' that is not
+// numerically positive definite) leaves H, H^{-1}, b and p as they logically were: the only
+// changes are the previous pending terms settled into the stored matrices (by the same
+// expressions ons_settle uses, so bit for bit what the stored matrices would hold after it).
 struct OnsStepArgs {
   int64_t K;
   double* H;          // [K, K]
   double* Hinv;       // [K, K]
   double* pending_u;  // [K]
   double* pending_c;  // [1]
+  double* pending_g;  // [K] the update beta g g' not yet in H (zeros: none)
   double* b;          // [K]
   double* p;          // [K] in: p_t, out: p_{t+1}
   const double* g;    // [K]
@@ -82,12 +89,23 @@ struct OnsStepArgs {
   int64_t max_iter;   // active-set changes allowed (<= 0: 10 K + 100)
 };
 
+// Folds the pending terms of an ONS state into the stored H and Hinv and zeroes them, bit for bit
+// as the next step's passes would: the stored matrices are then H and H^{-1} themselves.
+struct OnsSettleArgs {
+  int64_t K;
+  double* H;
+  double* Hinv;
+  const double* pending_u;
+  double* pending_c;
+  double* pending_g;
+  double beta;
+};
+
 namespace cpu {
 Status simplex_qp(const SimplexQpArgs& args, QpInfo* info);
 Status simplex_qp_batched(const SimplexQpBatchArgs& args);
 Status ons_step(const OnsStepArgs& args, QpInfo* info);
-// H^{-1} of a symmetric positive definite H [K, K] through its Cholesky factor (exactly symmetric).
-Status spd_inverse(const double* H, int64_t K, double* Hinv);
+Status ons_settle(const OnsSettleArgs& args);
 }  // namespace cpu
 
 namespace cuda {

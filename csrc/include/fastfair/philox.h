@@ -20,6 +20,7 @@ struct U32x4 {
 constexpr uint32_t kTagSampleClients = 0x53414d50u;  // "SAMP"
 constexpr uint32_t kTagAvailability = 0x41564149u;   // "AVAI"
 constexpr uint32_t kTagGaussian = 0x47415553u;       // "GAUS": sgld_step, fedevg_server_step
+constexpr uint32_t kTagNormal = 0x4e4f524du;         // "NORM": normal_segments
 
 FASTFAIR_HD void mulhilo32(uint32_t a, uint32_t b, uint32_t* hi, uint32_t* lo) {
   const uint64_t p = uint64_t(a) * uint64_t(b);

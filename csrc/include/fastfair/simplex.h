@@ -29,6 +29,10 @@ struct SimplexArgs {
 namespace cpu {
 // Rejects non-finite entries (a Status naming the position).
 Status project_simplex(const SimplexArgs& args);
+// One float64 row [K] by the same algorithm, on the calling thread and without allocating (aux:
+// K doubles of scratch), for kernels that project inside their own loops (FISTA of fastfair/ons.h).
+// Rejects non-finite entries like project_simplex; out is then untouched.
+Status project_simplex_row(const double* v, int64_t K, double* aux, double* out);
 }
 
 namespace cuda {

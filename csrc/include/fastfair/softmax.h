@@ -6,7 +6,12 @@
 //                lse_b = log sum_k exp(z_bk)          (float64 accumulation)
 //                out_b = exp(z_b - lse_b)             (only when `out` is given)
 //
-// Two passes over x: pass 1 reads x (and add) once, keeping an online (max, sum) per block of the
+// z is never formed in the storage precision: with w = sign(s) x (exact) and top = max w, the
+// exponents are |s| (w - top) <= 0, the difference taken before the scale (so no fused
+// multiply-add can shift them), and lse = |s| top + log(sum) in float64; rows whose s x overflows
+// float32 are fine.
+//
+// Two passes over x: pass 1 reads x (and add) once, keeping an online (top, sum) per block of the
 // row; pass 2 reads x (and add) again and writes out (and the new x). Blocks are fixed by K alone
 // and combined in block order, so results do not depend on the thread count. The state x is
 // written only in pass 2, after the row is known to be valid, so a call that fails leaves x as it
@@ -34,6 +39,7 @@ struct SoftmaxArgs {
   void* out;                 // optional [B, K] contiguous
   double* lse;               // [B] (device memory for CUDA)
   double* workspace;         // CUDA only: softmax_workspace_len(B, K) doubles of device memory
+  const char* z_name;        // CPU errors call z this (the caller's expression); null: "scale * x"
 };
 
 // Elements of a row handled by one block of pass 1 (CPU and CUDA use the same split).

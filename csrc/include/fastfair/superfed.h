@@ -1,4 +1,4 @@
-// SuPerFed client kernels (thesis Ch. II, spec section 4) over a cohort of m clients whose
+// SuPerFed client kernels (thesis Ch. II, docs/algorithms.md §4) over a cohort of m clients whose
 // parameters are flat float32 rows [m, P], cut into S segments (layers) by offsets [S + 1].
 // Twinned segments have a federated copy f and a local copy l; the others (e.g. biases) exist
 // only in f and are shared.

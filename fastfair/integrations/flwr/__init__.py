@@ -9,8 +9,10 @@ FedAvgM, FedAdam, FedYogi, FedAdagrad) into a ``flwr.serverapp.strategy.Strategy
    train config.
 2. Each reply must carry the client's model (one ``ArrayRecord``) and one ``MetricRecord`` with the
    example count (``weighted_by_key``), for rules that need it the loss of the *received* model
-   before local training (``loss_key``), and the round inputs its objective reports
-   (Fed-CVaR-Avg's trained threshold under :data:`THRESHOLD_KEY`).
+   before local training (``loss_key``, default :data:`RECEIVED_LOSS_KEY`,
+   ``"fastfair-received-loss"``: not Flower's ``train_loss``, the mean loss during training),
+   and the round inputs its objective reports (Fed-CVaR-Avg's trained threshold under
+   :data:`THRESHOLD_KEY`).
 3. The rule maps (client ids, losses, counts, round inputs) to coefficients :math:`c` ``[m]``;
    the round inputs it declares that come from the models (q-FedAvg's squared update norms,
    FedMGDA's updates) are computed from the replies. With :math:`w` the model sent, :math:`w_i`
@@ -31,7 +33,9 @@ checkpoint both together with the node-to-client mapping.
 
 Replies that failed, or lack the count, the loss or a rule input, or whose arrays do not match
 the model sent, are dropped with one log line each and the round goes on with the rest; a round
-left with no usable reply keeps the global model unchanged. (Flower's own FedAvg drops failed
+left with no usable reply keeps the global model unchanged. A round in which no reply carries the
+loss a rule needs is a misconfigured ``ClientApp`` (e.g. an unchanged Flower example): it raises
+``AggregationError`` saying what to send. (Flower's own FedAvg drops failed
 replies the same way but stops the run on inconsistent ones.) Inputs the rule itself rejects
 (e.g. a negative loss for q-FedAvg) raise Flower's ``AggregationError``.
 
@@ -55,7 +59,9 @@ except ImportError as exc:  # the integration is an optional extra
     raise ImportError('fastfair.integrations.flwr needs Flower >= 1.41: '
                       'pip install "fastfair[flower]"') from exc
 from fastfair.integrations.flwr.aggregate import aggregate_arrays, pseudo_gradient
-from fastfair.integrations.flwr.client import THRESHOLD_KEY, ClientObjective, client_config
+from fastfair.integrations.flwr.client import (RECEIVED_LOSS_KEY, THRESHOLD_KEY, ClientObjective,
+                                               client_config)
 
-__all__ = ["ClientObjective", "FastFairStrategy", "THRESHOLD_KEY", "aggregate_arrays",
-           "array_to_numpy", "client_config", "numpy_to_array", "pseudo_gradient"]
+__all__ = ["ClientObjective", "FastFairStrategy", "RECEIVED_LOSS_KEY", "THRESHOLD_KEY",
+           "aggregate_arrays", "array_to_numpy", "client_config", "numpy_to_array",
+           "pseudo_gradient"]

@@ -9,7 +9,8 @@ of :mod:`fastfair.aggregators.objectives`, shared with the simulator):
     objective = ClientObjective.from_config(msg.content["config"])
     state = objective.initial_state()     # Fed-CVaR-Avg's threshold t, else None
     ...   # train on objective(batch_loss, params, received_params, state)
-    metrics = {"num-examples": n, "train_loss": loss_before, **objective.reply_metrics(state)}
+    metrics = {"num-examples": n, RECEIVED_LOSS_KEY: loss_before,  # before training
+               **objective.reply_metrics(state)}
 """
 
 from __future__ import annotations
@@ -19,10 +20,15 @@ from typing import Any, Dict
 from fastfair.aggregators.base import Aggregator
 from fastfair.aggregators.objectives import THRESHOLD_KEY, ClientObjective
 
-__all__ = ["RULE_KEY", "THRESHOLD_KEY", "ClientObjective", "client_config"]
+__all__ = ["RECEIVED_LOSS_KEY", "RULE_KEY", "THRESHOLD_KEY", "ClientObjective",
+           "client_config"]
 
 #: Config key carrying the rule's public name (``"fedprox"``), for the client's information.
 RULE_KEY = "fastfair-rule"
+#: Metric key of a client's loss of the model it *received*, measured on its training data before
+#: local training: the loss the adaptive rules (AAggFF, FedMABA, q-FedAvg, TERM, AFL, ...) weigh
+#: by. Not Flower's ``train_loss``, which its examples set to the mean loss during training.
+RECEIVED_LOSS_KEY = "fastfair-received-loss"
 
 
 def client_config(aggregator: Aggregator) -> Dict[str, Any]:

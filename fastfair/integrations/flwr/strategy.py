@@ -19,7 +19,7 @@ from fastfair.aggregators.base import FORMAT_VERSION, UPDATE_INPUTS, Aggregator
 from fastfair.aggregators.server_opt import SGD, ServerOptimizer
 from fastfair.integrations.flwr.aggregate import server_step, squared_distance
 from fastfair.integrations.flwr.arrays import array_to_numpy, numpy_to_array
-from fastfair.integrations.flwr.client import client_config
+from fastfair.integrations.flwr.client import RECEIVED_LOSS_KEY, client_config
 
 MetricsAggregation = Callable[[List[RecordDict], str], MetricRecord]
 
@@ -69,9 +69,13 @@ class FastFairStrategy(_FlowerFedAvg):
         FedAdagrad); its ``lr`` is the server learning rate :math:`\eta`. ``None`` (default):
         ``SGD(lr=1.0)``, the rule's own average.
     loss_key
-        Metric key of each client's loss of the *received* model, measured before local training
-        (as the adaptive rules require). Default ``"train_loss"``, the key of Flower's QFedAvg.
-        Required only by rules that use losses (``needs_losses``).
+        Metric key of each client's loss of the *received* model on its training data, measured
+        before local training (as the adaptive rules require). Default :data:`RECEIVED_LOSS_KEY`
+        (``"fastfair-received-loss"``), a key no Flower client sets by accident: Flower's own
+        examples report ``train_loss``, the mean loss *during* local training, a different
+        quantity. Required only by rules that use losses (``needs_losses``): a reply without it
+        is dropped with a warning that says what to send, and a round in which no reply has it
+        raises ``AggregationError``.
     client_id_key
         Metric key of each client's id in ``[0, K)`` (e.g. its partition id), so that per-client
         state follows the data across runs. ``None`` (default): Flower node ids are numbered
@@ -90,7 +94,7 @@ class FastFairStrategy(_FlowerFedAvg):
 
     def __init__(self, aggregator: Aggregator, *,
                  server_optimizer: Optional[ServerOptimizer] = None,
-                 loss_key: str = "train_loss", client_id_key: Optional[str] = None,
+                 loss_key: str = RECEIVED_LOSS_KEY, client_id_key: Optional[str] = None,
                  round_input_keys: Optional[Mapping[str, str]] = None,
                  fraction_train: float = 1.0, fraction_evaluate: float = 1.0,
                  min_train_nodes: int = 2, min_evaluate_nodes: int = 2,
@@ -187,6 +191,7 @@ class FastFairStrategy(_FlowerFedAvg):
                                    "strategy needs the model it sent")
         valid, failed = self._check_and_log_replies(list(replies), is_train=True,
                                                     validate=False)
+        self._check_losses_sent(server_round, valid)
         usable = [r for r in (self._read_reply(msg) for msg in valid) if r is not None]
         dropped = len(failed) + len(valid) - len(usable)
         if not usable:
@@ -267,8 +272,8 @@ class FastFairStrategy(_FlowerFedAvg):
             return None
         loss = _finite_number(metrics.get(self.loss_key))
         if loss is None and self.aggregator.needs_losses:
-            drop(f"metric '{self.loss_key}' (loss of the received model) is missing or not a "
-                 f"finite number; rule {self.aggregator.name!r} needs it")
+            drop(f"metric '{self.loss_key}' is missing or not a finite number; rule "
+                 f"{self.aggregator.name!r} needs it: {self._what_to_send()}")
             return None
         inputs = {}
         for name, key in self.round_input_keys.items():
@@ -287,6 +292,26 @@ class FastFairStrategy(_FlowerFedAvg):
                 return None
             client = int(raw)
         return _Reply(node, arrays, count, loss, inputs, content, client)
+
+    def _what_to_send(self) -> str:
+        """What a reply must carry for a rule that needs losses (for error messages)."""
+        return (f"each client must report its loss of the model it received, on its training "
+                f"data before local training, as metric '{self.loss_key}' (Flower's examples "
+                "report 'train_loss', the mean loss during training: a different quantity)")
+
+    def _check_losses_sent(self, server_round: int, valid: List[Message]) -> None:
+        """Raises ``AggregationError`` when the rule needs losses and not one reply has the
+        loss key: the ``ClientApp`` does not send it (e.g. an unchanged Flower example)."""
+        if not self.aggregator.needs_losses or not valid:
+            return
+        if any(self.loss_key in record for msg in valid
+               for record in msg.content.metric_records.values()):
+            return
+        raise AggregationError(f"rule {self.aggregator.name!r} needs losses, but none of the "
+                               f"{len(valid)} replies of round {server_round} has metric "
+                               f"'{self.loss_key}': {self._what_to_send()}. In the ClientApp, "
+                               "evaluate the received model before training and add "
+                               f"{{'{self.loss_key}': loss}} to the reply's MetricRecord")
 
     def _client_ids(self, usable: List[_Reply]) -> Tuple[np.ndarray, Dict[int, int]]:
         """Client ids of the replies, and the node numbers this round would add (committed

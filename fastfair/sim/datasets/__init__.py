@@ -1,7 +1,9 @@
 """Every data set of the simulator by name (:data:`DATASETS`): the generated ones of
-:mod:`fastfair.sim.data` and those read from files in their standard formats, LEAF JSON
-(:mod:`~fastfair.sim.datasets.leaf`), torchvision's layouts (:mod:`~fastfair.sim.datasets.vision`)
-and a folder of per-client ``.npz`` files (:mod:`~fastfair.sim.datasets.npz`).
+:mod:`fastfair.sim.data` and :mod:`fastfair.sim.grouped` (built by
+:func:`fastfair.sim.catalog.build_dataset`, which dispatches every name) and those read from
+files in their standard formats, LEAF JSON (:mod:`~fastfair.sim.datasets.leaf`), torchvision's
+layouts (:mod:`~fastfair.sim.datasets.vision`) and a folder of per-client ``.npz`` files
+(:mod:`~fastfair.sim.datasets.npz`).
 
 .. code-block:: python
 
@@ -18,11 +20,9 @@ import os
 from typing import Any, Dict, Optional, Tuple
 
 from fastfair.sim.data import FederatedDataset
-from fastfair.sim.data import build_dataset as build_generated
 from fastfair.sim.datasets.registry import DATASETS, MODELS, DatasetSpec
 
-__all__ = ["DATASETS", "MODELS", "DatasetSpec", "build_dataset", "check_files", "count_clients",
-           "open_files"]
+__all__ = ["DATASETS", "MODELS", "DatasetSpec", "check_files", "count_clients", "open_files"]
 
 _OPENED: Dict[Tuple[Any, ...], FederatedDataset] = {}
 
@@ -100,12 +100,3 @@ def check_files(config: Any) -> None:
         from fastfair.sim.datasets.vision import find_files
         find_files(config.dataset, config.data_dir)
 
-
-def build_dataset(config: Any) -> FederatedDataset:
-    """The data set a :class:`~fastfair.sim.config.SimulationConfig` names: generated
-    (``synthetic``, ``digits``) or read from ``config.data_dir``."""
-    if DATASETS[config.dataset].family == "generated":
-        return build_generated(config)
-    return open_files(config.dataset, config.data_dir, config.clients, seed=config.seed,
-                      partition=config.partition, dirichlet_alpha=config.dirichlet_alpha,
-                      classes_per_client=config.classes_per_client, download=config.download)

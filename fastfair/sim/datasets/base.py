@@ -103,7 +103,8 @@ class ClientFiles(FederatedDataset):
             return t.float().div_(255.0)
         return t.float()
 
-    def client_data(self, ids, split: str = "train") -> ClientBatch:
+    def client_data(self, ids, split: str = "train", device=None) -> ClientBatch:
+        """The clients' samples, read on the host, then moved to ``device`` (None: the CPU)."""
         ids = self._check_ids(ids)
         if split not in SPLITS:
             raise ValueError(f"split must be 'train' or 'test'; got {split!r}")
@@ -112,8 +113,10 @@ class ClientFiles(FederatedDataset):
         np.cumsum([len(y) for _, y in parts], out=offsets[1:])
         if not parts:
             dtype = torch.int64 if self.kind == "tokens" else torch.float32
-            return ClientBatch(torch.empty((0,) + self.sample_shape, dtype=dtype),
-                               torch.empty((0,) + self.label_shape, dtype=torch.int64), offsets)
-        x = torch.cat([self._tensor(p[0]) for p in parts])
-        y = torch.from_numpy(np.concatenate([p[1] for p in parts]).astype(np.int64))
-        return ClientBatch(x, y, offsets)
+            batch = ClientBatch(torch.empty((0,) + self.sample_shape, dtype=dtype),
+                                torch.empty((0,) + self.label_shape, dtype=torch.int64), offsets)
+        else:
+            x = torch.cat([self._tensor(p[0]) for p in parts])
+            y = torch.from_numpy(np.concatenate([p[1] for p in parts]).astype(np.int64))
+            batch = ClientBatch(x, y, offsets)
+        return batch if device is None else batch.to(device)

@@ -8,7 +8,7 @@ from typing import Dict, NamedTuple, Optional, Tuple
 
 
 class DatasetSpec(NamedTuple):
-    """A data set: ``family`` is ``generated`` (synthetic, digits), ``leaf`` (LEAF JSON),
+    """A data set: ``family`` is ``generated`` (synthetic, grouped, digits), ``leaf`` (LEAF JSON),
     ``vision`` (torchvision's layouts, split across ``clients`` by a partition scheme) or
     ``npz`` (one file per client); ``natural_split``: the clients are the data set's users;
     ``inputs``: what its samples are (``features``, ``image``, ``tokens`` with one label,
@@ -25,6 +25,8 @@ class DatasetSpec(NamedTuple):
 DATASETS: Dict[str, DatasetSpec] = {s.name: s for s in [
     DatasetSpec("synthetic", "generated", "logreg", False, "features",
                 "Synthetic(alpha, beta), generated per client"),
+    DatasetSpec("grouped", "generated", "logreg", False, "features",
+                "latent groups of power-law sizes, each a shift of a common model"),
     DatasetSpec("digits", "generated", "logreg", False, "features",
                 "scikit-learn's digits, split by --partition"),
     DatasetSpec("femnist", "leaf", "femnist-cnn", True, "image",

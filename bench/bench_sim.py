@@ -1,0 +1,111 @@
+"""One simulator round, end to end: the cohort's data, the loss of the received model, local
+training, the rule's coefficients and the aggregation.
+
+The simulator (AAggFF-D, Synthetic(1, 1), multinomial logistic regression, one local epoch of
+batch 32; every client sampled, so each round trains the same cohort) against a plain per-client
+PyTorch loop that trains the same clients on the same data with ``torch.optim.SGD`` and applies
+the float64 reference rule. The floor here is a **compute** floor, not a copy floor: the same
+real samples trained as one dense, pre-generated batch (one forward, backward and SGD step of
+one model over all of them per epoch), the arithmetic a round cannot avoid.
+
+Run: ``python -m pytest bench/bench_sim.py -q -s``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, List, NamedTuple, Tuple
+
+import numpy as np
+import torch
+
+from bench.conftest import best_time, sizes
+from fastfair.reference import aggregators as ref
+
+CLIENTS = sizes(100, 10)
+LR, BATCH = 0.1, 32
+
+
+class Simulator(NamedTuple):
+    play_round: Callable[[], object]
+    train_data: Callable[[int], Tuple[torch.Tensor, torch.Tensor]]
+    num_features: int
+    num_classes: int
+
+
+def simulator(clients: int) -> Simulator:
+    """The one place this file uses ``fastfair.sim`` (whose API is being reshaped): an AAggFF-D
+    simulation over ``clients`` clients that samples all of them every round, without
+    evaluation rounds; ``train_data(k)`` is client k's training data."""
+    from fastfair.sim.engine import Simulation, SimulationConfig
+
+    sim = Simulation(SimulationConfig(rule="aaggff-d", clients=clients, per_round=clients,
+                                      rounds=10**6, eval_every=10**6, eval_clients=1, lr=LR,
+                                      batch_size=BATCH))
+
+    def train_data(k: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        batch = sim.dataset.client_data(np.array([k]), "train")
+        return batch.x, batch.y
+
+    return Simulator(sim.step, train_data, sim.dataset.num_features, sim.dataset.num_classes)
+
+
+def _per_client_loop(s: Simulator, clients: int):
+    """A round as a plain PyTorch loop: per client, its data, the loss of the received model,
+    one epoch of minibatch SGD on its own copy; then the AAggFF-D reference rule and the
+    weighted update of the global model."""
+    F, C = s.num_features, s.num_classes
+    W, b = torch.zeros(F, C), torch.zeros(C)
+    state = {"G": np.zeros(clients), "p": np.full(clients, 1.0 / clients), "t": 0}
+    gen = torch.Generator().manual_seed(0)
+
+    def round_():
+        losses, updates = [], []
+        for k in range(clients):
+            x, y = s.train_data(k)
+            Wk, bk = W.clone().requires_grad_(True), b.clone().requires_grad_(True)
+            with torch.no_grad():
+                losses.append(float(torch.nn.functional.cross_entropy(x @ W + b, y)))
+            opt = torch.optim.SGD([Wk, bk], lr=LR)
+            order = torch.randperm(x.shape[0], generator=gen)
+            for start in range(0, x.shape[0], BATCH):
+                rows = order[start:start + BATCH]
+                opt.zero_grad()
+                torch.nn.functional.cross_entropy(x[rows] @ Wk + bk, y[rows]).backward()
+                opt.step()
+            updates.append(torch.cat([(W - Wk).detach().reshape(-1), (b - bk).detach()]))
+        state["t"] += 1
+        state["G"], state["p"], q = ref.aaggffd_round(state["G"], state["p"], np.arange(clients),
+                                                      np.array(losses), state["t"])
+        step = torch.from_numpy(q).float() @ torch.stack(updates)
+        W.sub_(step[:F * C].reshape(F, C))
+        b.sub_(step[F * C:])
+
+    return round_
+
+
+def _dense_floor(s: Simulator, clients: int) -> Callable[[], None]:
+    """One forward, backward and SGD step of one model over all the cohort's training samples,
+    pre-generated as one dense batch."""
+    data: List[Tuple[torch.Tensor, torch.Tensor]] = [s.train_data(k) for k in range(clients)]
+    x, y = torch.cat([d[0] for d in data]), torch.cat([d[1] for d in data])
+    W = torch.zeros(s.num_features, s.num_classes, requires_grad=True)
+    b = torch.zeros(s.num_classes, requires_grad=True)
+    opt = torch.optim.SGD([W, b], lr=LR)
+
+    def epoch():
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(x @ W + b, y).backward()
+        opt.step()
+
+    return epoch
+
+
+def test_simulator_round(floor_report):
+    s = simulator(CLIENTS)
+    floor = best_time(_dense_floor(s, CLIENTS), repeat=5)
+    case = f"simulator round AAggFF-D logreg {CLIENTS} clients"
+    floor_report.add(case, "fastfair Simulation.step", best_time(s.play_round, repeat=5),
+                     floor_seconds=floor)
+    floor_report.add(case, "torch per-client loop", best_time(_per_client_loop(s, CLIENTS),
+                                                              repeat=3),
+                     floor_seconds=floor, reference=True)
