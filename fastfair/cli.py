@@ -42,6 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     from fastfair.methods import METHODS
     from fastfair.sim.availability import AVAILABILITY
     from fastfair.sim.config import DATASETS, MODELS, PARTITIONS, SimulationConfig
+    from fastfair.sim.datasets import DATASETS as DATASETS_SPECS
 
     d = SimulationConfig()
     parser = argparse.ArgumentParser(prog="fastfair", description=__doc__)
@@ -60,11 +61,19 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--rule-option", action="append", default=[], metavar="[RULE:]KEY=VALUE",
                    help="a rule hyperparameter, e.g. cdf=weibull or fedmaba:alpha=0.5 (repeatable)")
     g = p.add_argument_group("population and data")
-    g.add_argument("--clients", type=int, default=d.clients, help="K, the client population")
+    g.add_argument("--clients", type=int,
+                   help=f"K, the client population; None: {d.clients}, or every user of a "
+                        "data set with its own clients")
     g.add_argument("--per-round", type=int, default=d.per_round, help="m, clients per round")
     g.add_argument("--rounds", type=int, default=d.rounds)
     g.add_argument("--dataset", choices=DATASETS,
-                   help=f"default {d.dataset}; digits for " + ", ".join(METHODS))
+                   help=f"default {d.dataset}; digits for " + ", ".join(METHODS) + "; all but "
+                        "synthetic, grouped and digits are read from --data-dir (see the README)")
+    g.add_argument("--data-dir", metavar="DIR",
+                   help="the folder of a data set's files in their standard format")
+    g.add_argument("--download", action="store_true",
+                   help="mnist, fmnist, cifar10, cifar100: fetch missing files into --data-dir "
+                        "with torchvision's downloader")
     g.add_argument("--seed", type=int, default=d.seed)
     g.add_argument("--synthetic-alpha", type=float, default=d.synthetic_alpha)
     g.add_argument("--synthetic-beta", type=float, default=d.synthetic_beta)
@@ -77,13 +86,15 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--group-shift", type=float, default=d.group_shift,
                    help="grouped: how far each group's model and features move")
     g.add_argument("--partition", choices=PARTITIONS, default=d.partition,
-                   help="how digits are split across clients")
+                   help="how digits and the vision data sets are split across clients")
     g.add_argument("--dirichlet-alpha", type=float, default=d.dirichlet_alpha)
     g.add_argument("--classes-per-client", type=int, default=d.classes_per_client)
     g.add_argument("--availability", choices=list(AVAILABILITY), default=d.availability)
     g.add_argument("--availability-option", action="append", default=[], metavar="KEY=VALUE")
     g = p.add_argument_group("model and training")
-    g.add_argument("--model", choices=MODELS, default=d.model)
+    g.add_argument("--model", choices=MODELS,
+                   help="None: the data set's default (" + ", ".join(
+                       f"{n}: {s.default_model}" for n, s in DATASETS_SPECS.items()) + ")")
     g.add_argument("--hidden", type=int, default=d.hidden, help="MLP hidden width")
     g.add_argument("--epochs", type=int, default=d.epochs, help="local epochs E")
     g.add_argument("--local-steps", type=int, default=d.local_steps,
@@ -153,12 +164,13 @@ def _experiment(args: argparse.Namespace, dist: Any) -> Any:
     rules = [args.rule] if args.rule else list(parse_rules(args.compare or ",".join(DEFAULT_RULES)))
     dataset = args.dataset or ("digits" if set(rules) & set(METHODS) else SimulationConfig().dataset)
     config = SimulationConfig(
-        dataset=dataset, clients=args.clients, per_round=args.per_round,
+        dataset=dataset, clients=_clients(args, dataset), per_round=args.per_round,
         rounds=args.rounds, seed=args.seed, synthetic_alpha=args.synthetic_alpha,
         synthetic_beta=args.synthetic_beta, max_samples=args.max_samples, groups=args.groups,
         group_power=args.group_power, group_shift=args.group_shift,
         partition=args.partition, dirichlet_alpha=args.dirichlet_alpha,
-        classes_per_client=args.classes_per_client, model=args.model, hidden=args.hidden,
+        classes_per_client=args.classes_per_client, data_dir=args.data_dir,
+        download=args.download, model=args.model, hidden=args.hidden,
         epochs=args.epochs, local_steps=args.local_steps, batch_size=args.batch_size,
         lr=args.lr, lr_decay=args.lr_decay, server_lr=args.server_lr,
         server_optimizer=args.server_optimizer,
@@ -169,6 +181,19 @@ def _experiment(args: argparse.Namespace, dist: Any) -> Any:
     return Experiment(config, rules, _rule_options(args.rule_option, rules),
                       out=args.out or _fresh_folder(), checkpoint_every=args.checkpoint_every,
                       progress=not args.quiet, dist=dist, threads=args.threads)
+
+
+def _clients(args: argparse.Namespace, dataset: str) -> int:
+    """``--clients``, or by default every user of a data set with its own clients (read from
+    the files' headers) and the configuration's default otherwise."""
+    from fastfair.sim.config import SimulationConfig
+    from fastfair.sim.datasets import DATASETS, count_clients
+
+    if args.clients is not None:
+        return args.clients
+    if DATASETS[dataset].natural_split and args.data_dir is not None:
+        return count_clients(dataset, args.data_dir)
+    return SimulationConfig().clients
 
 
 def simulate(args: argparse.Namespace) -> int:

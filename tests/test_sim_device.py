@@ -56,7 +56,8 @@ def test_training_arithmetic_follows_real_samples():
     model = LogisticRegression(F, C)
     rows = []
     forward = model.forward
-    model.forward = lambda p, x: rows.append(x.shape[0] * x.shape[1]) or forward(p, x)
+    model.forward = lambda p, x, *step: (rows.append(x.shape[0] * x.shape[1])
+                                         or forward(p, x, *step))
     train_clients(model, torch.zeros(model.num_params), batch, local, np.arange(100), 5)
     real = int(batch.counts.sum())           # one epoch: every real sample once
     padded = int(local_steps(batch.counts, local).max()) * 32 * 100

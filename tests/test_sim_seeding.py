@@ -70,7 +70,7 @@ def test_every_draw_of_the_simulator_goes_through_seeding():
     pattern = re.compile(r"default_rng\(|manual_seed\(\s*(?!torch_seed|raw_seed|key\b|seed\b)"
                          r"|client_hash|splitmix64\(|0x[0-9A-Fa-f]{3,}")
     offenders = []
-    for path in sorted((ROOT / "fastfair" / "sim").glob("*.py")):
+    for path in sorted((ROOT / "fastfair" / "sim").rglob("*.py")):
         if path.name == "seeding.py":
             continue
         for n, line in enumerate(path.read_text().splitlines(), 1):

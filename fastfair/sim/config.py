@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
 from fastfair._options import check_options, dataclass_options
+from fastfair.sim.datasets import registry
 
-DATASETS = ("synthetic", "grouped", "digits")
+DATASETS = tuple(registry.DATASETS)
+MODELS = tuple(registry.MODELS)
 DEVICE = re.compile(r"cpu|cuda(:\d+)?")
-MODELS = ("logreg", "mlp")
 PARTITIONS = ("iid", "dirichlet", "pathological")
 
 
@@ -23,7 +25,9 @@ class SimulationConfig:
     ``rule`` is a rule of :mod:`fastfair.aggregators.registry` or a method (``fedevg``,
     ``superfed-mm``, ``superfed-lm``) with its ``rule_options``; ``server_optimizer`` (``sgd``
     with ``lr = server_lr`` by default) takes the server step of the rules, with
-    ``server_options`` (its ``lr`` defaults to ``server_lr``). Every value is checked here:
+    ``server_options`` (its ``lr`` defaults to ``server_lr``). Data sets read from files take
+    ``data_dir`` (vision ones may ``download`` missing files); ``model`` None is the data set's
+    default (:data:`fastfair.sim.datasets.DATASETS`). Every value is checked here:
     a wrong type is a ``TypeError`` and a value out of range a ``ValueError``, both naming the
     field.
     """
@@ -43,12 +47,15 @@ class SimulationConfig:
     groups: int = 10
     group_power: float = 1.5
     group_shift: float = 1.0
-    # digits
+    # data read from files (every data set but the generated ones)
+    data_dir: Optional[str] = None
+    download: bool = False
+    # digits and the vision data sets
     partition: str = "dirichlet"
     dirichlet_alpha: float = 0.3
     classes_per_client: int = 2
     # model and local training
-    model: str = "logreg"
+    model: Optional[str] = None
     hidden: int = 64
     epochs: int = 1
     local_steps: Optional[int] = None
@@ -83,7 +90,7 @@ class SimulationConfig:
             raise ValueError(f"seed must be >= 0; got {self.seed}")
         if self.per_round > self.clients:
             raise ValueError(f"per_round ({self.per_round}) cannot exceed clients ({self.clients})")
-        for name, choices in (("dataset", DATASETS), ("model", MODELS),
+        for name, choices in (("dataset", DATASETS), ("model", MODELS + (None,)),
                               ("partition", PARTITIONS)):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name} must be one of {', '.join(choices)}; got "
@@ -102,19 +109,30 @@ class SimulationConfig:
                                 f"{options!r}")
 
         self._check_used()
+        registry.check_pair(self.dataset, self.model)
+        family = registry.DATASETS[self.dataset].family
+        if family != "generated" and not (self.data_dir and os.path.isdir(self.data_dir)):
+            raise ValueError(f"dataset {self.dataset!r} is read from files: data_dir "
+                             f"(--data-dir) must be an existing folder; got {self.data_dir!r} "
+                             "(the README says where to get each data set)")
 
     def _check_used(self) -> None:
         """Refuses a non-default value of a field the other fields make unused."""
         changed = self.non_default_fields()
+        family = registry.DATASETS[self.dataset].family
+        split = self.dataset == "digits" or family == "vision"
         unused = {
             "synthetic_alpha": self.dataset != "synthetic", "synthetic_beta":
-            self.dataset != "synthetic", "max_samples": self.dataset == "digits",
+            self.dataset != "synthetic",
+            "max_samples": self.dataset not in ("synthetic", "grouped"),
             "groups": self.dataset != "grouped", "group_power": self.dataset != "grouped",
             "group_shift": self.dataset != "grouped",
-            "partition": self.dataset != "digits",
-            "dirichlet_alpha": self.dataset != "digits" or self.partition != "dirichlet",
-            "classes_per_client": self.dataset != "digits" or self.partition != "pathological",
-            "hidden": self.model != "mlp", "epochs": self.local_steps is not None}
+            "data_dir": family == "generated", "download": family != "vision",
+            "partition": not split,
+            "dirichlet_alpha": not split or self.partition != "dirichlet",
+            "classes_per_client": not split or self.partition != "pathological",
+            "hidden": (self.model or registry.DATASETS[self.dataset].default_model) != "mlp",
+            "epochs": self.local_steps is not None}
         for name, is_unused in unused.items():
             if is_unused and name in changed:
                 raise ValueError(f"{name} = {changed[name]!r} has no effect in this configuration "

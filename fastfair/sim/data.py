@@ -25,7 +25,9 @@ TRAIN_FRACTION = 0.8
 class ClientBatch:
     """Samples of several clients, concatenated.
 
-    x: [N, F] float32; y: [N] int64; offsets: [m + 1] int64, client k owns rows
+    x: ``[N, *sample_shape]``, float32 (feature vectors ``[F]``, images ``[C, H, W]``) or int64
+    (token ids ``[T]``); y: ``[N]`` int64 class labels, or ``[N, T]`` for a label per position
+    (next-character prediction); offsets: ``[m + 1]`` int64, client k owns rows
     ``offsets[k]:offsets[k + 1]``.
     """
 
@@ -43,12 +45,18 @@ class ClientBatch:
 
 
 class FederatedDataset:
-    """Interface of every data set: ``num_clients``, ``num_features``, ``num_classes``,
-    ``num_samples(ids)`` and ``client_data(ids, split, device)``."""
+    """Interface of every data set: ``num_clients``, ``num_features`` (the product of
+    ``sample_shape``, the shape of one sample), ``num_classes``, ``vocab_size`` (token data: x
+    holds ids in ``[0, vocab_size)``; None for float features), ``label_shape`` (``()``, or
+    ``(T,)`` for a label per position), ``num_samples(ids)`` and ``client_data(ids, split,
+    device)``."""
 
     num_clients: int
     num_features: int
     num_classes: int
+    sample_shape: Tuple[int, ...]
+    vocab_size: Optional[int] = None
+    label_shape: Tuple[int, ...] = ()
 
     def num_samples(self, ids: np.ndarray) -> np.ndarray:
         """Training-sample counts of clients ``ids`` ([m] int64 -> [m] int64)."""
@@ -108,6 +116,7 @@ class SyntheticDataset(FederatedDataset):
         self.num_clients = int(num_clients)
         self.alpha, self.beta, self.seed, self.iid = float(alpha), float(beta), int(seed), iid
         self.num_features, self.num_classes = int(num_features), int(num_classes)
+        self.sample_shape = (self.num_features,)
         self.max_samples = int(max_samples)
         self._feature_std = torch.arange(1, num_features + 1, dtype=torch.float64).pow(-0.6).float()
         if iid:
@@ -206,11 +215,13 @@ def normals(client_keys: np.ndarray, offsets: np.ndarray, device: torch.device) 
                                torch.from_numpy(offsets).to(device))
 
 
-def _concat(xs: List[torch.Tensor], ys: List[torch.Tensor], counts: List[int], F: int) -> ClientBatch:
+def _concat(xs: List[torch.Tensor], ys: List[torch.Tensor], counts: List[int],
+            sample_shape: Tuple[int, ...]) -> ClientBatch:
     offsets = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
     if not xs:
-        return ClientBatch(torch.empty(0, F), torch.empty(0, dtype=torch.int64), offsets)
+        return ClientBatch(torch.empty(0, *sample_shape), torch.empty(0, dtype=torch.int64),
+                           offsets)
     return ClientBatch(torch.cat(xs).float(), torch.cat(ys).long(), offsets)
 
 
@@ -247,6 +258,7 @@ class ArrayDataset(FederatedDataset):
             raise ValueError(f"labels must be < num_classes={self.num_classes}")
         self.num_clients = len(pairs)
         self.num_features = features.pop()
+        self.sample_shape = (self.num_features,)
         self._data = {"train": pairs, "test": test_pairs}
         self._train_counts = np.array([len(y) for _, y in pairs], dtype=np.int64)
 
@@ -279,13 +291,14 @@ class ArrayDataset(FederatedDataset):
             raise ValueError(f"split must be 'train' or 'test'; got {split!r}")
         pairs = [self._data[split][k] for k in ids.tolist()]
         batch = _concat([p[0] for p in pairs], [p[1] for p in pairs], [len(p[1]) for p in pairs],
-                       self.num_features)
+                       self.sample_shape)
         return batch if device is None else batch.to(device)
 
 
 def partition_labels(labels: np.ndarray, num_clients: int, scheme: str, *, seed: int,
-                     alpha: float = 0.5, classes_per_client: int = 2) -> List[np.ndarray]:
-    """Sample indices of each client under a partition ``scheme``.
+                     alpha: float = 0.5, classes_per_client: int = 2,
+                     stream: Stream = Stream.DIGITS_PARTITION) -> List[np.ndarray]:
+    """Sample indices of each client under a partition ``scheme``, drawn from ``stream``.
 
     'iid': a random equal split. 'dirichlet': for each class, proportions over clients drawn from
     Dirichlet(alpha) (small alpha: few classes per client). 'pathological': sorted by label and cut
@@ -295,7 +308,7 @@ def partition_labels(labels: np.ndarray, num_clients: int, scheme: str, *, seed:
     n = labels.shape[0]
     if not 1 <= num_clients <= n // 2:
         raise ValueError(f"num_clients must be in [1, {n // 2}] for {n} samples; got {num_clients}")
-    rng = numpy_rng(seed, Stream.DIGITS_PARTITION)
+    rng = numpy_rng(seed, stream)
     if scheme == "iid":
         return [np.sort(part) for part in np.array_split(rng.permutation(n), num_clients)]
     if scheme == "pathological":

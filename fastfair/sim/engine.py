@@ -28,10 +28,11 @@ from fastfair.sim.catalog import build_dataset
 from fastfair.sim.config import SimulationConfig
 from fastfair.sim.data import ClientBatch, FederatedDataset
 from fastfair.sim.distributed import Distributed
-from fastfair.sim.models import FlatModel, make_model
+from fastfair.sim.models import FlatModel, check_model
 from fastfair.sim.runner import Runner
 from fastfair.sim.seeding import Stream, raw_seed, torch_seed
 from fastfair.sim.training import LocalTrainingConfig, evaluate_clients, train_clients
+from fastfair.sim.zoo import model_for
 
 
 def build_rule(config: SimulationConfig):
@@ -76,8 +77,7 @@ class Simulation(Runner):
         if self.dataset.num_clients != config.clients:
             raise ValueError(f"config.clients is {config.clients} but the dataset has "
                              f"{self.dataset.num_clients} clients")
-        self.model: FlatModel = model or make_model(config.model, self.dataset.num_features,
-                                                    self.dataset.num_classes, hidden=config.hidden)
+        self.model: FlatModel = model or model_for(config, self.dataset)
         init = torch.Generator().manual_seed(raw_seed(config.seed, Stream.MODEL_INIT))
         self.params = self.model.init(init).float().to(self.device)
         self.availability = build_availability(config.availability, config.clients,
@@ -89,22 +89,9 @@ class Simulation(Runner):
         self._check_model(self._eval_batch)
 
     def _check_model(self, batch: ClientBatch) -> None:
-        """Raises ValueError unless the model maps one sample of ``batch`` (``[1, 1, F]``, F the
-        data set's features) to ``[1, 1, C]`` logits, C its classes: a mismatch found here, once,
-        instead of deep inside the first round's batched training."""
-        F, C = self.dataset.num_features, self.dataset.num_classes
-        expected = (f"the model must map inputs [m, B, F] to logits [m, B, C] with F = {F} "
-                    f"features and C = {C} classes (the data set's num_features and num_classes)")
-        try:
-            with torch.no_grad():
-                out = self.model.forward(self.params.reshape(1, -1), batch.x[:1].unsqueeze(0))
-        except (RuntimeError, IndexError, ValueError, TypeError) as exc:
-            raise ValueError(f"{expected}; on one sample [1, 1, {F}] it fails: {exc}") from exc
-        if tuple(out.shape) != (1, 1, C):
-            hint = (" (if some classes are absent from the data, pass num_classes to the data "
-                    "set)" if out.ndim == 3 and out.shape[-1] > C else "")
-            raise ValueError(f"{expected}; on one sample [1, 1, {F}] it returns shape "
-                             f"{list(out.shape)}{hint}")
+        """Raises ValueError unless the model maps one sample of ``batch`` to logits of the data
+        set's classes (:func:`~fastfair.sim.models.check_model`, on the run's device)."""
+        check_model(self.model, self.dataset, self.params, batch.x)
 
     @classmethod
     def validate(cls, config: SimulationConfig) -> None:

@@ -18,7 +18,7 @@ import dataclasses
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Type, Union
 
@@ -31,6 +31,7 @@ from fastfair.methods import METHODS
 from fastfair.sim import checkpoint, report
 from fastfair.sim.config import SimulationConfig
 from fastfair.sim.data import FederatedDataset
+from fastfair.sim.datasets import DATASETS
 from fastfair.sim.distributed import Distributed
 from fastfair.sim.engine import Simulation
 from fastfair.sim.fedevg import FedEvgSimulation
@@ -40,6 +41,7 @@ from fastfair.sim.superfed import SuperFedSimulation
 
 CHECKPOINT = "checkpoint.pt"
 CONFIG = "config.json"
+MODELS_FILE = "models.pt"
 
 #: The runner of each method; every rule of the registry runs in :class:`Simulation`.
 METHOD_RUNNERS: Dict[str, Type[Runner]] = {
@@ -72,13 +74,16 @@ def make_runner(config: SimulationConfig, dist: Optional[Distributed] = None, *,
 class ExperimentResult:
     """What an experiment produced: per rule its round records (``histories``) and final
     per-client accuracy on the evaluation clients ``eval_ids`` (``finals``), the summary of its
-    last evaluation and wall time (``summary``), and the output folder (None when not written)."""
+    last evaluation and wall time (``summary``), the output folder (None when not written) and
+    its final global model as a ``state_dict`` (``models``; a module's own keys, ready for
+    ``module.load_state_dict``)."""
 
     histories: Dict[str, List[Dict[str, Any]]]
     finals: Dict[str, np.ndarray]
     eval_ids: np.ndarray
     summary: Dict[str, Dict[str, float]]
     out: Optional[Path]
+    models: Dict[str, Dict[str, torch.Tensor]] = field(default_factory=dict)
 
     def table(self) -> str:
         """The summary side by side, as ``fastfair simulate`` prints it."""
@@ -206,6 +211,7 @@ class Experiment:
         histories: Dict[str, List[dict]] = dict(state.get("histories", {}))
         finals: Dict[str, np.ndarray] = dict(state.get("finals", {}))
         seconds: Dict[str, float] = dict(state.get("seconds", {}))
+        models: Dict[str, Dict[str, torch.Tensor]] = dict(state.get("models", {}))
         eval_ids = np.zeros(0, dtype=np.int64)
         for rule in self.rules:
             runner = make_runner(self.configs[rule], self.dist, dataset=self.dataset,
@@ -215,14 +221,15 @@ class Experiment:
                 continue
             if state.get("current_rule") == rule:
                 runner.load_state_dict(state["current"])
-            self._play(rule, runner, histories, finals, seconds, lead)
+            self._play(rule, runner, histories, finals, seconds, models, lead)
         summary = report.summarize(histories, seconds)
         if lead and self.out is not None:
-            self._write(histories, finals, eval_ids, summary)
+            self._write(histories, finals, eval_ids, summary, models)
         return ExperimentResult(histories, finals, eval_ids, summary,
-                                self.out if lead else None)
+                                self.out if lead else None, models)
 
-    def _play(self, rule: str, runner: Runner, histories, finals, seconds, lead: bool) -> None:
+    def _play(self, rule: str, runner: Runner, histories, finals, seconds, models,
+              lead: bool) -> None:
         from tqdm import tqdm
 
         rounds = self.configs[rule].rounds
@@ -237,23 +244,26 @@ class Experiment:
                                 worst10=f"{100 * rec['acc_worst10']:.1f}%")
             seconds[rule] = time.perf_counter() - started
             if lead and self.checkpoint_every and runner.round % self.checkpoint_every == 0:
-                self._checkpoint(histories, finals, seconds, rule, runner.state_dict())
+                self._checkpoint(histories, finals, seconds, models, rule, runner.state_dict())
         bar.close()
         histories[rule] = runner.history
         finals[rule] = runner.evaluate()[0]
+        models[rule] = dict(runner.global_state_dict())
         seconds[rule] = time.perf_counter() - started
         if lead and self.checkpoint_every:
-            self._checkpoint(histories, finals, seconds, None, None)
+            self._checkpoint(histories, finals, seconds, models, None, None)
 
-    def _checkpoint(self, histories, finals, seconds, rule, current) -> None:
+    def _checkpoint(self, histories, finals, seconds, models, rule, current) -> None:
         checkpoint.save(self.out / CHECKPOINT, {
             "config": self._saved_config(), "histories": histories, "finals": finals,
-            "seconds": seconds, "current_rule": rule, "current": current})
+            "seconds": seconds, "models": models, "current_rule": rule, "current": current})
 
-    def _write(self, histories, finals, eval_ids, summary) -> None:
+    def _write(self, histories, finals, eval_ids, summary, models) -> None:
         report.write_metrics(self.out, histories)
         report.write_final_accuracy(self.out, finals, eval_ids)
+        torch.save(models, self.out / MODELS_FILE)
         b = self.base
-        title = f"{b.dataset}, K={b.clients}, m={b.per_round}, {b.model}, seed {b.seed}"
+        model = b.model or DATASETS[b.dataset].default_model
+        title = f"{b.dataset}, K={b.clients}, m={b.per_round}, {model}, seed {b.seed}"
         report.plot(self.out, histories, finals, title)
         (self.out / "summary.json").write_text(json.dumps(summary, indent=1))

@@ -119,6 +119,10 @@ class FedEvgSimulation(MethodRunner):
         acc_c = torch.zeros(len(counts), dtype=torch.float64).index_add_(0, seg, hit).numpy() / n
         return acc_c[keep], loss_c[keep], counts[keep]
 
+    def global_state_dict(self) -> Dict[str, torch.Tensor]:
+        """The server classifier's ``state_dict`` (FedEvg's global model)."""
+        return self.server_classifier().state_dict()
+
     def extra_metrics(self) -> Dict[str, float]:
         return {"synthetic_mean": float(self.synthetic.mean()),
                 "synthetic_std": float(self.synthetic.std())}

@@ -61,6 +61,7 @@ class GroupedSyntheticDataset(FederatedDataset):
                              f"{group_power}, {shift}, {max_samples}")
         self.num_clients, self.num_groups = int(num_clients), int(num_groups)
         self.num_features, self.num_classes = int(num_features), int(num_classes)
+        self.sample_shape = (self.num_features,)
         self.seed, self.max_samples = int(seed), int(max_samples)
         share = np.arange(1, num_groups + 1, dtype=np.float64) ** -float(group_power)
         self.group_cdf = np.cumsum(share / share.sum())

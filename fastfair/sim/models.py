@@ -1,23 +1,48 @@
 """Models whose parameters live in one flat vector per client, so that a cohort of m clients is a
-single [m, P] tensor: local training runs batched (bmm), and updates go to the averaging kernel
-as rows without any per-layer copying."""
+single [m, P] tensor: local training runs batched (bmm, or ``torch.func.vmap`` over any
+``nn.Module``), and updates go to the averaging kernel as rows without any per-layer copying."""
 
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Tuple
+from collections import OrderedDict
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
+import torch.nn.functional as F
+
+from fastfair.sim.module_ops import CohortMode
+
+
+class TrainingStep(NamedTuple):
+    """What one training forward pass needs besides parameters and inputs; models without
+    randomness or running statistics ignore it.
+
+    valid: ``[m, B]`` bool, the real rows of each client's minibatch; keys: ``[m]`` int64, each
+    client's random key of this step (:func:`fastfair.sim.seeding.step_keys`); buffers:
+    ``[m, Q]`` float32, the clients' running statistics, updated in place.
+    """
+
+    valid: torch.Tensor
+    keys: torch.Tensor
+    buffers: torch.Tensor
 
 
 class FlatModel:
     """A model over flat parameters.
 
-    ``shapes`` lists the parameter shapes; ``forward(params [m, P], x [m, B, F]) -> [m, B, C]``
-    evaluates m models on their own inputs; ``init(generator) -> [P]`` draws initial parameters.
+    ``shapes`` lists the shapes of the flat vector's pieces (``names`` names them): the
+    parameters, then ``num_buffers`` entries of buffers (running statistics) that training
+    updates without gradients and the server averages like parameters.
+    ``forward(params [m, P], x [m, B, *sample_shape]) -> [m, B, C]`` (or ``[m, B, T, C]`` with a
+    label per position) evaluates m models on their own inputs; ``init(generator) -> [P]`` draws
+    initial parameters; evaluation feeds at most ``eval_rows`` samples per forward pass.
     """
 
     shapes: List[Tuple[int, ...]]
+    names: List[str]
+    num_buffers: int = 0
+    eval_rows: int = 1 << 16
 
     @property
     def num_params(self) -> int:
@@ -32,36 +57,67 @@ class FlatModel:
             start += size
         return views
 
-    def forward(self, params: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, params: torch.Tensor, x: torch.Tensor,
+                step: Optional[TrainingStep] = None) -> torch.Tensor:
+        """Outputs of the m models (training mode when ``step`` is given)."""
         raise NotImplementedError
 
     def init(self, generator: torch.Generator) -> torch.Tensor:
         raise NotImplementedError
 
+    def position_loss(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """``[N]`` loss of ``logits [N, C]`` against classes ``target [N]``: cross-entropy."""
+        return F.cross_entropy(logits, target, reduction="none")
+
+    def sample_loss(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """``[m, B]`` loss of each sample: :meth:`position_loss` of ``out [m, B, C]`` against
+        ``y [m, B]``, or its mean over positions for ``out [m, B, T, C]``, ``y [m, B, T]``."""
+        per = self.position_loss(out.reshape(-1, out.shape[-1]), y.reshape(-1)).reshape(y.shape)
+        return per if per.dim() == 2 else per.flatten(2).mean(2)
+
+    def sample_hits(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """``[m, B]`` float64 accuracy of each sample: ``argmax == y`` (the fraction of
+        positions for a label per position)."""
+        hits = (out.argmax(-1) == y).double()
+        return hits if hits.dim() == 2 else hits.flatten(2).mean(2)
+
+    def split_buffers(self, params: torch.Tensor) -> torch.Tensor:
+        """A copy of the buffer columns ``[m, Q]`` of ``params [m, P]``."""
+        return params[:, params.shape[1] - self.num_buffers:].detach().clone()
+
+    def state_dict(self, params: torch.Tensor) -> "OrderedDict[str, torch.Tensor]":
+        """The flat vector ``params [P]`` as named tensors (``names``, ``shapes``)."""
+        views = self.unflatten(params.detach().reshape(1, -1))
+        return OrderedDict((n, v[0].clone()) for n, v in zip(self.names, views))
+
 
 class LogisticRegression(FlatModel):
-    """Multinomial logistic regression: ``logits = x W + b`` with W [F, C], b [C]."""
+    """Multinomial logistic regression: ``logits = x W + b`` with W [F, C], b [C] (inputs of any
+    sample shape are flattened to F features)."""
 
     def __init__(self, num_features: int, num_classes: int) -> None:
         self.shapes = [(num_features, num_classes), (num_classes,)]
+        self.names = ["W", "b"]
 
-    def forward(self, params, x):
+    def forward(self, params, x, step=None):
         W, b = self.unflatten(params)
-        return torch.baddbmm(b.unsqueeze(1), x, W)
+        return torch.baddbmm(b.unsqueeze(1), x.flatten(2), W)
 
     def init(self, generator):
         return torch.zeros(self.num_params)
 
 
 class MLP(FlatModel):
-    """One hidden ReLU layer: ``logits = relu(x W1 + b1) W2 + b2``."""
+    """One hidden ReLU layer: ``logits = relu(x W1 + b1) W2 + b2`` (inputs of any sample shape
+    are flattened to F features)."""
 
     def __init__(self, num_features: int, num_classes: int, hidden: int = 64) -> None:
         self.shapes = [(num_features, hidden), (hidden,), (hidden, num_classes), (num_classes,)]
+        self.names = ["W1", "b1", "W2", "b2"]
 
-    def forward(self, params, x):
+    def forward(self, params, x, step=None):
         W1, b1, W2, b2 = self.unflatten(params)
-        h = torch.relu(torch.baddbmm(b1.unsqueeze(1), x, W1))
+        h = torch.relu(torch.baddbmm(b1.unsqueeze(1), x.flatten(2), W1))
         return torch.baddbmm(b2.unsqueeze(1), h, W2)
 
     def init(self, generator):
@@ -74,28 +130,155 @@ class MLP(FlatModel):
 
 
 class ModuleModel(FlatModel):
-    """Any ``torch.nn.Module`` mapping [B, F] to [B, C] logits, evaluated for m clients at once with
-    ``torch.func.vmap`` over ``functional_call`` (modules with running statistics, such as batch
-    norm in training mode, are not supported). Initial parameters are the module's own."""
+    """Any ``torch.nn.Module``, trained for a whole cohort at once: ``torch.func.vmap`` over
+    ``functional_call`` runs m copies, each with its own parameters and buffers.
 
-    def __init__(self, module: torch.nn.Module) -> None:
-        self.module = module
-        self.names = [n for n, _ in module.named_parameters()]
-        self.shapes = [tuple(p.shape) for _, p in module.named_parameters()]
-        self._initial = torch.cat([p.detach().reshape(-1).float() for p in module.parameters()])
+    Inputs keep their shape: the module maps ``x [B, *sample_shape]`` (feature vectors, images
+    ``[C, H, W]``, token ids ``[T]``) to logits ``[B, C]``, or ``[B, T, C]`` with a label per
+    position. Dropout (``nn.Dropout*``, ``F.dropout*``) draws independent masks per client,
+    keyed by (seed, round, client, step), so a client trains identically in any cohort or
+    process; batch norm keeps per-client running statistics from the client's own rows (see
+    :mod:`fastfair.sim.module_ops`). Buffers ride in the flat vector after the parameters, so the
+    server averages them with the rule's coefficients like the parameters. Another random
+    operation inside ``forward`` is refused: it could not be reproduced per client.
 
-    def forward(self, params, x):
-        from torch.func import functional_call, vmap
+    Parameters
+    ----------
+    module
+        The network; its current parameters and buffers are the initial global model.
+    loss
+        Per-position loss ``loss(logits [N, C], target [N]) -> [N]`` (default cross-entropy,
+        e.g. ``functools.partial(F.cross_entropy, reduction="none", label_smoothing=0.1)``);
+        accuracy stays ``argmax == target``.
+    eval_rows
+        Samples per forward pass in evaluation.
+    """
 
-        def one(flat, xb):
-            tensors = self.unflatten(flat.unsqueeze(0))
-            named: Dict[str, torch.Tensor] = {n: t[0] for n, t in zip(self.names, tensors)}
-            return functional_call(self.module, named, (xb,))
+    def __init__(self, module: torch.nn.Module, *,
+                 loss: Optional[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = None,
+                 eval_rows: int = 1024) -> None:
+        for name, sub in module.named_modules():
+            if isinstance(sub, torch.nn.modules.batchnorm._BatchNorm) and sub.momentum is None \
+                    and sub.track_running_stats:
+                raise ValueError(f"{name or 'the module'}: batch norm with momentum=None (a "
+                                 "cumulative average) cannot run batched; give it a momentum")
+        params, buffers = list(module.named_parameters()), list(module.named_buffers())
+        if not params:
+            raise ValueError("the module has no parameters to train")
+        if eval_rows < 1:
+            raise ValueError(f"eval_rows must be >= 1; got {eval_rows}")
+        self.module, self.eval_rows, self._loss = module, int(eval_rows), loss
+        self.param_names = [n for n, _ in params]
+        self.buffer_names = [n for n, _ in buffers]
+        self.names = self.param_names + self.buffer_names
+        self.shapes = [tuple(t.shape) for _, t in params + buffers]
+        self._dtypes = [t.dtype for _, t in params + buffers]
+        self._sizes = [math.prod(s) for s in self.shapes]
+        self.num_buffers = sum(self._sizes[len(params):])
+        self._initial = torch.cat([t.detach().reshape(-1).float() for _, t in params + buffers])
 
-        return vmap(one)(params, x)
+    def position_loss(self, logits, target):
+        """The ``loss`` given at construction, else cross-entropy."""
+        return super().position_loss(logits, target) if self._loss is None \
+            else self._loss(logits, target)
+
+    def _views(self, flat: torch.Tensor, names: Sequence[str],
+               first: int) -> Dict[str, torch.Tensor]:
+        """``{name: [m, *shape]}`` views of the columns of ``flat [m, sum of sizes]``."""
+        sizes = self._sizes[first:first + len(names)]
+        shapes = self.shapes[first:first + len(names)]
+        return {n: t.view(flat.shape[0], *s)
+                for n, t, s in zip(names, flat.split(sizes, dim=1), shapes)}
+
+    def forward(self, params, x, step=None):
+        """``params [m, P]`` (parameters, then buffers) on ``x [m, B, *sample_shape]``: training
+        mode with the step's masks, keys and buffers (updated in place for the clients with a
+        real row) when ``step`` is given, evaluation mode otherwise."""
+        from torch.func import vmap
+
+        m, n = params.shape[0], len(self.param_names)
+        trainable = params[:, :params.shape[1] - self.num_buffers] if self.num_buffers else params
+        weights = self._views(trainable, self.param_names, 0)
+        if step is None:
+            flat_buffers = params[:, params.shape[1] - self.num_buffers:].detach().clone()
+            valid = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
+            keys = torch.zeros(m, dtype=torch.int64, device=x.device)
+        else:
+            flat_buffers, valid, keys = step.buffers, step.valid.to(x.device), step.keys
+            before = flat_buffers.clone()
+        buffers = self._views(flat_buffers, self.buffer_names, n)
+        was_training = self.module.training
+        self.module.train(step is not None)
+        try:
+            out = vmap(self._one, randomness="error")(weights, buffers, x, valid, keys)
+        except RuntimeError as exc:
+            if "randomness" not in str(exc):
+                raise
+            raise ValueError("the module calls a random operation other than dropout; batched "
+                             "training reproduces only dropout per client (keyed masks)") from None
+        finally:
+            self.module.train(was_training)
+        if step is not None and self.num_buffers:
+            active = valid.any(1, keepdim=True)
+            flat_buffers.copy_(torch.where(active, flat_buffers, before))
+        return out
+
+    def _one(self, weights, buffers, x, valid, key):
+        from torch.func import functional_call
+
+        with CohortMode(key, valid):
+            return functional_call(self.module, (weights, buffers), (x,))
 
     def init(self, generator):
         return self._initial.clone()
+
+    def state_dict(self, params):
+        """The module's ``state_dict`` (its own keys and dtypes) holding ``params [P]``, ready
+        for ``module.load_state_dict``."""
+        flat = super().state_dict(params)
+        dtypes = dict(zip(self.names, self._dtypes))
+        return OrderedDict((n, flat[n].to(dtypes[n]) if dtypes[n].is_floating_point
+                            else flat[n].round().to(dtypes[n])) for n in self.module.state_dict())
+
+
+def check_model(model: FlatModel, dataset, params: Optional[torch.Tensor] = None,
+                x: Optional[torch.Tensor] = None) -> None:
+    """Raises ValueError unless ``model`` maps one sample of ``dataset`` (``[1, 1,
+    *sample_shape]``: float features, or token ids below ``vocab_size``) to logits ``[1, 1,
+    *label_shape, num_classes]``; a mismatch found once, instead of deep inside the first round's
+    batched training. ``params`` (``[P]``) and ``x`` (samples of the data set, the first one is
+    used) default to zeros on the CPU; the message names both shapes and the fix."""
+    shape = tuple(dataset.sample_shape)
+    labels = tuple(getattr(dataset, "label_shape", ()))
+    tokens = getattr(dataset, "vocab_size", None) is not None
+    features, C = dataset.num_features, dataset.num_classes
+    if shape == (features,) and labels == () and not tokens:
+        expected = (f"the model must map inputs [m, B, F] to logits [m, B, C] with F = {features} "
+                    f"features and C = {C} classes (the data set's num_features and "
+                    "num_classes)")
+    else:
+        kind = f"token ids below {dataset.vocab_size}" if tokens else "float features"
+        expected = (f"the model must map inputs [m, B, *{list(shape)}] to logits [m, B, "
+                    f"*{list(labels)}, C] with samples {list(shape)} ({kind}), labels "
+                    f"{list(labels)} and C = {C} classes (the data set's sample_shape, "
+                    "label_shape and num_classes)")
+    if x is None or x.shape[0] == 0:
+        x = torch.zeros((1,) + shape, dtype=torch.int64 if tokens else torch.float32)
+    if params is None:
+        params = torch.zeros(model.num_params)
+    one = ", ".join(str(d) for d in (1, 1) + shape)
+    try:
+        with torch.no_grad():
+            out = model.forward(params.reshape(1, -1), x[:1].unsqueeze(0))
+    except Exception as exc:  # any failure of the dry run means the shapes do not fit
+        first = (str(exc).splitlines() or [""])[0]
+        raise ValueError(f"{expected}; on one sample [{one}] it fails: "
+                         f"{type(exc).__name__}: {first}") from exc
+    if tuple(out.shape) != (1, 1) + labels + (C,):
+        hint = (" (if some classes are absent from the data, pass num_classes to the data set)"
+                if out.ndim == 3 + len(labels) and out.shape[-1] > C else "")
+        raise ValueError(f"{expected}; on one sample [{one}] it returns shape "
+                         f"{list(out.shape)}{hint}")
 
 
 def make_model(name: str, num_features: int, num_classes: int, *, hidden: int = 64) -> FlatModel:

@@ -15,6 +15,7 @@ import torch
 from fastfair.sim.availability import check_availability
 from fastfair.sim.checkpoint import from_plain, to_plain
 from fastfair.sim.data import ClientBatch, FederatedDataset
+from fastfair.sim.datasets import check_files
 from fastfair.sim.metrics import fairness_metrics
 from fastfair.sim.seeding import Stream, numpy_rng
 
@@ -42,10 +43,12 @@ class Runner:
 
     @classmethod
     def validate(cls, config: Any) -> None:
-        """Checks everything about ``config`` that needs no data (names, options, unused
-        fields), so that a bad run is refused before anything is built or written."""
+        """Checks everything about ``config`` that needs no training data (names, options,
+        unused fields, whether the data set's files are there), so that a bad run is refused
+        before anything is built or written."""
         cls.check_config(config)
         check_availability(config.availability, config.availability_options)
+        check_files(config)
     config: Any
     history: List[Dict[str, Any]]
     round: int
@@ -101,6 +104,11 @@ class Runner:
     def extra_metrics(self) -> Dict[str, float]:
         """Method-specific numbers recorded beside the accuracy summary."""
         return {}
+
+    def global_state_dict(self) -> Dict[str, torch.Tensor]:
+        """The global model now, as named tensors: a module's own ``state_dict`` (ready for
+        ``module.load_state_dict``) for a :class:`~fastfair.sim.models.ModuleModel`."""
+        return self.model.state_dict(self.params)
 
     def evaluate_metrics(self) -> Dict[str, float]:
         """The fairness summary of client accuracy (``acc_*``), the sample-weighted test loss

@@ -67,9 +67,16 @@ class Stream(enum.Enum):
     BERNOULLI_PICK = (Derivation.SAMPLE_CLIENTS, 0xB0B)
     RAM_WEIGHTS = (Derivation.KEYS, 0x4A3)
     RAM_DRAWS = (Derivation.ROUND_KEYS, 0x4A3)
-    # Local training: the round's key (the round as id) and, under it, each client's shuffles.
+    # Local training: the round's key (the round as id) and, under it, each client's shuffles
+    # and each client's dropout masks of a step (the step as round).
     ROUND_TRAINING = (Derivation.KEYS, 0xA0D)
     SHUFFLE = (Derivation.KEYS, 0x5EED)
+    DROPOUT = (Derivation.KEYS, 0xD0)
+    # Data sets on disk: which users (LEAF, npz-clients) or samples (vision) go to which client,
+    # and the matching split of a vision test set.
+    CLIENT_SUBSET = (Derivation.NUMPY, 0xC5)
+    VISION_PARTITION = (Derivation.NUMPY, 0x51)
+    VISION_TEST_SPLIT = (Derivation.NUMPY, 0x52)
     # FedEvg: the initial synthetic set, a client's model and chains in a round, the server's
     # Langevin noise in a round, the evaluation classifier.
     FEDEVG_SYNTHETIC_INIT = (Derivation.KEYS, 0xE5)
@@ -131,6 +138,18 @@ def uniform_torch(keys):
     return (_shr(keys, 11).double() + 0.5) / float(1 << 53)
 
 
+def keyed_uniform(key, call: int, shape, device):
+    """float32 uniforms in [0, 1) of ``shape`` (24 random bits each) from a 0-dim int64 tensor
+    ``key`` (a :func:`step_keys` key) and a call counter: element i is the top 24 bits of
+    ``splitmix64(i ^ splitmix64(key ^ call * golden))``, on ``device``; a pure function of its
+    arguments, identical on every device."""
+    import torch
+
+    stream = splitmix64_torch(key ^ _signed((call * _SPLITMIX[0]) % (1 << 64)))
+    index = torch.arange(int(np.prod(shape)), dtype=torch.int64, device=device).reshape(shape)
+    return _shr(splitmix64_torch(index ^ stream), 40).to(torch.float32) * (1.0 / (1 << 24))
+
+
 def _hash(seed: int, ids: np.ndarray, tag: int) -> np.ndarray:
     base = splitmix64(np.array([seed & 0xFFFFFFFFFFFFFFFF], dtype=np.uint64))
     mixed = splitmix64(base ^ np.asarray(ids, dtype=np.uint64))
@@ -177,6 +196,13 @@ def shuffle_client_keys(seed: int, client_ids: np.ndarray, device=None):
     import torch
 
     return torch.from_numpy(keys(seed, Stream.SHUFFLE, client_ids).view(np.int64)).to(device)
+
+
+def step_keys(seed: int, client_ids: np.ndarray, step: int) -> np.ndarray:
+    """``[m]`` int64 keys (63 bits, non-negative) of clients ``client_ids`` at local step ``step``
+    in the ``DROPOUT`` stream under ``seed`` (the round's training key): a client's dropout masks
+    depend on (seed, round, client id, step) alone, never on the rest of the cohort."""
+    return (keys(seed, Stream.DROPOUT, client_ids, round=step) >> np.uint64(1)).astype(np.int64)
 
 
 def round_keys(seed: int, stream: Stream, ids: np.ndarray, round: int) -> np.ndarray:

@@ -20,10 +20,11 @@ from fastfair.sim.catalog import build_dataset
 from fastfair.sim.data import ClientBatch, FederatedDataset
 from fastfair.sim.distributed import Distributed
 from fastfair.sim.engine import build_server_optimizer
-from fastfair.sim.models import FlatModel, make_model
+from fastfair.sim.models import FlatModel
 from fastfair.sim.runner import MethodRunner
 from fastfair.sim.seeding import Stream, numpy_rng, raw_seed, torch_seed
 from fastfair.sim.training import LocalTrainingConfig, masked_mean, minibatch_schedule
+from fastfair.sim.zoo import model_for
 
 
 def superfed_options(rule: str, options: Dict[str, Any]) -> SuperFedOptions:
@@ -74,8 +75,10 @@ class SuperFedSimulation(MethodRunner):
         if self.dataset.num_clients != config.clients:
             raise ValueError(f"config.clients is {config.clients} but the dataset has "
                              f"{self.dataset.num_clients} clients")
-        self.model = model or make_model(config.model, self.dataset.num_features,
-                                         self.dataset.num_classes, hidden=config.hidden)
+        self.model = model or model_for(config, self.dataset)
+        if self.model.num_buffers or self.dataset.label_shape:
+            raise ValueError("superfed mixes models without buffers (batch norm) trained on one "
+                             "label per sample")
         self.layout = ops.SegmentLayout.from_shapes(self.model.shapes)
         init = torch.Generator().manual_seed(raw_seed(config.seed, Stream.MODEL_INIT))
         self.params = self.model.init(init).float()

@@ -10,8 +10,8 @@ import torch
 
 from fastfair.aggregators.objectives import ClientObjective
 from fastfair.sim.data import ClientBatch
-from fastfair.sim.models import FlatModel
-from fastfair.sim.seeding import shuffle_client_keys, shuffle_uniforms
+from fastfair.sim.models import FlatModel, TrainingStep
+from fastfair.sim.seeding import shuffle_client_keys, shuffle_uniforms, step_keys
 
 
 @dataclass
@@ -48,13 +48,16 @@ def _segment_ids(counts: np.ndarray, device: Optional[torch.device] = None) -> t
 
 
 def evaluate_clients(model: FlatModel, params: torch.Tensor, batch: ClientBatch,
-                     chunk: int = 1 << 16) -> Tuple[np.ndarray, np.ndarray]:
-    """Loss and accuracy of one model ``params [P]`` on each client's samples.
+                     chunk: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """Loss and accuracy of one model ``params [P]`` on each client's samples, ``chunk`` samples
+    per forward pass (default ``model.eval_rows``).
 
     Returns ``(loss [m], accuracy [m])`` as float64 NumPy arrays: per-client means of the
-    cross-entropy and of ``argmax == y`` (NaN for a client with no samples). Runs on the device
-    of ``params`` and ``batch``; only the ``[m]`` results travel to the host.
+    model's sample loss and accuracy (cross-entropy and ``argmax == y`` by default, averaged
+    over positions for a label per position; NaN for a client with no samples). Runs on the
+    device of ``params`` and ``batch``; only the ``[m]`` results travel to the host.
     """
+    chunk = chunk or model.eval_rows
     counts = batch.counts
     m = len(counts)
     device = params.device
@@ -65,12 +68,12 @@ def evaluate_clients(model: FlatModel, params: torch.Tensor, batch: ClientBatch,
         p = params.reshape(1, -1)
         for start in range(0, batch.x.shape[0], chunk):
             xs = batch.x[start:start + chunk].unsqueeze(0)
-            logits = model.forward(p, xs)[0]
-            ys = batch.y[start:start + chunk]
-            loss = torch.nn.functional.cross_entropy(logits, ys, reduction="none")
+            logits = model.forward(p, xs)
+            ys = batch.y[start:start + chunk].unsqueeze(0)
+            loss = model.sample_loss(logits, ys)[0]
             segs = seg[start:start + chunk]
             loss_sum.index_add_(0, segs, loss.double())
-            hit_sum.index_add_(0, segs, (logits.argmax(1) == ys).double())
+            hit_sum.index_add_(0, segs, model.sample_hits(logits, ys)[0])
     with np.errstate(invalid="ignore", divide="ignore"):
         n = counts.astype(np.float64)
         return loss_sum.cpu().numpy() / n, hit_sum.cpu().numpy() / n
@@ -157,10 +160,13 @@ def train_clients(model: FlatModel, global_params: torch.Tensor, batch: ClientBa
     pseudo-gradients the server step subtracts) and the final ``[m]`` float64 values of the
     scalar the objective trains beside the model (None unless it trains one; see
     :mod:`fastfair.aggregators.objectives`). ``client_ids [m]`` and ``seed`` key the shuffles
-    (see :func:`minibatch_schedule`). All m clients step together on those minibatches: one
-    backward pass over :math:`\sum_k \mathrm{objective}_k` of each client's masked mean loss
+    (see :func:`minibatch_schedule`) and each step's dropout masks (see
+    :func:`fastfair.sim.seeding.step_keys`). All m clients step together on those minibatches:
+    one backward pass over :math:`\sum_k \mathrm{objective}_k` of each client's masked mean loss
     gives every client its own gradient, and ``theta_k <- theta_k - lr * grad_k`` for the
-    clients still training (the scalar steps with ``objective.state_lr(lr)``).
+    clients still training (the scalar steps with ``objective.state_lr(lr)``). The model's
+    buffers (running statistics) take no gradient step: they leave training as its forward
+    passes left them.
     """
     objective = objective or ClientObjective()
     counts = batch.counts.astype(np.int64)
@@ -176,22 +182,26 @@ def train_clients(model: FlatModel, global_params: torch.Tensor, batch: ClientBa
     extra = None if start is None else torch.full((m,), float(start), dtype=torch.float64,
                                                   device=device)
     extra_lr = objective.state_lr(config.lr)
-    for take, valid in minibatch_schedule(counts, config, client_ids, seed, order, device):
+    buffers = model.split_buffers(params)  # rows in ``order`` like params'
+    ids = np.asarray(client_ids, dtype=np.int64)[order]
+    schedule = minibatch_schedule(counts, config, client_ids, seed, order, device)
+    for t, (take, valid) in enumerate(schedule):
         a = take.shape[0]
         trained = [params[:a].detach().requires_grad_(True)]
         if extra is not None:
             trained.append(extra[:a].detach().requires_grad_(True))
-        logits = model.forward(trained[0], batch.x[take])
-        per_sample = torch.nn.functional.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]), batch.y[take].reshape(-1),
-            reduction="none").reshape(take.shape)
+        keys = torch.from_numpy(step_keys(seed, ids[:a], t)).to(device)
+        logits = model.forward(trained[0], batch.x[take], TrainingStep(valid, keys, buffers[:a]))
+        per_sample = model.sample_loss(logits, batch.y[take])
         loss = objective(masked_mean(per_sample, valid.to(per_sample.dtype)), trained[0],
                          global_params, None if extra is None else trained[1]).sum()
         grads = torch.autograd.grad(loss, trained)
         with torch.no_grad():
-            params[:a] -= config.lr * grads[0]
+            params[:a] -= grads[0].mul_(config.lr)
             if extra is not None:
                 extra[:a] -= extra_lr * grads[1]
+    if model.num_buffers:
+        params[:, params.shape[1] - model.num_buffers:] = buffers
     inverse = torch.as_tensor(np.argsort(order), device=device)
     updates = (global_params.reshape(1, -1) - params[inverse]).float()
     return updates, (None if extra is None else extra[inverse])

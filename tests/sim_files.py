@@ -1,0 +1,160 @@
+"""Tiny data sets written in the exact on-disk formats the simulator reads: LEAF JSON (as LEAF's
+``json.dump`` writes it), IDX files, CIFAR python pickles, per-client ``.npz`` files."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import pickle
+from pathlib import Path
+from typing import Dict, List
+
+import numpy as np
+
+LETTERS = "\n !\"&'(),-.0123456789:;>?ABCDEFGHIJKLMNOPQRSTUVWXYZ[]abcdefghijklmnopqrstuvwxyz}"
+
+
+def write_leaf(root: Path, data: Dict[str, Dict[str, dict]], per_file: int = 3,
+               removed: bool = True) -> None:
+    """``data[split][user] = {"x": [...], "y": [...]}`` as LEAF's ``preprocess.sh -t sample``
+    writes it: ``root/<split>/all_data_<i>_niid_0_keep_0_<split>_9.json`` with ``per_file``
+    users each; ``removed`` adds the empty entries LEAF keeps for users it dropped (present in
+    user_data, absent from users) and a ``hierarchies`` key after user_data."""
+    for split, users in data.items():
+        (root / split).mkdir(parents=True, exist_ok=True)
+        names = list(users)
+        for f, start in enumerate(range(0, len(names), per_file)):
+            chunk = names[start:start + per_file]
+            user_data = {}
+            for u in chunk:
+                user_data[u] = users[u]
+                if removed:
+                    user_data[u + "_dropped"] = {"x": [], "y": []}
+            all_data = {"users": chunk, "num_samples": [len(users[u]["y"]) for u in chunk],
+                        "user_data": user_data}
+            if removed:
+                all_data["hierarchies"] = ["h"] * len(chunk)
+            with open(root / split / f"all_data_{f}_niid_0_keep_0_{split}_9.json", "w") as out:
+                json.dump(all_data, out)
+
+
+def split_users(rng: np.random.Generator, users: Dict[str, dict]) -> Dict[str, Dict[str, dict]]:
+    """Each user's samples split 90/10 (at least one of each), as LEAF's by-sample split."""
+    out: Dict[str, Dict[str, dict]] = {"train": {}, "test": {}}
+    for u, d in users.items():
+        n = len(d["y"])
+        order = rng.permutation(n)
+        cut = max(1, int(0.9 * n)) if n > 2 else 1
+        for split, rows in (("train", order[:cut]), ("test", order[cut:])):
+            out[split][u] = {"x": [d["x"][i] for i in rows], "y": [d["y"][i] for i in rows]}
+    return out
+
+
+def femnist_users(rng: np.random.Generator, sizes: List[int]) -> Dict[str, dict]:
+    """Writers ``f0000_00``... with 28x28 images as LEAF stores them (``pixel / 255`` floats)."""
+    users = {}
+    for k, n in enumerate(sizes):
+        pixels = np.where(rng.random((n, 784)) < 0.7, 255, rng.integers(0, 256, (n, 784)))
+        users[f"f{k:04d}_{k % 100:02d}"] = {"x": (pixels / 255).tolist(),
+                                            "y": rng.integers(0, 62, n).tolist()}
+    return users
+
+
+def shakespeare_users(rng: np.random.Generator, sizes: List[int]) -> Dict[str, dict]:
+    """Roles with 80-character lines (one character outside LEAF's letters) and the next
+    character."""
+    alphabet = np.array(list(LETTERS + "~"))
+    users = {}
+    for k, n in enumerate(sizes):
+        text = "".join(rng.choice(alphabet, n + 80))
+        users[f"THE_PLAY_ROLE_{k}"] = {"x": [text[i:i + 80] for i in range(n)],
+                                       "y": [text[i + 80] for i in range(n)]}
+    return users
+
+
+def sent140_users(rng: np.random.Generator, sizes: List[int]) -> Dict[str, dict]:
+    """Twitter users with [id, date, query, user, text] rows and 0/1 sentiment."""
+    words = ["good", "bad", "day", "Happy", "sad", "!", "so", "very", "can't", "?"]
+    users = {}
+    for k, n in enumerate(sizes):
+        name = f"user{k}"
+        rows = [[str(1000 + i), "Mon Apr 06 22:19:49 PDT 2009", "NO_QUERY", name,
+                 " ".join(rng.choice(words, rng.integers(1, 40)))] for i in range(n)]
+        users[name] = {"x": rows, "y": rng.integers(0, 2, n).tolist()}
+    return users
+
+
+def celeba_users(rng: np.random.Generator, sizes: List[int], images: Path) -> Dict[str, dict]:
+    """Celebrities with JPEG files in ``images`` and smiling as LEAF writes it (1.0 / 0.0)."""
+    from PIL import Image
+
+    images.mkdir(parents=True, exist_ok=True)
+    users, count = {}, 0
+    for k, n in enumerate(sizes):
+        names = []
+        for _ in range(n):
+            count += 1
+            name = f"{count:06d}.jpg"
+            Image.fromarray(rng.integers(0, 256, (24, 20, 3), dtype=np.uint8)).save(images / name)
+            names.append(name)
+        users[str(100 + k)] = {"x": names, "y": [float(v) for v in rng.integers(0, 2, n)]}
+    return users
+
+
+def write_idx(path: Path, array: np.ndarray, compress: bool = False) -> None:
+    """A uint8 array as an IDX file (``.gz`` when ``compress``)."""
+    header = bytes([0, 0, 8, array.ndim]) + np.array(array.shape, dtype=">u4").tobytes()
+    payload = header + np.ascontiguousarray(array, dtype=np.uint8).tobytes()
+    if compress:
+        with gzip.open(str(path) + ".gz", "wb") as f:
+            f.write(payload)
+    else:
+        path.write_bytes(payload)
+
+
+def write_mnist(root: Path, folder: str, rng: np.random.Generator, n_train: int = 600,
+                n_test: int = 100, compress: bool = False) -> None:
+    """torchvision's ``root/<folder>/raw`` IDX files with images whose mean encodes the class."""
+    raw = root / folder / "raw"
+    raw.mkdir(parents=True)
+    for prefix, n in (("train", n_train), ("t10k", n_test)):
+        labels = rng.integers(0, 10, n).astype(np.uint8)
+        images = (labels[:, None, None] * 25 + rng.integers(0, 20, (n, 28, 28))).astype(np.uint8)
+        write_idx(raw / f"{prefix}-images-idx3-ubyte", images, compress)
+        write_idx(raw / f"{prefix}-labels-idx1-ubyte", labels, compress)
+
+
+def write_cifar(root: Path, rng: np.random.Generator, classes: int = 10,
+                n_batch: int = 100) -> None:
+    """torchvision's CIFAR-10 (``cifar-10-batches-py``) or CIFAR-100 (``cifar-100-python``)
+    python pickles (protocol 2, as the originals)."""
+    def batch(n):
+        labels = rng.integers(0, classes, n)
+        data = labels[:, None] * (200 // classes) + rng.integers(0, 50, (n, 3072))
+        data = data.astype(np.uint8)
+        key = "labels" if classes == 10 else "fine_labels"
+        out = {"batch_label": "batch", key: labels.tolist(), "data": data}
+        if classes == 100:
+            out["coarse_labels"] = (labels // 5).tolist()
+        return out
+    folder = root / ("cifar-10-batches-py" if classes == 10 else "cifar-100-python")
+    folder.mkdir(parents=True)
+    names = ([f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"] if classes == 10
+             else ["train", "test"])
+    for name in names:
+        n = n_batch * (5 if name == "train" else 1)
+        with open(folder / name, "wb") as f:
+            pickle.dump(batch(n), f, protocol=2)
+
+
+def write_npz_clients(root: Path, rng: np.random.Generator, sizes: List[int],
+                      with_test: bool = True, shape=(6,)) -> None:
+    """``root/client_<k>.npz`` with float x of ``shape`` and labels in [0, 3)."""
+    root.mkdir(parents=True, exist_ok=True)
+    for k, n in enumerate(sizes):
+        arrays = {"x": rng.normal(size=(n,) + shape).astype(np.float32),
+                  "y": rng.integers(0, 3, n)}
+        if with_test:
+            arrays["x_test"] = rng.normal(size=(3,) + shape).astype(np.float32)
+            arrays["y_test"] = rng.integers(0, 3, 3)
+        np.savez(root / f"client_{k:03d}.npz", **arrays)
