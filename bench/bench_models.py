@@ -3,24 +3,26 @@ across the cohort against a per-client loop of the same module, and opening / sa
 FEMNIST-sized LEAF data set.
 
 Run: ``OMP_NUM_THREADS=1 python -m pytest bench/bench_models.py -q -s`` (``-k train`` or
-``-k leaf``; ``FASTFAIR_BENCH_CLIENTS`` / ``FASTFAIR_BENCH_USERS`` shrink the cases).
+``-k leaf``; the full sizes take about 15 minutes and 5 GB of disk in the temporary folder).
 
 - ``train``: 100 clients with FEMNIST's train sizes (about 200 samples each), 1 epoch, batch 10
-  or 32, one cohort step from the same global model, for each network. ``batched``:
+  or 32, one cohort step from the same global model, for each network. ``fastfair batched``:
   ``train_clients`` on a :class:`~fastfair.sim.models.ModuleModel` (one ``vmap`` program for
-  the cohort). ``loop``: each client in turn, the module loaded with the global weights,
-  ``torch.optim.SGD`` on the same minibatches. The two run interleaved (A B A B); min and
-  median are printed.
+  the cohort). ``torch per-client loop`` (the reference): each client in turn, the module
+  loaded with the global weights, ``torch.optim.SGD`` on the same minibatches. The two run
+  interleaved (A B A B); min and median are printed. The floor is a compute floor: one epoch of
+  one model over all the cohort's samples in batches of 1,024, the arithmetic the cohort cannot
+  avoid.
 - ``leaf``: 3,500 writers in 36 train and 36 test files of LEAF's format and size (pixels as
   ``value / 255`` text, about 5 GB). Opening reads the headers; a cohort of 10 clients is then
-  read cold (entries located and parsed) and again warm (kept in memory); the bytes read are
-  counted.
+  read cold (by a data set just opened: entries located and parsed) and again warm (kept in
+  memory), five times. The floors are the bytes read from the files, and the bytes of the batch,
+  at the copy bandwidth.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import statistics
 import time
@@ -30,14 +32,16 @@ import numpy as np
 import pytest
 import torch
 
+from bench.conftest import best_time, sizes
 from fastfair.sim.datasets.leaf import LeafDataset
 from fastfair.sim.datasets.leaf_json import LeafFile
 from fastfair.sim.models import ModuleModel
 from fastfair.sim.training import LocalTrainingConfig, minibatch_schedule, train_clients
 from fastfair.sim.zoo import BUILDERS, Dense
 
-CLIENTS = int(os.environ.get("FASTFAIR_BENCH_CLIENTS", "100"))
-USERS = int(os.environ.get("FASTFAIR_BENCH_USERS", "3500"))
+CLIENTS = sizes(100, 3)
+USERS = sizes(3500, 30)
+REPEATS = sizes(2, 1)
 
 
 def _femnist_cnn():
@@ -79,28 +83,44 @@ def _loop(module, theta, batch, config, ids, seed):
             opt.step()
 
 
+def _dense_epoch(module, batch, lr):
+    """The compute floor: one model, one epoch over every sample of the cohort, batches of
+    1,024."""
+    opt = torch.optim.SGD(module.parameters(), lr=lr)
+    for start in range(0, batch.x.shape[0], 1024):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(module(batch.x[start:start + 1024]),
+                                          batch.y[start:start + 1024]).backward()
+        opt.step()
+
+
 @pytest.mark.parametrize("batch_size", [10, 32])
 @pytest.mark.parametrize("network", list(NETWORKS))
-def test_train_batched_vs_loop(cohort, network, batch_size):
+def test_train_batched_vs_loop(floor_report, cohort, network, batch_size):
     torch.manual_seed(0)
     module = NETWORKS[network]()
     model = ModuleModel(module)
     theta = model.init(None)
     config = LocalTrainingConfig(epochs=1, batch_size=batch_size, lr=0.05)
     ids = np.arange(CLIENTS)
-    runs = {"batched": lambda: train_clients(model, theta, cohort, config, ids, seed=1),
-            "loop": lambda: _loop(module, theta, cohort, config, ids, seed=1)}
+    runs = {"fastfair batched": lambda: train_clients(model, theta, cohort, config, ids, seed=1),
+            "torch per-client loop": lambda: _loop(module, theta, cohort, config, ids, seed=1)}
     times = {name: [] for name in runs}
-    for _ in range(2):
+    for _ in range(REPEATS):
         for name, fn in runs.items():
             start = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - start)
+    floor = best_time(lambda: _dense_epoch(NETWORKS[network](), cohort, 0.05), repeat=1,
+                      warmup=0)
+    case = f"{network} FEMNIST {CLIENTS} clients batch {batch_size}"
+    for name, seconds in times.items():
+        floor_report.add(case, name, min(seconds), floor_seconds=floor,
+                         reference=name.startswith("torch"))
     line = " | ".join(f"{name} min {min(t):.1f} s median {statistics.median(t):.1f} s"
                       for name, t in times.items())
-    print(f"\n{network} on FEMNIST, {CLIENTS} clients, {int(cohort.counts.sum())} samples, "
-          f"1 epoch, batch {batch_size}, {torch.get_num_threads()} thread(s): {line} | "
-          f"loop / batched {min(times['loop']) / min(times['batched']):.2f}x")
+    print(f"\n{case}, {int(cohort.counts.sum())} samples, 1 epoch, {torch.get_num_threads()} "
+          f"thread(s): {line} | floor {floor:.1f} s")
 
 
 def _pixel_pool(rng, size=512):
@@ -143,8 +163,9 @@ def femnist_sized(tmp_path_factory):
     shutil.rmtree(root)
 
 
-def test_leaf_open_and_sample(femnist_sized, monkeypatch):
-    total = sum(p.stat().st_size for p in femnist_sized.rglob("*.json"))
+def test_leaf_open_and_sample(floor_report, femnist_sized, monkeypatch):
+    files = sorted(femnist_sized.rglob("*.json"))
+    total = sum(p.stat().st_size for p in files)
     read = [0]
     original = LeafFile._read
 
@@ -158,19 +179,28 @@ def test_leaf_open_and_sample(femnist_sized, monkeypatch):
         start = time.perf_counter()
         data = LeafDataset("femnist", str(femnist_sized))
         opens.append(time.perf_counter() - start)
+    headers = len(files) * (1 << 16)               # what opening reads of each file at most
     rng = np.random.default_rng(2)
-    cold, warm, sizes = [], [], []
+    cold, warm, sizes_read, batch_bytes = [], [], [], []
     for _ in range(5):
-        ids = np.sort(rng.choice(data.num_clients, 10, replace=False))
+        ids = np.sort(rng.choice(data.num_clients, min(10, data.num_clients), replace=False))
+        data = LeafDataset("femnist", str(femnist_sized))
+        before = read[0]
         for times in (cold, warm):
             start = time.perf_counter()
             batch = data.client_data(ids)
             times.append(time.perf_counter() - start)
-        sizes.append(int(batch.counts.sum()))
-    print(f"\nLEAF FEMNIST-sized: {data.num_clients} clients, {total / 1e9:.2f} GB of JSON in 72 "
-          f"files | open min {min(opens):.2f} s median {statistics.median(opens):.2f} s | "
-          f"cohort of 10 (~{int(np.mean(sizes))} samples): cold min {min(cold) * 1e3:.0f} ms "
-          f"median {statistics.median(cold) * 1e3:.0f} ms, warm min {min(warm) * 1e3:.1f} ms "
-          f"median {statistics.median(warm) * 1e3:.1f} ms | read {read[0] / 1e6:.0f} MB of "
-          f"{total / 1e6:.0f} MB")
+        sizes_read.append(read[0] - before)
+        batch_bytes.append(batch.x.numel() * 4)
+    case = f"LEAF FEMNIST-sized, {data.num_clients} users"
+    floor_report.add(f"{case}: open", "fastfair LeafDataset", min(opens), headers)
+    floor_report.add(f"{case}: cohort of 10, cold", "fastfair client_data", min(cold),
+                     int(np.median(sizes_read)))
+    floor_report.add(f"{case}: cohort of 10, warm", "fastfair client_data", min(warm),
+                     int(np.median(batch_bytes)))
+    print(f"\n{case}, {total / 1e9:.2f} GB of JSON in {len(files)} files | open min "
+          f"{min(opens):.2f} s median {statistics.median(opens):.2f} s | cohort of 10: cold min "
+          f"{min(cold) * 1e3:.0f} ms median {statistics.median(cold) * 1e3:.0f} ms, warm min "
+          f"{min(warm) * 1e3:.1f} ms median {statistics.median(warm) * 1e3:.1f} ms | read "
+          f"{read[0] / 1e6:.0f} MB of {total / 1e6:.0f} MB")
     assert data.num_clients == USERS
