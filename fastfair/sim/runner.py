@@ -78,11 +78,15 @@ class Runner:
         k = min(cfg.eval_clients, cfg.clients)
         ids = np.arange(cfg.clients) if k == cfg.clients else np.sort(
             rng.choice(cfg.clients, size=k, replace=False))
-        ids = ids[dataset.client_data(ids, "test").counts > 0]
-        if ids.size == 0:
+        batch = dataset.client_data(ids, "test", device)
+        has_test = batch.counts > 0
+        if not has_test.any():
             raise ValueError("no evaluation client has test data; raise --eval-clients")
+        if not has_test.all():  # rare (tiny digits clients): drop them, reading the rest again
+            ids = ids[has_test]
+            batch = dataset.client_data(ids, "test", device)
         self.eval_ids = ids
-        return dataset.client_data(ids, "test", device)
+        return batch
 
     def _finish(self, t: int, record: Dict[str, Any], started: float) -> Dict[str, Any]:
         """Closes round t: its record, with evaluation metrics on evaluation rounds."""

@@ -169,16 +169,10 @@ def keys(seed: int, stream: Stream, ids: np.ndarray, round: Optional[int] = None
     return h if round is None else splitmix64(h ^ np.uint64(round))
 
 
-def torch_seeds(seed: int, stream: Stream, ids: np.ndarray,
-                round: Optional[int] = None) -> np.ndarray:
-    """``[n]`` non-negative 63-bit seeds (for ``torch.Generator.manual_seed``) of ``ids`` in a
-    ``KEYS`` stream, hashed in one vectorised pass."""
-    return keys(seed, stream, ids, round) >> np.uint64(1)
-
-
 def torch_seed(seed: int, stream: Stream, index: int = 0, round: Optional[int] = None) -> int:
-    """The seed of one ``index`` (:func:`torch_seeds`)."""
-    return int(torch_seeds(seed, stream, np.array([index]), round)[0])
+    """A non-negative 63-bit seed (for ``torch.Generator.manual_seed``) from the key of one
+    ``index`` of a ``KEYS`` stream."""
+    return int(keys(seed, stream, np.array([index]), round)[0] >> np.uint64(1))
 
 
 def shuffle_uniforms(seed: int, client_keys, epochs, positions):
