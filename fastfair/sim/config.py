@@ -71,6 +71,8 @@ class SimulationConfig:
     availability_options: Dict[str, Any] = field(default_factory=dict)
     eval_every: int = 5
     eval_clients: int = 1000
+    # fraction of each client's training samples held out to choose hyperparameters on (0: none)
+    validation: float = 0.0
     # where the model, the cohort's data and training live: "cpu", "cuda" or "cuda:N"
     device: str = "cpu"
 
@@ -86,6 +88,8 @@ class SimulationConfig:
             raise ValueError(f"local_steps must be >= 1 or None; got {self.local_steps}")
         if not DEVICE.fullmatch(self.device):
             raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N'; got {self.device!r}")
+        if not 0 <= self.validation <= 0.5:
+            raise ValueError(f"validation must be in [0, 0.5]; got {self.validation}")
         if self.seed < 0:
             raise ValueError(f"seed must be >= 0; got {self.seed}")
         if self.per_round > self.clients:

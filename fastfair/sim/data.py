@@ -44,6 +44,15 @@ class ClientBatch:
         return ClientBatch(self.x.to(device), self.y.to(device), self.offsets)
 
 
+def concat_batches(batches: Sequence[ClientBatch]) -> ClientBatch:
+    """One batch of the clients of ``batches`` (in order): x and y concatenated, offsets
+    shifted."""
+    counts = np.concatenate([b.counts for b in batches])
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return ClientBatch(torch.cat([b.x for b in batches]), torch.cat([b.y for b in batches]),
+                       offsets)
+
+
 class FederatedDataset:
     """Interface of every data set: ``num_clients``, ``num_features`` (the product of
     ``sample_shape``, the shape of one sample), ``num_classes``, ``vocab_size`` (token data: x

@@ -15,7 +15,7 @@ uninterrupted single-process run.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -26,12 +26,13 @@ from fastfair.aggregators.objectives import ClientObjective
 from fastfair.sim.availability import build_availability
 from fastfair.sim.catalog import build_dataset
 from fastfair.sim.config import SimulationConfig
-from fastfair.sim.data import ClientBatch, FederatedDataset
+from fastfair.sim.data import ClientBatch, FederatedDataset, concat_batches
 from fastfair.sim.distributed import Distributed
 from fastfair.sim.models import FlatModel, check_model
 from fastfair.sim.runner import Runner
-from fastfair.sim.seeding import Stream, raw_seed, torch_seed
-from fastfair.sim.training import LocalTrainingConfig, evaluate_clients, train_clients
+from fastfair.sim.seeding import CohortKeys, Stream, raw_seed, torch_seed
+from fastfair.sim.training import Lane, LocalTrainingConfig, evaluate_clients, train_lanes
+from fastfair.sim.validation import ValidationSplit
 from fastfair.sim.zoo import model_for
 
 
@@ -57,14 +58,19 @@ def build_server_optimizer(config: SimulationConfig):
 
 class Simulation(Runner):
     """A federated run of one rule: ``step()`` plays one round, ``evaluate()`` scores the global
-    model on the evaluation clients, ``state_dict()`` captures everything needed to continue."""
+    model on the evaluation clients, ``state_dict()`` captures everything needed to continue.
+    Several runs on one model play their rounds as one batched program through
+    :func:`play_round` (a sweep, :class:`~fastfair.sim.sweep.Sweep`); a run alone is its one
+    lane."""
 
     def __init__(self, config: SimulationConfig, dist: Optional[Distributed] = None, *,
                  dataset: Optional[FederatedDataset] = None,
                  model: Optional[FlatModel] = None) -> None:
         """``dataset`` (e.g. an :class:`~fastfair.sim.data.ArrayDataset` of your own per-client
         arrays) replaces ``config.dataset``, and ``model`` (e.g. a
-        :class:`~fastfair.sim.models.ModuleModel` around your module) replaces ``config.model``."""
+        :class:`~fastfair.sim.models.ModuleModel` around your module) replaces ``config.model``.
+        With ``config.validation`` > 0 the clients train on the rest of their training data and
+        evaluation rounds also score the held-out part (``val_*`` metrics)."""
         self.config = config
         self.dist = dist or Distributed(device=torch.device(config.device))
         self.device = self.dist.device if self.dist.world_size > 1 else torch.device(config.device)
@@ -73,7 +79,8 @@ class Simulation(Runner):
                              "device='cpu' (--device cpu)")
         self.rule = build_rule(config)
         self.optimizer = build_server_optimizer(config)
-        self.dataset = build_dataset(config) if dataset is None else dataset
+        self.dataset = with_validation(build_dataset(config) if dataset is None else dataset,
+                                       config.validation)
         if self.dataset.num_clients != config.clients:
             raise ValueError(f"config.clients is {config.clients} but the dataset has "
                              f"{self.dataset.num_clients} clients")
@@ -86,7 +93,23 @@ class Simulation(Runner):
         self.round = 0
         self.history: List[Dict[str, Any]] = []
         self._eval_batch = self._pick_eval_clients(self.dataset, self.device)
+        self._val_batch, self.val_ids = self._validation_batch()
         self._check_model(self._eval_batch)
+
+    def _validation_batch(self) -> Tuple[Optional[ClientBatch], Optional[np.ndarray]]:
+        """The validation samples of the evaluation clients that have any (None without a
+        validation split)."""
+        if not self.config.validation:
+            return None, None
+        batch = self.dataset.client_data(self.eval_ids, "val", self.device)
+        has = batch.counts > 0
+        if not has.any():
+            raise ValueError("no evaluation client has validation samples; raise validation "
+                             "(--validation) or --eval-clients")
+        if has.all():
+            return batch, self.eval_ids
+        ids = self.eval_ids[has]
+        return self.dataset.client_data(ids, "val", self.device), ids
 
     def _check_model(self, batch: ClientBatch) -> None:
         """Raises ValueError unless the model maps one sample of ``batch`` to logits of the data
@@ -101,29 +124,7 @@ class Simulation(Runner):
 
     # ------------------------------------------------------------------ one round
     def _play(self, t: int, ids: np.ndarray) -> Dict[str, Any]:
-        cfg = self.config
-        m = ids.shape[0]
-        mine = self.dist.my_slice(m)
-        batch = self.dataset.client_data(ids[mine], "train", device=self.device)
-        losses_mine, _ = evaluate_clients(self.model, self.params, batch)
-        losses = self.dist.gather(losses_mine, m)
-        counts = self.dist.gather(batch.counts.astype(np.float64), m)
-
-        objective = self.rule.client_objective()
-        local = LocalTrainingConfig(epochs=cfg.epochs, steps=cfg.local_steps,
-                                    batch_size=cfg.batch_size, lr=cfg.lr * cfg.lr_decay ** (t - 1))
-        updates, state = train_clients(self.model, self.params, batch, local, ids[mine],
-                                       torch_seed(cfg.seed, Stream.ROUND_TRAINING, t), objective)
-        inputs = self._round_inputs(objective, state, updates, m)
-        coef = np.asarray(self.rule.weights(ids, losses, num_samples=counts, **inputs),
-                          dtype=np.float64)
-        direction = torch.zeros_like(self.params)
-        if updates.shape[0]:
-            ops.weighted_average(updates, torch.from_numpy(coef[mine]).to(self.device),
-                                 out=direction)
-        self.optimizer.step(self.params, self.dist.sum(direction))
-        return {"participants": int(m), "train_loss": float(np.mean(losses)),
-                "max_coefficient": float(np.max(coef))}
+        return play_round([self], t, [ids])[0]
 
     def _round_inputs(self, objective: Optional[ClientObjective], state: Any,
                       updates: torch.Tensor, m: int) -> Dict[str, Any]:
@@ -148,6 +149,32 @@ class Simulation(Runner):
         loss, acc = evaluate_clients(self.model, self.params, self._eval_batch)
         return acc, loss, self._eval_batch.counts
 
+    def evaluate_validation(self) -> Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        if self._val_batch is None:
+            return None
+        loss, acc = evaluate_clients(self.model, self.params, self._val_batch)
+        return acc, loss, self._val_batch.counts
+
+    def _aggregate(self, ids: np.ndarray, share: slice, losses_mine: np.ndarray,
+                   counts_mine: np.ndarray, objective: Optional[ClientObjective],
+                   updates: torch.Tensor, state: Optional[torch.Tensor]) -> Dict[str, Any]:
+        """The server side of a round: the cohort's losses and counts gathered from every
+        process, the rule's coefficients, the weighted average of this process's ``updates``
+        (its ``share`` of the cohort ``ids``) summed over processes, the optimiser's step."""
+        m = ids.shape[0]
+        losses = self.dist.gather(losses_mine, m)
+        counts = self.dist.gather(counts_mine.astype(np.float64), m)
+        inputs = self._round_inputs(objective, state, updates, m)
+        coef = np.asarray(self.rule.weights(ids, losses, num_samples=counts, **inputs),
+                          dtype=np.float64)
+        direction = torch.zeros_like(self.params)
+        if updates.shape[0]:
+            ops.weighted_average(updates, torch.from_numpy(coef[share]).to(self.device),
+                                 out=direction)
+        self.optimizer.step(self.params, self.dist.sum(direction))
+        return {"participants": int(m), "train_loss": float(np.mean(losses)),
+                "max_coefficient": float(np.max(coef))}
+
     # ------------------------------------------------------------------ checkpoints
     def _state(self) -> Dict[str, Any]:
         return {"params": self.params.clone(), "rule": self.rule.state_dict(),
@@ -162,3 +189,55 @@ class Simulation(Runner):
         rule.load_state_dict(state["rule"])
         optimizer.load_state_dict(state["optimizer"])
         self.rule, self.optimizer, self.params = rule, optimizer, params.clone()
+
+
+def with_validation(dataset: FederatedDataset, fraction: float) -> FederatedDataset:
+    """``dataset`` with a :class:`~fastfair.sim.validation.ValidationSplit` of ``fraction``
+    (unchanged for 0, or when it already holds that split)."""
+    if not fraction or (isinstance(dataset, ValidationSplit) and dataset.fraction == fraction):
+        return dataset
+    return ValidationSplit(dataset, fraction)
+
+
+def play_round(sims: Sequence[Simulation], t: int,
+               cohorts: Sequence[np.ndarray]) -> List[Dict[str, Any]]:
+    """Round ``t`` of several runs at once; ``cohorts[r]`` (m_r >= 1 ids) are run r's sampled
+    clients. Returns each run's round record.
+
+    The runs share one model architecture, device and local-training settings (a sweep's
+    runs). Runs on the same data set with the same seed and cohort share one batch of client
+    data; every run's cohort trains in one :func:`~fastfair.sim.training.train_lanes` pass (its
+    own global model, objective and keys), then each run's rule weights its own updates and its
+    server optimiser steps. Every per-client computation is the one the run makes alone."""
+    lead = sims[0]
+    cfg, dist, device = lead.config, lead.dist, lead.device
+    local = LocalTrainingConfig(epochs=cfg.epochs, steps=cfg.local_steps,
+                                batch_size=cfg.batch_size, lr=cfg.lr * cfg.lr_decay ** (t - 1))
+    shares = [dist.my_slice(ids.shape[0]) for ids in cohorts]
+    groups: Dict[Tuple[int, int, bytes], List[int]] = {}
+    for r, (sim, ids) in enumerate(zip(sims, cohorts)):
+        groups.setdefault((id(sim.dataset), sim.config.seed, ids.tobytes()), []).append(r)
+    batches, keys, lanes = [], [], [None] * len(sims)
+    losses: List[np.ndarray] = [np.zeros(0)] * len(sims)
+    first = 0
+    for members in groups.values():
+        r0 = members[0]
+        ids = cohorts[r0][shares[r0]]
+        batch = sims[r0].dataset.client_data(ids, "train", device=device)
+        seed = torch_seed(sims[r0].config.seed, Stream.ROUND_TRAINING, t)
+        mine, _ = evaluate_clients(lead.model, torch.stack([sims[r].params for r in members]),
+                                   batch)
+        for j, r in enumerate(members):
+            losses[r] = mine[j]
+            lanes[r] = Lane(sims[r].params, first + np.arange(len(ids)),
+                            sims[r].rule.client_objective())
+        batches.append(batch)
+        keys.append(CohortKeys.of(seed, ids, device))
+        first += len(ids)
+    batch = batches[0] if len(batches) == 1 else concat_batches(batches)
+    trained = train_lanes(lead.model, batch, keys[0] if len(keys) == 1 else CohortKeys.cat(keys),
+                          lanes, local)
+    counts = {r: batches[g].counts for g, members in enumerate(groups.values()) for r in members}
+    return [sim._aggregate(ids, share, loss, counts[r], lane.objective, update, state)
+            for r, (sim, ids, share, loss, lane, (update, state))
+            in enumerate(zip(sims, cohorts, shares, losses, lanes, trained))]

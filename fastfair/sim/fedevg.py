@@ -38,7 +38,8 @@ class FedEvgSimulation(MethodRunner):
               "server_lr": f"the server step is Langevin; {_OWN}: beta_start, beta_end",
               "server_optimizer": "the server moves a synthetic set, not a model",
               "server_options": "the server moves a synthetic set, not a model",
-              "device": "FedEvg runs on the CPU"}
+              "device": "FedEvg runs on the CPU",
+              "validation": "FedEvg's options are not chosen on a validation split"}
 
     def __init__(self, config: Any, dist: Optional[Distributed] = None, *,
                  dataset: Optional[FederatedDataset] = None) -> None:

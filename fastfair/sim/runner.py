@@ -19,6 +19,11 @@ from fastfair.sim.datasets import check_files
 from fastfair.sim.metrics import fairness_metrics
 from fastfair.sim.seeding import Stream, numpy_rng
 
+Result = Tuple[np.ndarray, np.ndarray, np.ndarray]
+#: A round's evaluation: (accuracy, loss, counts) on the test split, and on the validation
+#: split (None without one).
+Evaluation = Tuple[Result, Optional[Result]]
+
 
 class Runner:
     """Subclasses set ``config`` (with ``seed``, ``clients``, ``eval_clients``, ``eval_every``,
@@ -88,15 +93,21 @@ class Runner:
         self.eval_ids = ids
         return batch
 
-    def _finish(self, t: int, record: Dict[str, Any], started: float) -> Dict[str, Any]:
-        """Closes round t: its record, with evaluation metrics on evaluation rounds."""
+    def _finish(self, t: int, record: Dict[str, Any], started: float,
+                evaluation: Optional[Evaluation] = None) -> Dict[str, Any]:
+        """Closes round t: its record, with evaluation metrics on evaluation rounds (from
+        ``evaluation`` when the caller scored the model already)."""
         self.round = t
         record = {"round": t, **record}
-        if t % self.config.eval_every == 0 or t == self.config.rounds:
-            record.update(self.evaluate_metrics())
+        if self.evaluation_due(t):
+            record.update(self.evaluate_metrics(evaluation))
         record["seconds"] = time.perf_counter() - started
         self.history.append(record)
         return record
+
+    def evaluation_due(self, t: int) -> bool:
+        """Whether round ``t`` ends with an evaluation (every ``eval_every`` and the last)."""
+        return t % self.config.eval_every == 0 or t == self.config.rounds
 
     def evaluate(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(accuracy [E], loss [E], test counts [E])`` per evaluation client ``eval_ids``."""
@@ -114,10 +125,19 @@ class Runner:
         ``module.load_state_dict``) for a :class:`~fastfair.sim.models.ModuleModel`."""
         return self.model.state_dict(self.params)
 
-    def evaluate_metrics(self) -> Dict[str, float]:
-        """The fairness summary of client accuracy (``acc_*``), the sample-weighted test loss
-        and :meth:`extra_metrics`."""
-        acc, loss, counts = self.evaluate()
+    def evaluate_validation(self) -> Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """:meth:`evaluate` on the validation split of the evaluation clients that have one
+        (None when the run holds out none)."""
+        return None
+
+    def evaluate_metrics(self, evaluation: Optional[Evaluation] = None) -> Dict[str, float]:
+        """The fairness summary of client accuracy (``acc_*``), the sample-weighted test loss,
+        the same on the validation split (``val_acc_*``, ``val_loss``) when the run holds one
+        out, and :meth:`extra_metrics`. ``evaluation`` gives the two results (test, and
+        validation or None) when the caller computed them (a batched sweep)."""
+        test, val = evaluation if evaluation is not None else (self.evaluate(),
+                                                                self.evaluate_validation())
+        acc, loss, counts = test
         out = {f"acc_{k}": v for k, v in fairness_metrics(acc, weights=counts).items()}
         out["test_loss"] = float(np.dot(loss, counts) / counts.sum())
         groups = self.dataset.groups(self.eval_ids)
@@ -127,6 +147,11 @@ class Runner:
             means = {int(g): float(acc[groups == g].mean()) for g in present}
             out.update({f"acc_group{g}": v for g, v in means.items()})
             out["acc_worst_group"] = min(means.values())
+        if val is not None:
+            v_acc, v_loss, v_counts = val
+            out.update({f"val_acc_{k}": v for k, v in
+                        fairness_metrics(v_acc, weights=v_counts).items()})
+            out["val_loss"] = float(np.dot(v_loss, v_counts) / v_counts.sum())
         out.update(self.extra_metrics())
         return out
 

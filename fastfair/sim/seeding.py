@@ -20,7 +20,8 @@ Derivations:
 from __future__ import annotations
 
 import enum
-from typing import Optional
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -175,7 +176,7 @@ def torch_seed(seed: int, stream: Stream, index: int = 0, round: Optional[int] =
     return int(keys(seed, stream, np.array([index]), round)[0] >> np.uint64(1))
 
 
-def shuffle_uniforms(seed: int, client_keys, epochs, positions):
+def shuffle_uniforms(client_keys, epochs, positions):
     """Uniform (0, 1) sort keys ``[n]`` (float64, on the device of the inputs) of local
     training's shuffles: row ``positions[i]`` of the client whose ``SHUFFLE`` key is
     ``client_keys[i]`` (:func:`shuffle_client_keys`, an int64 tensor) in its epoch ``epochs[i]``.
@@ -196,7 +197,38 @@ def step_keys(seed: int, client_ids: np.ndarray, step: int) -> np.ndarray:
     """``[m]`` int64 keys (63 bits, non-negative) of clients ``client_ids`` at local step ``step``
     in the ``DROPOUT`` stream under ``seed`` (the round's training key): a client's dropout masks
     depend on (seed, round, client id, step) alone, never on the rest of the cohort."""
-    return (keys(seed, Stream.DROPOUT, client_ids, round=step) >> np.uint64(1)).astype(np.int64)
+    return advance_keys(keys(seed, Stream.DROPOUT, client_ids), step)
+
+
+def advance_keys(dropout_keys: np.ndarray, step: int) -> np.ndarray:
+    """:func:`step_keys` at local step ``step`` from the clients' ``DROPOUT`` keys
+    ``dropout_keys [m]`` (uint64, ``keys(seed, Stream.DROPOUT, ids)``), hashed once per round."""
+    return (splitmix64(dropout_keys ^ np.uint64(step)) >> np.uint64(1)).astype(np.int64)
+
+
+@dataclass
+class CohortKeys:
+    """The training keys of a batch's clients: ``shuffle [C]`` (int64 tensor on the training
+    device, :func:`shuffle_client_keys`) and ``dropout [C]`` (uint64, the ``DROPOUT`` keys
+    :func:`advance_keys` steps). Clients of runs with different seeds sit side by side in one
+    batch with their own keys (:meth:`cat`)."""
+
+    shuffle: Any
+    dropout: np.ndarray
+
+    @classmethod
+    def of(cls, seed: int, client_ids: np.ndarray, device=None) -> "CohortKeys":
+        """The keys of clients ``client_ids [C]`` under the round training key ``seed``."""
+        ids = np.asarray(client_ids, dtype=np.int64)
+        return cls(shuffle_client_keys(seed, ids, device), keys(seed, Stream.DROPOUT, ids))
+
+    @classmethod
+    def cat(cls, parts: Sequence["CohortKeys"]) -> "CohortKeys":
+        """The keys of several batches' clients, concatenated in order."""
+        import torch
+
+        return cls(torch.cat([p.shuffle for p in parts]),
+                   np.concatenate([p.dropout for p in parts]))
 
 
 def round_keys(seed: int, stream: Stream, ids: np.ndarray, round: int) -> np.ndarray:

@@ -61,7 +61,8 @@ def evaluate_personal(model: FlatModel, params: torch.Tensor, x: torch.Tensor, y
 class SuperFedSimulation(MethodRunner):
     """SuPerFed rounds on any federated data set and flat model of the simulator."""
 
-    unused = {"device": "SuPerFed runs on the CPU"}
+    unused = {"device": "SuPerFed runs on the CPU",
+              "validation": "SuPerFed's options are not chosen on a validation split"}
 
     def __init__(self, config: Any, dist: Optional[Distributed] = None, *,
                  dataset: Optional[FederatedDataset] = None,

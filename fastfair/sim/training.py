@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Optional, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -11,7 +11,7 @@ import torch
 from fastfair.aggregators.objectives import ClientObjective
 from fastfair.sim.data import ClientBatch
 from fastfair.sim.models import FlatModel, TrainingStep
-from fastfair.sim.seeding import shuffle_client_keys, shuffle_uniforms, step_keys
+from fastfair.sim.seeding import CohortKeys, advance_keys, shuffle_client_keys, shuffle_uniforms
 
 
 @dataclass
@@ -49,34 +49,45 @@ def _segment_ids(counts: np.ndarray, device: Optional[torch.device] = None) -> t
 
 def evaluate_clients(model: FlatModel, params: torch.Tensor, batch: ClientBatch,
                      chunk: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray]:
-    """Loss and accuracy of one model ``params [P]`` on each client's samples, ``chunk`` samples
-    per forward pass (default ``model.eval_rows``).
+    """Loss and accuracy of a model ``params [P]``, or of L models ``params [L, P]``, on each
+    client's samples, ``chunk`` samples per forward pass (default ``model.eval_rows``).
 
-    Returns ``(loss [m], accuracy [m])`` as float64 NumPy arrays: per-client means of the
-    model's sample loss and accuracy (cross-entropy and ``argmax == y`` by default, averaged
-    over positions for a label per position; NaN for a client with no samples). Runs on the
-    device of ``params`` and ``batch``; only the ``[m]`` results travel to the host.
+    Returns ``(loss, accuracy)`` as float64 NumPy arrays, ``[m]`` for one model and ``[L, m]``
+    for L: per-client means of the model's sample loss and accuracy (cross-entropy and
+    ``argmax == y`` by default, averaged over positions for a label per position; NaN for a
+    client with no samples). The L models read the same inputs in one forward pass per chunk.
+    Runs on the device of ``params`` and ``batch``; only the results travel to the host.
     """
     chunk = chunk or model.eval_rows
     counts = batch.counts
     m = len(counts)
     device = params.device
+    p = params.reshape(-1, params.shape[-1])
+    L = p.shape[0]
     seg = _segment_ids(counts, device)
-    loss_sum = torch.zeros(m, dtype=torch.float64, device=device)
-    hit_sum = torch.zeros(m, dtype=torch.float64, device=device)
+    loss_sum = torch.zeros(L, m, dtype=torch.float64, device=device)
+    hit_sum = torch.zeros(L, m, dtype=torch.float64, device=device)
     with torch.no_grad():
-        p = params.reshape(1, -1)
         for start in range(0, batch.x.shape[0], chunk):
-            xs = batch.x[start:start + chunk].unsqueeze(0)
-            logits = model.forward(p, xs)
-            ys = batch.y[start:start + chunk].unsqueeze(0)
-            loss = model.sample_loss(logits, ys)[0]
-            segs = seg[start:start + chunk]
-            loss_sum.index_add_(0, segs, loss.double())
-            hit_sum.index_add_(0, segs, model.sample_hits(logits, ys)[0])
+            xs, ys = batch.x[start:start + chunk], batch.y[start:start + chunk]
+            n = xs.shape[0]
+            # Whole multiples of 16 rows keep every model's block of outputs 64-byte aligned:
+            # BLAS kernels round differently at other alignments, and a run's numbers must not
+            # depend on how many models share the pass.
+            pad = -n % 16
+            if pad:
+                xs = torch.cat([xs, xs[:1].expand(pad, *xs.shape[1:])])
+                ys = torch.cat([ys, ys[:1].expand(pad, *ys.shape[1:])])
+            logits = model.forward(p, xs.unsqueeze(0).expand(L, *xs.shape))
+            ys = ys.unsqueeze(0).expand(L, *ys.shape)
+            loss = model.sample_loss(logits, ys)[:, :n].double()
+            segs = seg[start:start + n]
+            loss_sum.index_add_(1, segs, loss)
+            hit_sum.index_add_(1, segs, model.sample_hits(logits, ys)[:, :n])
     with np.errstate(invalid="ignore", divide="ignore"):
         n = counts.astype(np.float64)
-        return loss_sum.cpu().numpy() / n, hit_sum.cpu().numpy() / n
+        loss, acc = loss_sum.cpu().numpy() / n, hit_sum.cpu().numpy() / n
+    return (loss[0], acc[0]) if params.dim() == 1 else (loss, acc)
 
 
 def local_steps(counts: np.ndarray, config: LocalTrainingConfig) -> np.ndarray:
@@ -112,22 +123,42 @@ def minibatch_schedule(counts: np.ndarray, config: LocalTrainingConfig, client_i
     follows the clients' real steps rather than the longest client's. The schedule is built on
     ``device`` (default CPU); only ``[m]`` per-client values come from the host.
     """
-    counts = np.asarray(counts, dtype=np.int64)
     ids = np.asarray(client_ids, dtype=np.int64)
-    if ids.shape != counts.shape:
-        raise ValueError(f"client_ids has {ids.size} entries but counts has {counts.size}")
+    if ids.shape != np.shape(counts):
+        raise ValueError(f"client_ids has {ids.size} entries but counts has {np.size(counts)}")
+    return keyed_schedule(counts, config, shuffle_client_keys(seed, ids, device), order, device)
+
+
+def keyed_schedule(counts: np.ndarray, config: LocalTrainingConfig, client_keys: torch.Tensor,
+                   order: Optional[np.ndarray] = None, device: Optional[torch.device] = None
+                   ) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
+    """:func:`minibatch_schedule` from the clients' ``SHUFFLE`` keys ``client_keys [m]`` (int64,
+    :func:`fastfair.sim.seeding.shuffle_client_keys`), so that clients of several seeds share one
+    schedule. ``order`` may name a client more than once (several runs training the same
+    client); it must list clients by non-increasing :func:`local_steps`, and a step yields its
+    prefix of the entries still training."""
+    counts = np.asarray(counts, dtype=np.int64)
     B = config.batch_size
+    # Minibatches padded to whole multiples of 4 rows (never valid): every client's block of
+    # activations then starts 16-byte aligned, and BLAS kernels, which round differently at
+    # other alignments, give a client the same numbers in any company (a run in a sweep equals
+    # the run alone).
+    width = B + (-B % 4)
     offsets = torch.as_tensor(np.concatenate([[0], np.cumsum(counts)[:-1]]), device=device)
     n = torch.as_tensor(counts, device=device)
     per_epoch = (n + B - 1) // B
-    total_steps = torch.as_tensor(local_steps(counts, config), device=device)
-    steps = int(total_steps.max()) if len(counts) else 0
-    sorted_ids = None if order is None else torch.as_tensor(order, device=device)
-    client_keys = shuffle_client_keys(seed, ids, device)
+    host_steps = local_steps(counts, config)
+    total_steps = torch.as_tensor(host_steps, device=device)
+    steps = int(host_steps.max()) if len(counts) else 0
+    if order is not None:
+        # Steps of the entries in order, negated: non-decreasing, so a searchsorted counts the
+        # entries still training at step t.
+        remaining = -host_steps[np.asarray(order)]
+        order = torch.as_tensor(np.asarray(order), device=device)
     seg = _segment_ids(counts, device)
     rows = torch.arange(seg.numel(), device=device)
     perm = rows.clone()
-    lanes = torch.arange(B, device=device)
+    lanes = torch.arange(width, device=device)
     for t in range(steps):
         active = t < total_steps
         within = t % per_epoch
@@ -136,18 +167,28 @@ def minibatch_schedule(counts: np.ndarray, config: LocalTrainingConfig, client_i
             chosen = restart[seg]
             r = rows[chosen]
             owner = seg[chosen]
-            u = shuffle_uniforms(seed, client_keys[owner], (t // per_epoch)[owner],
-                                 r - offsets[owner])
+            u = shuffle_uniforms(client_keys[owner], (t // per_epoch)[owner], r - offsets[owner])
             perm[r] = r[torch.argsort(owner.double() + u)]
         pos = within.unsqueeze(1) * B + lanes  # position inside the client's epoch order
-        valid = (pos < n.unsqueeze(1)) & active.unsqueeze(1)
+        valid = (pos < n.unsqueeze(1)) & active.unsqueeze(1) & (lanes < B)
         take = perm[(offsets.unsqueeze(1) + pos).clamp(max=seg.numel() - 1)]
         take = torch.where(valid, take, offsets.unsqueeze(1).expand_as(take))
-        if sorted_ids is None:
+        if order is None:
             yield take, valid
         else:
-            still = sorted_ids[:int(active.sum())]
+            still = order[:int(np.searchsorted(remaining, -t, side="left"))]
             yield take[still], valid[still]
+
+
+@dataclass
+class Lane:
+    """One run's share of a batched training pass (:func:`train_lanes`): its global model
+    ``global_params [P]``, the batch clients it trains (``clients [m_r]``, indices into the
+    batch) and the objective its rule gives them (None: the plain mean loss)."""
+
+    global_params: torch.Tensor
+    clients: np.ndarray
+    objective: Optional[ClientObjective] = None
 
 
 def train_clients(model: FlatModel, global_params: torch.Tensor, batch: ClientBatch,
@@ -166,42 +207,125 @@ def train_clients(model: FlatModel, global_params: torch.Tensor, batch: ClientBa
     gives every client its own gradient, and ``theta_k <- theta_k - lr * grad_k`` for the
     clients still training (the scalar steps with ``objective.state_lr(lr)``). The model's
     buffers (running statistics) take no gradient step: they leave training as its forward
-    passes left them.
+    passes left them. One lane of :func:`train_lanes`.
     """
-    objective = objective or ClientObjective()
+    ids = np.asarray(client_ids, dtype=np.int64)
+    keys = CohortKeys.of(seed, ids, global_params.device)
+    lane = Lane(global_params, np.arange(len(ids)), objective)
+    return train_lanes(model, batch, keys, [lane], config)[0]
+
+
+def train_lanes(model: FlatModel, batch: ClientBatch, keys: CohortKeys, lanes: Sequence[Lane],
+                config: LocalTrainingConfig
+                ) -> List[Tuple[torch.Tensor, Optional[torch.Tensor]]]:
+    r"""Local training of several runs' cohorts as one program: lane r trains a copy of its
+    ``global_params [P]`` for each of its batch clients, on the objective of its rule, exactly
+    as :func:`train_clients` trains one cohort; all :math:`M = \sum_r m_r` copies step together
+    (one forward and one backward pass per step), so R runs cost one run's Python and kernel
+    launches. ``keys`` are the batch clients' shuffle and dropout keys (a client of a run trains
+    on (run seed, round, client id) alone, in any company).
+
+    Returns per lane ``(updates [m_r, P] float32, state [m_r] float64 or None)``, as
+    :func:`train_clients` does (the updates are views of one ``[M, P]`` tensor).
+    """
     counts = batch.counts.astype(np.int64)
-    m = len(counts)
     if (counts < 1).any():
         raise ValueError("every trained client needs at least one training sample")
-    # Rows in longest-first order: the clients still training are always a prefix, trained as
+    sizes = [len(lane.clients) for lane in lanes]
+    row_client = np.concatenate([np.asarray(lane.clients, dtype=np.int64) for lane in lanes])
+    row_lane = np.repeat(np.arange(len(lanes)), sizes)
+    # Rows in longest-first order: the rows still training are always a prefix, trained as
     # views of it, so finished clients cost nothing.
-    order = longest_first(counts, config)
-    device = global_params.device
-    params = global_params.detach().reshape(1, -1).repeat(m, 1)
-    start = objective.initial_state()
-    extra = None if start is None else torch.full((m,), float(start), dtype=torch.float64,
-                                                  device=device)
-    extra_lr = objective.state_lr(config.lr)
-    buffers = model.split_buffers(params)  # rows in ``order`` like params'
-    ids = np.asarray(client_ids, dtype=np.int64)[order]
-    schedule = minibatch_schedule(counts, config, client_ids, seed, order, device)
+    order = np.argsort(-local_steps(counts, config)[row_client], kind="stable")
+    sorted_client, sorted_lane = row_client[order], row_lane[order]
+    device = lanes[0].global_params.device
+    starts = torch.stack([lane.global_params.detach().reshape(-1) for lane in lanes])
+    params = starts[torch.as_tensor(sorted_lane, device=device)]
+    objectives = _LaneObjectives(lanes, sorted_lane, config.lr, device)
+    extra = objectives.initial_state()
+    buffers = model.split_buffers(params)  # rows in sorted order like params'
+    dropout = keys.dropout[sorted_client]
+    schedule = keyed_schedule(counts, config, keys.shuffle, sorted_client, device)
     for t, (take, valid) in enumerate(schedule):
         a = take.shape[0]
         trained = [params[:a].detach().requires_grad_(True)]
         if extra is not None:
             trained.append(extra[:a].detach().requires_grad_(True))
-        keys = torch.from_numpy(step_keys(seed, ids[:a], t)).to(device)
-        logits = model.forward(trained[0], batch.x[take], TrainingStep(valid, keys, buffers[:a]))
+        step_key = torch.from_numpy(advance_keys(dropout[:a], t)).to(device)
+        logits = model.forward(trained[0], batch.x[take], TrainingStep(valid, step_key, buffers[:a]))
         per_sample = model.sample_loss(logits, batch.y[take])
-        loss = objective(masked_mean(per_sample, valid.to(per_sample.dtype)), trained[0],
-                         global_params, None if extra is None else trained[1]).sum()
+        mean = masked_mean(per_sample, valid.to(per_sample.dtype))
+        loss = objectives.total(mean, trained[0], None if extra is None else trained[1])
         grads = torch.autograd.grad(loss, trained)
         with torch.no_grad():
             params[:a] -= grads[0].mul_(config.lr)
             if extra is not None:
-                extra[:a] -= extra_lr * grads[1]
+                extra[:a] -= objectives.state_lr[:a] * grads[1]
     if model.num_buffers:
         params[:, params.shape[1] - model.num_buffers:] = buffers
     inverse = torch.as_tensor(np.argsort(order), device=device)
-    updates = (global_params.reshape(1, -1) - params[inverse]).float()
-    return updates, (None if extra is None else extra[inverse])
+    out, first = [], 0
+    updates = torch.empty(params.shape, dtype=torch.float32, device=device)
+    for r, m_r in enumerate(sizes):
+        rows = slice(first, first + m_r)
+        updates[rows] = (starts[r].reshape(1, -1) - params[inverse[rows]]).float()
+        out.append((updates[rows], None if objectives.starts[r] is None
+                    else extra[inverse[rows]]))
+        first += m_r
+    return out
+
+
+class _LaneObjectives:
+    """The lanes' client objectives over the rows of a :func:`train_lanes` pass (sorted order):
+    which rows minimise their plain mean loss, which a lane's objective, and the scalar each
+    row trains beside its model."""
+
+    def __init__(self, lanes: Sequence[Lane], sorted_lane: np.ndarray, lr: float,
+                 device: torch.device) -> None:
+        self.lanes = lanes
+        self.starts = [None if lane.objective is None else lane.objective.initial_state()
+                       for lane in lanes]
+        self.special = [r for r, lane in enumerate(lanes) if lane.objective is not None]
+        # Positions (ascending) of each special lane's rows; the prefix of the first a rows
+        # is the lane's rows still training.
+        self.positions = {r: np.flatnonzero(sorted_lane == r) for r in self.special}
+        self.index = {r: torch.as_tensor(p, device=device) for r, p in self.positions.items()}
+        plain = np.ones(len(sorted_lane))
+        for p in self.positions.values():
+            plain[p] = 0.0
+        # Plain rows' losses enter as mean * 1 (rows of a lane with an objective as mean * 0):
+        # exact, so a row's gradient is the same in any company.
+        self.plain = torch.as_tensor(plain, device=device) if plain.any() else None
+        self.extra = None
+        if any(s is not None for s in self.starts):
+            start = np.array([self.starts[r] or 0.0 for r in sorted_lane], dtype=np.float64)
+            lr_of = [0.0 if lane.objective is None else lane.objective.state_lr(lr)
+                     for lane in lanes]
+            self.extra = torch.as_tensor(start, device=device)
+            self.state_lr = torch.as_tensor(np.array(lr_of, dtype=np.float64)[sorted_lane],
+                                            device=device)
+
+    def initial_state(self) -> Optional[torch.Tensor]:
+        """``[M]`` float64 start values of the trained scalar (0 on rows without one), or None
+        when no lane trains one."""
+        return self.extra
+
+    def total(self, mean: torch.Tensor, params: torch.Tensor,
+              extra: Optional[torch.Tensor]) -> torch.Tensor:
+        r""":math:`\sum` over the a rows still training of each row's objective of its masked
+        mean loss ``mean [a]`` (``params [a, P]``, ``extra [a]``)."""
+        if not self.special:
+            return mean.sum()
+        a = mean.shape[0]
+        total = 0.0 if self.plain is None else (mean * self.plain[:a].to(mean.dtype)).sum()
+        for r in self.special:
+            lane = self.lanes[r]
+            if len(self.lanes) == 1:  # one lane owns every row: no gathers
+                rows, loss, p, s = slice(None), mean, params, extra
+            else:
+                rows = self.index[r][:int(np.searchsorted(self.positions[r], a))]
+                loss, p = mean[rows], params[rows]
+                s = None if extra is None else extra[rows]
+            state = s if self.starts[r] is not None else None
+            total = total + lane.objective(loss, p, lane.global_params, state).sum()
+        return total
