@@ -245,13 +245,15 @@ def train_lanes(model: FlatModel, batch: ClientBatch, keys: CohortKeys, lanes: S
     extra = objectives.initial_state()
     buffers = model.split_buffers(params)  # rows in sorted order like params'
     dropout = keys.dropout[sorted_client]
+    no_keys = torch.zeros(len(order), dtype=torch.int64, device=device)
     schedule = keyed_schedule(counts, config, keys.shuffle, sorted_client, device)
     for t, (take, valid) in enumerate(schedule):
         a = take.shape[0]
         trained = [params[:a].detach().requires_grad_(True)]
         if extra is not None:
             trained.append(extra[:a].detach().requires_grad_(True))
-        step_key = torch.from_numpy(advance_keys(dropout[:a], t)).to(device)
+        step_key = torch.from_numpy(advance_keys(dropout[:a], t)).to(device) if model.random \
+            else no_keys[:a]
         logits = model.forward(trained[0], batch.x[take], TrainingStep(valid, step_key, buffers[:a]))
         per_sample = model.sample_loss(logits, batch.y[take])
         mean = masked_mean(per_sample, valid.to(per_sample.dtype))
