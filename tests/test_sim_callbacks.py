@@ -1,9 +1,11 @@
-"""Per-round hooks: every round of every rule reaches the callbacks in order, and the CSV,
-TensorBoard and (faked) Weights & Biases loggers hold what the histories hold."""
+"""Per-round hooks: every round of every rule reaches the callbacks in order, the CSV, TensorBoard
+and (faked) Weights & Biases loggers hold what the histories hold, and the command line's --log,
+--log-level and --quiet do what they say."""
 
 from __future__ import annotations
 
 import csv
+import math
 import subprocess
 import sys
 import types
@@ -11,12 +13,15 @@ from collections import defaultdict
 
 import pytest
 
+from fastfair.cli import main
 from fastfair.sim import Experiment, SimulationConfig
 from fastfair.sim.callbacks import (CSVLogger, RoundCallback, TensorBoardLogger, WandbLogger,
                                     build_callbacks, folder_name)
 
 CONFIG = SimulationConfig(rounds=3, eval_every=1, clients=20, per_round=5)
 RULES = ["fedavg", "term"]
+TINY = ["--compare", ",".join(RULES), "--rounds", "3", "--eval-every", "1", "--clients", "20",
+        "--per-round", "5"]
 
 
 class Recorder(RoundCallback):
@@ -88,6 +93,10 @@ def test_a_failing_round_still_closes_and_resume_calls_for_new_rounds_only(tmp_p
     assert records["term", 3]["acc_mean"] == result.histories["term"][2]["acc_mean"]
     per_round = len(result.histories["term"][0]) - 1
     assert rows == 7 * per_round
+
+    # Logging options are no run options: --resume takes them (nothing is left to play here).
+    assert main(["simulate", "--resume", str(out), "--log", "csv", "--quiet"]) == 0
+    assert _read_csv(out / "rounds.csv")[1] == rows
 
 
 def test_csv_rows_read_back_equal_the_histories(tmp_path):
@@ -189,3 +198,39 @@ def test_wandb_and_tensorboard_missing_and_bad_names(tmp_path, monkeypatch):
         build_callbacks(["tensorboard"], tmp_path)
     made = build_callbacks(["csv"], tmp_path / "out")
     assert isinstance(made[0], CSVLogger) and not (tmp_path / "out").exists()  # nothing yet
+
+
+def test_cli_log_writes_rounds_csv_and_tensorboard_into_out(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["simulate", *TINY, "--out", str(out), "--log", "csv, tensorboard",
+                 "--quiet"]) == 0
+    records, _ = _read_csv(out / "rounds.csv")
+    assert sorted(records) == [(rule, t) for rule in RULES for t in (1, 2, 3)]
+    for rule in RULES:
+        assert list((out / "tensorboard" / rule).glob("events.out.tfevents.*"))
+    assert main(["simulate", *TINY, "--out", str(tmp_path / "bad"), "--log", "csvv"]) == 2
+    assert "unknown logger 'csvv' (did you mean 'csv'?)" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
+
+
+def test_cli_messages_follow_quiet_and_log_level(tmp_path, capsys):
+    assert main(["simulate", *TINY, "--out", str(tmp_path / "quiet"), "--quiet"]) == 0
+    printed = capsys.readouterr()
+    assert "worst 10%" in printed.out and printed.err == ""
+
+    assert main(["simulate", *TINY, "--out", str(tmp_path / "info")]) == 0
+    printed = capsys.readouterr()
+    assert "worst 10%" in printed.out and "fastfair simulate:" not in printed.out
+    assert "fastfair simulate: fedavg, term | K=20 m=5 rounds=3" in printed.err
+    assert f"wrote {tmp_path / 'info'}/" in printed.err and "round 1: mean acc" not in printed.err
+
+    assert main(["simulate", *TINY, "--out", str(tmp_path / "debug"), "--quiet",
+                 "--log-level", "debug"]) == 0
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if ": mean acc" in line]
+    assert [line.split(":")[0] for line in lines] == [f"{r} round {t}" for r in RULES
+                                                      for t in (1, 2, 3)]
+    assert "fastfair simulate:" in err and not math.isnan(float(lines[0].split()[-1]))
+
+    assert main(["simulate", "--compare", "fedavg,fedmabba", "--log-level", "error"]) == 2
+    assert "unknown rule 'fedmabba'" in capsys.readouterr().err  # errors show at every level
