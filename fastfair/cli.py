@@ -5,13 +5,18 @@ several, side by side) and writes metrics, plots and checkpoints: a thin layer o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 DEFAULT_RULES = ("fedavg", "aaggff-d", "fedmaba")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+#: The commands' messages (banner, files written, errors); their results go to standard output.
+LOG = logging.getLogger("fastfair")
 
 
 def _value(text: str) -> Any:
@@ -116,7 +121,15 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
                    help="save a checkpoint every N rounds (0: never)")
     g.add_argument("--resume", type=Path, metavar="DIR", help="continue the run saved in DIR")
-    g.add_argument("--quiet", action="store_true", help="no progress bar")
+    g.add_argument("--log", metavar="L1,L2", default="",
+                   help="also stream every round, while it runs, to csv (--out/rounds.csv), "
+                        "tensorboard (--out/tensorboard/, for tensorboard --logdir) and/or wandb "
+                        "(Weights & Biases, when installed)")
+    g.add_argument("--log-level", choices=LOG_LEVELS,
+                   help="messages shown on standard error (default: info, or warning with "
+                        "--quiet); debug adds a line per evaluation round")
+    g.add_argument("--quiet", action="store_true",
+                   help="no progress bar, and only warnings and errors")
     g = p.add_argument_group("execution")
     g.add_argument("--device", default=d.device,
                    help="cpu, cuda or cuda:N: where the model, the cohort's data and training "
@@ -158,7 +171,7 @@ def _experiment(args: argparse.Namespace, dist: Any) -> Any:
 
     if args.resume is not None:
         return Experiment.resume(args.resume, progress=not args.quiet, dist=dist,
-                                 threads=args.threads)
+                                 threads=args.threads, callbacks=_callbacks(args, args.resume))
     if args.rule and args.compare:
         raise ValueError("pass --rule or --compare, not both")
     rules = [args.rule] if args.rule else list(parse_rules(args.compare or ",".join(DEFAULT_RULES)))
@@ -178,9 +191,19 @@ def _experiment(args: argparse.Namespace, dist: Any) -> Any:
         availability=args.availability,
         availability_options=_options(args.availability_option, "--availability-option"),
         eval_every=args.eval_every, eval_clients=args.eval_clients, device=args.device)
-    return Experiment(config, rules, _rule_options(args.rule_option, rules),
-                      out=args.out or _fresh_folder(), checkpoint_every=args.checkpoint_every,
-                      progress=not args.quiet, dist=dist, threads=args.threads)
+    out = args.out or _fresh_folder()
+    return Experiment(config, rules, _rule_options(args.rule_option, rules), out=out,
+                      checkpoint_every=args.checkpoint_every, progress=not args.quiet,
+                      dist=dist, threads=args.threads, callbacks=_callbacks(args, out))
+
+
+def _callbacks(args: argparse.Namespace, out: Path) -> List[Any]:
+    """The loggers of ``--log`` writing into ``out``, after a line per evaluation round at the
+    debug level."""
+    from fastfair.sim.callbacks import LoggingCallback, build_callbacks
+
+    names = [name.strip() for name in args.log.split(",") if name.strip()]
+    return [LoggingCallback(logging.DEBUG), *build_callbacks(names, out)]
 
 
 def _clients(args: argparse.Namespace, dataset: str) -> int:
@@ -198,6 +221,8 @@ def _clients(args: argparse.Namespace, dataset: str) -> int:
 
 def simulate(args: argparse.Namespace) -> int:
     """``fastfair simulate``: runs the experiment and prints its summary table."""
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
     from fastfair.sim.distributed import Distributed
 
     dist = Distributed.from_environment(_device(args))
@@ -209,14 +234,16 @@ def simulate(args: argparse.Namespace) -> int:
                              "no other run option (to change them, start a new run)")
         if lead:
             b = experiment.base
-            print(f"fastfair simulate: {', '.join(experiment.rules)} | K={b.clients} "
-                  f"m={b.per_round} rounds={b.rounds} dataset={b.dataset} | writing to "
-                  f"{experiment.out}", flush=True)
-        result = experiment.run()
+            LOG.info("fastfair simulate: %s | K=%d m=%d rounds=%d dataset=%s | writing to %s",
+                     ", ".join(experiment.rules), b.clients, b.per_round, b.rounds, b.dataset,
+                     experiment.out)
+        # Messages during the rounds go through tqdm, so they do not break its progress bars.
+        with logging_redirect_tqdm(loggers=[LOG]):
+            result = experiment.run()
         if lead:
-            print(result.table())
+            print(result.table(), flush=True)
             files = sorted(p.name for p in result.out.iterdir() if p.name != "config.json")
-            print(f"wrote {result.out}/" + ", ".join(files))
+            LOG.info("wrote %s/%s", result.out, ", ".join(files))
         return 0
     finally:
         dist.close()
@@ -233,28 +260,49 @@ def _device(args: argparse.Namespace) -> str:
 
 
 def _given(args: argparse.Namespace):
-    """(given, default) for every run option of ``simulate`` other than --resume and --quiet."""
+    """(given, default) for every run option of ``simulate``: all but --resume and the options
+    of how it runs and reports (--quiet, --threads, --log, --log-level)."""
     defaults = _parser().parse_args(["simulate"])
     for name, value in vars(args).items():
-        if name not in ("resume", "quiet", "command", "threads"):
+        if name not in ("resume", "quiet", "command", "threads", "log", "log_level"):
             yield value, getattr(defaults, name)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``fastfair`` console script and ``python -m fastfair``."""
     args = _parser().parse_args(argv)
-    try:
-        if args.command == "simulate":
-            return simulate(args)
-        if args.command == "rules":
-            from fastfair.aggregators.registry import describe
-            from fastfair.methods import METHODS
+    quiet = getattr(args, "quiet", False)
+    with _console_logging(getattr(args, "log_level", None) or ("warning" if quiet else "info")):
+        try:
+            if args.command == "simulate":
+                return simulate(args)
+            if args.command == "rules":
+                from fastfair.aggregators.registry import describe
+                from fastfair.methods import METHODS
 
-            print(describe())
-            print("methods (their options: --rule-option; see fastfair.methods):")
-            print("  " + ", ".join(METHODS))
-            return 0
-    except (ValueError, TypeError) as exc:
-        print(f"fastfair {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+                print(describe())
+                print("methods (their options: --rule-option; see fastfair.methods):")
+                print("  " + ", ".join(METHODS))
+                return 0
+        except (ValueError, TypeError) as exc:
+            LOG.error("fastfair %s: error: %s", args.command, exc)
+            return 2
     return 1
+
+
+@contextlib.contextmanager
+def _console_logging(level: str) -> Iterator[None]:
+    """While the command runs, the ``fastfair`` loggers' messages at ``level`` (one of
+    :data:`LOG_LEVELS`) and above go to standard error as plain lines; the library itself
+    attaches no handler, so this is the one place that does (removed again after, for callers
+    of :func:`main` in a longer-lived process)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    before = LOG.level
+    LOG.addHandler(handler)
+    LOG.setLevel(level.upper())
+    try:
+        yield
+    finally:
+        LOG.removeHandler(handler)
+        LOG.setLevel(before)

@@ -2,6 +2,8 @@
 batched local training of thousands of clients at once, fairness metrics, and experiments that
 run several rules on identical data, client samples and seeds (:class:`Experiment`)."""
 
+from fastfair.sim.callbacks import (CSVLogger, LoggingCallback, RoundCallback, TensorBoardLogger,
+                                    WandbLogger)
 from fastfair.sim.config import SimulationConfig
 from fastfair.sim.data import (ArrayDataset, ClientBatch, FederatedDataset, SyntheticDataset,
                                digits_dataset)
@@ -14,8 +16,9 @@ from fastfair.sim.models import MLP, LogisticRegression, ModuleModel, make_model
 from fastfair.sim.superfed import SuperFedSimulation
 from fastfair.sim.training import LocalTrainingConfig, evaluate_clients, train_clients
 
-__all__ = ["ArrayDataset", "ClientBatch", "Distributed", "Experiment", "ExperimentResult",
-           "FedEvgSimulation", "FederatedDataset", "LocalTrainingConfig", "LogisticRegression",
-           "MLP", "ModuleModel", "Simulation", "SimulationConfig", "SuperFedSimulation",
-           "SyntheticDataset", "digits_dataset", "evaluate_clients", "fairness_metrics",
-           "make_model", "make_runner", "train_clients"]
+__all__ = ["ArrayDataset", "CSVLogger", "ClientBatch", "Distributed", "Experiment",
+           "ExperimentResult", "FedEvgSimulation", "FederatedDataset", "LocalTrainingConfig",
+           "LoggingCallback", "LogisticRegression", "MLP", "ModuleModel", "RoundCallback",
+           "Simulation", "SimulationConfig", "SuperFedSimulation", "SyntheticDataset",
+           "TensorBoardLogger", "WandbLogger", "digits_dataset", "evaluate_clients",
+           "fairness_metrics", "make_model", "make_runner", "train_clients"]

@@ -29,6 +29,7 @@ from fastfair._options import check_name
 from fastfair.aggregators.registry import RULES
 from fastfair.methods import METHODS
 from fastfair.sim import checkpoint, report
+from fastfair.sim.callbacks import CallbackList, RoundCallback
 from fastfair.sim.config import SimulationConfig
 from fastfair.sim.data import FederatedDataset
 from fastfair.sim.datasets import DATASETS
@@ -119,6 +120,13 @@ class Experiment:
         None keeps the process's settings. The default, 1, is the fastest choice on a shared or
         busy machine and for small models; raise it for large cohorts of large models on idle
         cores.
+    callbacks
+        Per-round hooks (:class:`~fastfair.sim.callbacks.RoundCallback`): each rule's start
+        with its config as a dict, every round's record and the rule's summary row, as they
+        happen, the run being named by the rule; closed when :meth:`run` returns or raises.
+        Only rank 0 calls them. A resumed experiment calls them for the rounds it plays, from
+        the checkpoint on (rounds before it are not replayed; those after it, lost with the
+        crash, are seen again).
 
     Every rule name, option, value and configuration field is checked when the experiment is
     made, before anything runs or is written.
@@ -129,7 +137,8 @@ class Experiment:
                  out: Union[str, Path, None] = None, checkpoint_every: int = 0,
                  progress: bool = False, dataset: Optional[FederatedDataset] = None,
                  model: Optional[FlatModel] = None, dist: Optional[Distributed] = None,
-                 threads: Optional[int] = 1) -> None:
+                 threads: Optional[int] = 1,
+                 callbacks: Optional[Sequence[RoundCallback]] = None) -> None:
         if rules is None:
             rules = [config.rule]
             rule_options = {config.rule: dict(config.rule_options)}
@@ -161,14 +170,16 @@ class Experiment:
         self.dataset, self.model = dataset, model
         self.dist = dist or Distributed(device=torch.device(config.device))
         self.threads = threads
+        self.callbacks = list(callbacks or [])
         self._state: Optional[Dict[str, Any]] = None
         self._fresh = True
 
     @classmethod
     def resume(cls, out: Union[str, Path], *, progress: bool = False,
-               dist: Optional[Distributed] = None, threads: Optional[int] = 1) -> "Experiment":
+               dist: Optional[Distributed] = None, threads: Optional[int] = 1,
+               callbacks: Optional[Sequence[RoundCallback]] = None) -> "Experiment":
         """The experiment saved in ``out``, to continue from its checkpoint with :meth:`run`
-        (bit-identical to an uninterrupted run)."""
+        (bit-identical to an uninterrupted run), calling ``callbacks`` for the rounds it plays."""
         out = Path(out)
         if not (out / CONFIG).is_file():
             raise ValueError(f"{out} holds no {CONFIG}: it is not a fastfair run folder")
@@ -180,7 +191,7 @@ class Experiment:
             raise ValueError(f"{out / CONFIG} is not a valid run configuration ({exc})") from None
         state = checkpoint.load(out / CHECKPOINT)
         exp = cls(base, rules, options, out=out, checkpoint_every=every, progress=progress,
-                  dist=dist, threads=threads)
+                  dist=dist, threads=threads, callbacks=callbacks)
         if state.get("config") != saved:
             raise ValueError(f"{out / CONFIG} changed since the checkpoint was written; restore "
                              "it or start a new run")
@@ -213,15 +224,19 @@ class Experiment:
         seconds: Dict[str, float] = dict(state.get("seconds", {}))
         models: Dict[str, Dict[str, torch.Tensor]] = dict(state.get("models", {}))
         eval_ids = np.zeros(0, dtype=np.int64)
-        for rule in self.rules:
-            runner = make_runner(self.configs[rule], self.dist, dataset=self.dataset,
-                                 model=self.model)
-            eval_ids = runner.eval_ids
-            if rule in finals:
-                continue
-            if state.get("current_rule") == rule:
-                runner.load_state_dict(state["current"])
-            self._play(rule, runner, histories, finals, seconds, models, lead)
+        hooks = CallbackList(self.callbacks if lead else [])
+        try:
+            for rule in self.rules:
+                runner = make_runner(self.configs[rule], self.dist, dataset=self.dataset,
+                                     model=self.model)
+                eval_ids = runner.eval_ids
+                if rule in finals:
+                    continue
+                if state.get("current_rule") == rule:
+                    runner.load_state_dict(state["current"])
+                self._play(rule, runner, histories, finals, seconds, models, lead, hooks)
+        finally:
+            hooks.close()
         summary = report.summarize(histories, seconds)
         if lead and self.out is not None:
             self._write(histories, finals, eval_ids, summary, models)
@@ -229,15 +244,17 @@ class Experiment:
                                 self.out if lead else None, models)
 
     def _play(self, rule: str, runner: Runner, histories, finals, seconds, models,
-              lead: bool) -> None:
+              lead: bool, hooks: RoundCallback) -> None:
         from tqdm import tqdm
 
         rounds = self.configs[rule].rounds
         started = time.perf_counter() - seconds.get(rule, 0.0)
         bar = tqdm(total=rounds, initial=runner.round, desc=f"{rule:>10}", unit="round",
                    disable=not (self.progress and lead), dynamic_ncols=True, file=sys.stderr)
+        hooks.on_run_start(rule, self.configs[rule].to_dict())
         while runner.round < rounds:
             rec = runner.step()
+            hooks.on_round(rule, rec)
             bar.update(1)
             if "acc_mean" in rec:
                 bar.set_postfix(mean=f"{100 * rec['acc_mean']:.1f}%",
@@ -250,6 +267,7 @@ class Experiment:
         finals[rule] = runner.evaluate()[0]
         models[rule] = dict(runner.global_state_dict())
         seconds[rule] = time.perf_counter() - started
+        hooks.on_run_end(rule, report.summarize({rule: runner.history}, seconds).get(rule, {}))
         if lead and self.checkpoint_every:
             self._checkpoint(histories, finals, seconds, models, None, None)
 
