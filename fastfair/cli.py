@@ -1,6 +1,8 @@
 """``fastfair`` command line. ``fastfair simulate`` runs federated simulations of any rule (or
 several, side by side) and writes metrics, plots and checkpoints: a thin layer over
-:class:`fastfair.sim.Experiment`. ``fastfair rules`` lists the rules and their options."""
+:class:`fastfair.sim.Experiment`. ``fastfair sweep`` runs rules x seeds x hyperparameter grids as
+one batched program and reports mean, confidence intervals and paired differences (over
+:class:`fastfair.sim.Sweep`). ``fastfair rules`` lists the rules and their options."""
 
 from __future__ import annotations
 
@@ -8,12 +10,15 @@ import argparse
 import contextlib
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
-DEFAULT_RULES = ("fedavg", "aaggff-d", "fedmaba")
+DEFAULT_RULES = ("fedavg", "fairavg", "aaggff-d", "fedmaba")
+#: The seeds of the default comparison (no --rule, --compare, --seed or --seeds given).
+DEFAULT_SEEDS = "0,1,2"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 #: The commands' messages (banner, files written, errors); their results go to standard output.
 LOG = logging.getLogger("fastfair")
@@ -43,11 +48,8 @@ def _rule_options(pairs: Sequence[str], rules: Sequence[str]) -> Dict[str, Dict[
 
 def _parser() -> argparse.ArgumentParser:
     from fastfair.aggregators.registry import RULES
-    from fastfair.aggregators.server_opt import SERVER_OPTIMIZERS
     from fastfair.methods import METHODS
-    from fastfair.sim.availability import AVAILABILITY
-    from fastfair.sim.config import DATASETS, MODELS, PARTITIONS, SimulationConfig
-    from fastfair.sim.datasets import DATASETS as DATASETS_SPECS
+    from fastfair.sim.config import SimulationConfig
 
     d = SimulationConfig()
     parser = argparse.ArgumentParser(prog="fastfair", description=__doc__)
@@ -57,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Runs federated rounds of one or several aggregation rules on identical data, "
                     "client samples and seeds, and writes metrics (CSV, JSON), the config and PNG "
                     "plots into --out. With no options: " + ", ".join(DEFAULT_RULES) +
-                    " on Synthetic(1, 1).",
+                    f" on Synthetic(1, 1) over seeds {DEFAULT_SEEDS} (as fastfair sweep).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     g = p.add_argument_group("rules")
     g.add_argument("--rule", choices=list(RULES) + list(METHODS), help="run one rule")
@@ -65,6 +67,54 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"run several rules side by side (default {','.join(DEFAULT_RULES)})")
     g.add_argument("--rule-option", action="append", default=[], metavar="[RULE:]KEY=VALUE",
                    help="a rule hyperparameter, e.g. cdf=weibull or fedmaba:alpha=0.5 (repeatable)")
+    g.add_argument("--seed", type=int, help=f"one seed (default {d.seed}, or the default "
+                                             f"comparison's seeds {DEFAULT_SEEDS})")
+    g.add_argument("--seeds", metavar="S1,S2,...",
+                   help="several seeds: the rules run as a sweep (mean and 95%% CI over seeds)")
+    _run_options(p, d)
+    g = p.add_argument_group("checkpoints")
+    g.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
+                   help="save a checkpoint every N rounds (0: never)")
+    g.add_argument("--resume", type=Path, metavar="DIR", help="continue the run saved in DIR")
+    p = sub.add_parser(
+        "sweep", help="run rules x seeds x hyperparameter grids as one batched program",
+        description="Runs every rule at every grid point with every seed, trained together as one "
+                    "batched program (each run equal to the same run alone), chooses each rule's "
+                    "grid point on a validation split of the clients' training data, and reports "
+                    "mean and 95%% CI over seeds and differences paired on seeds against "
+                    "--baseline: a table, CSV/JSON and plots in --out.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    g = p.add_argument_group("runs")
+    g.add_argument("--compare", metavar="R1,R2,...", default=",".join(DEFAULT_RULES),
+                   help="the rules (and methods)")
+    g.add_argument("--seeds", metavar="S1,S2,...", default=DEFAULT_SEEDS)
+    g.add_argument("--rule-option", action="append", default=[], metavar="[RULE:]KEY=VALUE",
+                   help="a rule hyperparameter fixed for every run (repeatable)")
+    g.add_argument("--grid", action="append", default=[], metavar="RULE:KEY=V1,V2,...",
+                   help="values of a rule hyperparameter to try, e.g. term:tilt=0.1,1,10 "
+                        "(repeatable; several options of a rule combine); needs --validation")
+    g.add_argument("--baseline", default="fedavg",
+                   help="the rule the paired differences are taken against ('' for none)")
+    g.add_argument("--select", default="acc_mean", metavar="METRIC",
+                   help="the metric whose validation value picks each rule's grid point")
+    _run_options(p, d)
+    # One batched program of many runs fills the cores, unlike one small run.
+    p.set_defaults(threads=min(4, os.cpu_count() or 1))
+    sub.add_parser("rules", help="list every rule, server optimizer and method with its options",
+                   description="Lists every rule and server optimizer with its options and "
+                               "defaults, and the methods (their options: --rule-option).")
+    return parser
+
+
+def _run_options(p: argparse.ArgumentParser, d: Any) -> None:
+    """The options ``simulate`` and ``sweep`` share: data, model, training, evaluation, output
+    and execution."""
+    from fastfair.aggregators.server_opt import SERVER_OPTIMIZERS
+    from fastfair.methods import METHODS
+    from fastfair.sim.availability import AVAILABILITY
+    from fastfair.sim.config import DATASETS, MODELS, PARTITIONS
+    from fastfair.sim.datasets import DATASETS as DATASETS_SPECS
+
     g = p.add_argument_group("population and data")
     g.add_argument("--clients", type=int,
                    help=f"K, the client population; None: {d.clients}, or every user of a "
@@ -79,7 +129,6 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--download", action="store_true",
                    help="mnist, fmnist, cifar10, cifar100: fetch missing files into --data-dir "
                         "with torchvision's downloader")
-    g.add_argument("--seed", type=int, default=d.seed)
     g.add_argument("--synthetic-alpha", type=float, default=d.synthetic_alpha)
     g.add_argument("--synthetic-beta", type=float, default=d.synthetic_beta)
     g.add_argument("--max-samples", type=int, default=d.max_samples,
@@ -118,9 +167,9 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--eval-clients", type=int, default=d.eval_clients,
                    help="clients evaluated (a fixed random subset when K is larger)")
     g.add_argument("--out", type=Path, help="output folder (default: a fresh folder)")
-    g.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
-                   help="save a checkpoint every N rounds (0: never)")
-    g.add_argument("--resume", type=Path, metavar="DIR", help="continue the run saved in DIR")
+    g.add_argument("--validation", type=float, default=d.validation, metavar="FRACTION",
+                   help="hold out this fraction of each client's training samples as a "
+                        "validation split (val_* metrics; a sweep chooses grid points on it)")
     g.add_argument("--log", metavar="L1,L2", default="",
                    help="also stream every round, while it runs, to csv (--out/rounds.csv), "
                         "tensorboard (--out/tensorboard/, for tensorboard --logdir) and/or wandb "
@@ -137,10 +186,6 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--threads", type=int, default=1,
                    help="torch and fastfair kernel threads per process (1 does not collapse on "
                         "a busy machine; raise it for large models on idle cores)")
-    sub.add_parser("rules", help="list every rule, server optimizer and method with its options",
-                   description="Lists every rule and server optimizer with its options and "
-                               "defaults, and the methods (their options: --rule-option).")
-    return parser
 
 
 def _options(pairs: Sequence[str], flag: str) -> Dict[str, Any]:
@@ -153,8 +198,8 @@ def _options(pairs: Sequence[str], flag: str) -> Dict[str, Any]:
     return out
 
 
-def _fresh_folder() -> Path:
-    base = Path("fastfair-runs") / time.strftime("simulate-%Y%m%d-%H%M%S")
+def _fresh_folder(command: str) -> Path:
+    base = Path("fastfair-runs") / time.strftime(f"{command}-%Y%m%d-%H%M%S")
     path, n = base, 1
     while path.exists():
         n += 1
@@ -162,23 +207,43 @@ def _fresh_folder() -> Path:
     return path
 
 
-def _experiment(args: argparse.Namespace, dist: Any) -> Any:
-    """The experiment the options describe (or the one saved in ``--resume DIR``)."""
-    from fastfair.methods import METHODS
-    from fastfair.sim.config import SimulationConfig
-    from fastfair.sim.experiment import Experiment
+def _rules(args: argparse.Namespace) -> List[str]:
+    """The rules of ``--rule`` / ``--compare`` (the default comparison when neither is given)."""
     from fastfair.sim.report import parse_rules
 
-    if args.resume is not None:
-        return Experiment.resume(args.resume, progress=not args.quiet, dist=dist,
-                                 threads=args.threads, callbacks=_callbacks(args, args.resume))
-    if args.rule and args.compare:
+    if getattr(args, "rule", None) and args.compare:
         raise ValueError("pass --rule or --compare, not both")
-    rules = [args.rule] if args.rule else list(parse_rules(args.compare or ",".join(DEFAULT_RULES)))
+    if getattr(args, "rule", None):
+        return [args.rule]
+    return list(parse_rules(args.compare or ",".join(DEFAULT_RULES)))
+
+
+def _seeds(args: argparse.Namespace) -> List[int]:
+    """``--seeds`` (or simulate's ``--seed``; the default comparison's seeds when simulate gets
+    neither and no rules)."""
+    if args.command == "simulate" and args.seed is not None:
+        if args.seeds is not None:
+            raise ValueError("pass --seed or --seeds, not both")
+        return [args.seed]
+    text = args.seeds or ("0" if args.rule or args.compare else DEFAULT_SEEDS)
+    try:
+        seeds = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise ValueError(f"--seeds expects comma-separated integers; got {text!r}") from None
+    if not seeds:
+        raise ValueError("--seeds needs at least one seed")
+    return seeds
+
+
+def _config(args: argparse.Namespace, rules: Sequence[str], seed: int) -> Any:
+    """The :class:`~fastfair.sim.config.SimulationConfig` of the run options."""
+    from fastfair.methods import METHODS
+    from fastfair.sim.config import SimulationConfig
+
     dataset = args.dataset or ("digits" if set(rules) & set(METHODS) else SimulationConfig().dataset)
-    config = SimulationConfig(
+    return SimulationConfig(
         dataset=dataset, clients=_clients(args, dataset), per_round=args.per_round,
-        rounds=args.rounds, seed=args.seed, synthetic_alpha=args.synthetic_alpha,
+        rounds=args.rounds, seed=seed, synthetic_alpha=args.synthetic_alpha,
         synthetic_beta=args.synthetic_beta, max_samples=args.max_samples, groups=args.groups,
         group_power=args.group_power, group_shift=args.group_shift,
         partition=args.partition, dirichlet_alpha=args.dirichlet_alpha,
@@ -190,11 +255,52 @@ def _experiment(args: argparse.Namespace, dist: Any) -> Any:
         server_options=_options(args.server_option, "--server-option"),
         availability=args.availability,
         availability_options=_options(args.availability_option, "--availability-option"),
-        eval_every=args.eval_every, eval_clients=args.eval_clients, device=args.device)
-    out = args.out or _fresh_folder()
-    return Experiment(config, rules, _rule_options(args.rule_option, rules), out=out,
-                      checkpoint_every=args.checkpoint_every, progress=not args.quiet,
-                      dist=dist, threads=args.threads, callbacks=_callbacks(args, out))
+        eval_every=args.eval_every, eval_clients=args.eval_clients,
+        validation=args.validation, device=args.device)
+
+
+def _experiment(args: argparse.Namespace, dist: Any) -> Any:
+    """The experiment the options describe (or the one saved in ``--resume DIR``): an
+    :class:`~fastfair.sim.Experiment` for one seed, a :class:`~fastfair.sim.Sweep` for several
+    (and for ``fastfair sweep``)."""
+    from fastfair.sim.experiment import Experiment
+    from fastfair.sim.sweep import Sweep
+
+    if args.command == "simulate" and args.resume is not None:
+        return Experiment.resume(args.resume, progress=not args.quiet, dist=dist,
+                                 threads=args.threads, callbacks=_callbacks(args, args.resume))
+    rules, seeds = _rules(args), _seeds(args)
+    options = _rule_options(args.rule_option, rules)
+    out = args.out or _fresh_folder(args.command)
+    if args.command == "simulate" and len(seeds) == 1:
+        return Experiment(_config(args, rules, seeds[0]), rules, options, out=out,
+                          checkpoint_every=args.checkpoint_every, progress=not args.quiet,
+                          dist=dist, threads=args.threads, callbacks=_callbacks(args, out))
+    if args.command == "simulate" and args.checkpoint_every:
+        raise ValueError("--checkpoint-every runs with one seed; several seeds run as a sweep")
+    grid = _grid(getattr(args, "grid", []), rules)
+    baseline = getattr(args, "baseline", "fedavg") or None
+    return Sweep(_config(args, rules, seeds[0]), rules, seeds, grid,
+                 {r: o for r, o in options.items() if o},
+                 baseline=baseline if baseline in rules or args.command == "sweep" else None,
+                 select=getattr(args, "select", "acc_mean"), out=out, progress=not args.quiet,
+                 callbacks=_callbacks(args, out), dist=dist, threads=args.threads)
+
+
+def _grid(pairs: Sequence[str], rules: Sequence[str]) -> Dict[str, Dict[str, List[Any]]]:
+    """``RULE:KEY=V1,V2,...`` -> {rule: {key: [values]}}."""
+    grid: Dict[str, Dict[str, List[Any]]] = {}
+    for pair in pairs:
+        target, sep, assignment = pair.partition(":")
+        key, eq, text = assignment.partition("=")
+        if not sep or not eq or not target or not key or not text:
+            raise ValueError(f"--grid expects RULE:KEY=V1,V2,...; got {pair!r}")
+        if target not in rules:
+            raise ValueError(f"--grid {pair!r} names rule {target!r}, which is not run")
+        if key in grid.get(target, {}):
+            raise ValueError(f"--grid gives {target}:{key} twice")
+        grid.setdefault(target, {})[key] = [_value(v) for v in text.split(",")]
+    return grid
 
 
 def _callbacks(args: argparse.Namespace, out: Path) -> List[Any]:
@@ -220,7 +326,8 @@ def _clients(args: argparse.Namespace, dataset: str) -> int:
 
 
 def simulate(args: argparse.Namespace) -> int:
-    """``fastfair simulate``: runs the experiment and prints its summary table."""
+    """``fastfair simulate`` and ``fastfair sweep``: runs the experiment (or sweep) and prints its
+    summary table."""
     from tqdm.contrib.logging import logging_redirect_tqdm
 
     from fastfair.sim.distributed import Distributed
@@ -229,20 +336,23 @@ def simulate(args: argparse.Namespace) -> int:
     try:
         experiment = _experiment(args, dist)
         lead = dist.rank == 0
-        if args.resume is not None and any(v != d for v, d in _given(args)):
+        if args.command == "simulate" and args.resume is not None and \
+                any(v != d for v, d in _given(args)):
             raise ValueError("--resume continues the saved run with its saved options; pass "
                              "no other run option (to change them, start a new run)")
         if lead:
             b = experiment.base
-            LOG.info("fastfair simulate: %s | K=%d m=%d rounds=%d dataset=%s | writing to %s",
-                     ", ".join(experiment.rules), b.clients, b.per_round, b.rounds, b.dataset,
-                     experiment.out)
+            seeds = getattr(experiment, "seeds", [b.seed])
+            LOG.info("fastfair %s: %s | K=%d m=%d rounds=%d seeds=%s dataset=%s | writing to "
+                     "%s", args.command, ", ".join(experiment.rules), b.clients, b.per_round,
+                     b.rounds, ",".join(map(str, seeds)), b.dataset, experiment.out)
         # Messages during the rounds go through tqdm, so they do not break its progress bars.
         with logging_redirect_tqdm(loggers=[LOG]):
             result = experiment.run()
         if lead:
             print(result.table(), flush=True)
-            files = sorted(p.name for p in result.out.iterdir() if p.name != "config.json")
+            files = sorted(p.name for p in result.out.iterdir()
+                           if p.name not in ("config.json", "sweep.json"))
             LOG.info("wrote %s/%s", result.out, ", ".join(files))
         return 0
     finally:
@@ -251,7 +361,7 @@ def simulate(args: argparse.Namespace) -> int:
 
 def _device(args: argparse.Namespace) -> str:
     """The device of the run: ``--device``, or the saved run's when resuming."""
-    if args.resume is None:
+    if getattr(args, "resume", None) is None:
         return args.device
     try:
         return json.loads((args.resume / "config.json").read_text())["config"]["device"]
@@ -274,7 +384,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     quiet = getattr(args, "quiet", False)
     with _console_logging(getattr(args, "log_level", None) or ("warning" if quiet else "info")):
         try:
-            if args.command == "simulate":
+            if args.command in ("simulate", "sweep"):
                 return simulate(args)
             if args.command == "rules":
                 from fastfair.aggregators.registry import describe

@@ -20,7 +20,6 @@ pure function of (seed, client id) whatever cohort it is drawn in, and no per-cl
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import numpy as np
 import torch
