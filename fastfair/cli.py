@@ -240,7 +240,8 @@ def _config(args: argparse.Namespace, rules: Sequence[str], seed: int) -> Any:
     from fastfair.methods import METHODS
     from fastfair.sim.config import SimulationConfig
 
-    dataset = args.dataset or ("digits" if set(rules) & set(METHODS) else SimulationConfig().dataset)
+    dataset = args.dataset or ("digits" if set(rules) & set(METHODS)
+                               else SimulationConfig().dataset)
     return SimulationConfig(
         dataset=dataset, clients=_clients(args, dataset), per_round=args.per_round,
         rounds=args.rounds, seed=seed, synthetic_alpha=args.synthetic_alpha,

@@ -65,12 +65,15 @@ class Simulation(Runner):
 
     def __init__(self, config: SimulationConfig, dist: Optional[Distributed] = None, *,
                  dataset: Optional[FederatedDataset] = None,
-                 model: Optional[FlatModel] = None) -> None:
+                 model: Optional[FlatModel] = None,
+                 evaluate_like: Optional["Simulation"] = None) -> None:
         """``dataset`` (e.g. an :class:`~fastfair.sim.data.ArrayDataset` of your own per-client
         arrays) replaces ``config.dataset``, and ``model`` (e.g. a
         :class:`~fastfair.sim.models.ModuleModel` around your module) replaces ``config.model``.
         With ``config.validation`` > 0 the clients train on the rest of their training data and
-        evaluation rounds also score the held-out part (``val_*`` metrics)."""
+        evaluation rounds also score the held-out part (``val_*`` metrics). ``evaluate_like``,
+        a run on the same data set object with the same seed and evaluation settings, lends
+        this run its evaluation data instead of building them again (a sweep's runs)."""
         self.config = config
         self.dist = dist or Distributed(device=torch.device(config.device))
         self.device = self.dist.device if self.dist.world_size > 1 else torch.device(config.device)
@@ -92,8 +95,15 @@ class Simulation(Runner):
                                                config.availability_options)
         self.round = 0
         self.history: List[Dict[str, Any]] = []
-        self._eval_batch = self._pick_eval_clients(self.dataset, self.device)
-        self._val_batch, self.val_ids = self._validation_batch()
+        other = evaluate_like
+        if other is not None and other.dataset is self.dataset and all(
+                getattr(other.config, f) == getattr(config, f)
+                for f in ("seed", "eval_clients", "validation", "device")):
+            self.eval_ids, self.val_ids = other.eval_ids, other.val_ids
+            self._eval_batch, self._val_batch = other._eval_batch, other._val_batch
+        else:
+            self._eval_batch = self._pick_eval_clients(self.dataset, self.device)
+            self._val_batch, self.val_ids = self._validation_batch()
         self._check_model(self._eval_batch)
 
     def _validation_batch(self) -> Tuple[Optional[ClientBatch], Optional[np.ndarray]]:
@@ -173,7 +183,7 @@ class Simulation(Runner):
                                  out=direction)
         self.optimizer.step(self.params, self.dist.sum(direction))
         return {"participants": int(m), "train_loss": float(np.mean(losses)),
-                "max_coefficient": float(np.max(coef))}
+                "max_coefficient": float(np.max(coef)), **coefficient_shares(coef)}
 
     # ------------------------------------------------------------------ checkpoints
     def _state(self) -> Dict[str, Any]:
@@ -189,6 +199,21 @@ class Simulation(Runner):
         rule.load_state_dict(state["rule"])
         optimizer.load_state_dict(state["optimizer"])
         self.rule, self.optimizer, self.params = rule, optimizer, params.clone()
+
+
+def coefficient_shares(coef: np.ndarray) -> Dict[str, float]:
+    r"""What a round's coefficients ``coef [m]`` mean for every rule alike: each client's share
+    of the aggregate :math:`w_k = |c_k| / \sum_j |c_j|` (rules scale coefficients differently:
+    convex weights, FedMGDA's lambda over the update norm, q-FedAvg's Lipschitz-scaled ones),
+    summarised as ``max_share`` (:math:`\max_k w_k`, 1/m when uniform) and
+    ``effective_clients`` (:math:`1 / \sum_k w_k^2`, m when uniform, 1 when one client takes
+    everything)."""
+    total = np.abs(coef).sum()
+    if not total > 0:
+        return {"max_share": float("nan"), "effective_clients": 0.0}
+    share = np.abs(coef) / total
+    return {"max_share": float(share.max()),
+            "effective_clients": float(1.0 / np.dot(share, share))}
 
 
 def with_validation(dataset: FederatedDataset, fraction: float) -> FederatedDataset:

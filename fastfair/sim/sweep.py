@@ -143,7 +143,8 @@ class Sweep:
     """
 
     def __init__(self, config: SimulationConfig, rules: Sequence[str],
-                 seeds: Sequence[int] = (0,), grid: Optional[Mapping[str, Mapping[str, Sequence[Any]]]] = None,
+                 seeds: Sequence[int] = (0,),
+                 grid: Optional[Mapping[str, Mapping[str, Sequence[Any]]]] = None,
                  rule_options: Optional[Mapping[str, Mapping[str, Any]]] = None, *,
                  baseline: Optional[str] = None, select: str = "acc_mean",
                  metrics: Sequence[str] = METRICS, out: Union[str, Path, None] = None,
@@ -240,9 +241,12 @@ class Sweep:
 
     def _play_batched(self, specs: List[RunSpec], datasets, finished) -> None:
         """The runs ``specs`` (all of the engine), round by round as one program."""
-        sims = [Simulation(self.configs[s], self.dist, dataset=datasets[s.seed],
-                           model=self.model) for s in specs]
-        _share_evaluation_data(sims)
+        sims: List[Simulation] = []
+        first: Dict[int, Simulation] = {}
+        for s in specs:
+            sims.append(Simulation(self.configs[s], self.dist, dataset=datasets[s.seed],
+                                   model=self.model, evaluate_like=first.get(s.seed)))
+            first.setdefault(s.seed, sims[-1])
         names = [s.name for s in specs]
         for sim, name in zip(sims, names):
             self._start(name, sim.config)
@@ -316,18 +320,6 @@ class Sweep:
 
 def _has(run: SweepRun, metric: str) -> bool:
     return any(metric in record for record in run.history)
-
-
-def _share_evaluation_data(sims: Sequence[Simulation]) -> None:
-    """Runs of one data set and seed evaluate the same clients: let them hold one copy of the
-    evaluation (and validation) data, so that :func:`_evaluate_together` scores them in one
-    pass."""
-    first: Dict[Tuple[int, int], Simulation] = {}
-    for sim in sims:
-        owner = first.setdefault((id(sim.dataset), sim.config.seed), sim)
-        if owner is not sim and np.array_equal(owner.eval_ids, sim.eval_ids):
-            sim._eval_batch, sim._val_batch = owner._eval_batch, owner._val_batch
-            sim.val_ids = owner.val_ids
 
 
 def _evaluate_together(sims: Sequence[Simulation]):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -241,7 +241,7 @@ def train_lanes(model: FlatModel, batch: ClientBatch, keys: CohortKeys, lanes: S
     device = lanes[0].global_params.device
     starts = torch.stack([lane.global_params.detach().reshape(-1) for lane in lanes])
     params = starts[torch.as_tensor(sorted_lane, device=device)]
-    objectives = _LaneObjectives(lanes, sorted_lane, config.lr, device)
+    objectives = _LaneObjectives(lanes, sorted_lane, starts, config.lr, device)
     extra = objectives.initial_state()
     buffers = model.split_buffers(params)  # rows in sorted order like params'
     dropout = keys.dropout[sorted_client]
@@ -254,7 +254,8 @@ def train_lanes(model: FlatModel, batch: ClientBatch, keys: CohortKeys, lanes: S
             trained.append(extra[:a].detach().requires_grad_(True))
         step_key = torch.from_numpy(advance_keys(dropout[:a], t)).to(device) if model.random \
             else no_keys[:a]
-        logits = model.forward(trained[0], batch.x[take], TrainingStep(valid, step_key, buffers[:a]))
+        step = TrainingStep(valid, step_key, buffers[:a])
+        logits = model.forward(trained[0], batch.x[take], step)
         per_sample = model.sample_loss(logits, batch.y[take])
         mean = masked_mean(per_sample, valid.to(per_sample.dtype))
         loss = objectives.total(mean, trained[0], None if extra is None else trained[1])
@@ -279,24 +280,34 @@ def train_lanes(model: FlatModel, batch: ClientBatch, keys: CohortKeys, lanes: S
 
 class _LaneObjectives:
     """The lanes' client objectives over the rows of a :func:`train_lanes` pass (sorted order):
-    which rows minimise their plain mean loss, which a lane's objective, and the scalar each
-    row trains beside its model."""
+    which rows minimise their plain mean loss, which an objective (lanes whose objectives are
+    equal, e.g. one rule's seeds, evaluate it in one call), and the scalar each row trains
+    beside its model."""
 
-    def __init__(self, lanes: Sequence[Lane], sorted_lane: np.ndarray, lr: float,
-                 device: torch.device) -> None:
-        self.lanes = lanes
+    def __init__(self, lanes: Sequence[Lane], sorted_lane: np.ndarray, starts: torch.Tensor,
+                 lr: float, device: torch.device) -> None:
         self.starts = [None if lane.objective is None else lane.objective.initial_state()
                        for lane in lanes]
-        self.special = [r for r, lane in enumerate(lanes) if lane.objective is not None]
-        # Positions (ascending) of each special lane's rows; the prefix of the first a rows
-        # is the lane's rows still training.
-        self.positions = {r: np.flatnonzero(sorted_lane == r) for r in self.special}
-        self.index = {r: torch.as_tensor(p, device=device) for r, p in self.positions.items()}
+        groups: Dict[Tuple[Any, ...], List[int]] = {}
+        for r, lane in enumerate(lanes):
+            if lane.objective is not None:
+                key = tuple(sorted(lane.objective.to_config().items()))
+                groups.setdefault(key, []).append(r)
+        # Per group: its objective, the positions (ascending) of its rows, whose prefix below a
+        # is the rows still training, and the received model of each row (one lane: its own).
+        self.groups = []
         plain = np.ones(len(sorted_lane))
-        for p in self.positions.values():
-            plain[p] = 0.0
-        # Plain rows' losses enter as mean * 1 (rows of a lane with an objective as mean * 0):
-        # exact, so a row's gradient is the same in any company.
+        for members in groups.values():
+            positions = np.flatnonzero(np.isin(sorted_lane, members))
+            plain[positions] = 0.0
+            index = torch.as_tensor(positions, device=device)
+            received = lanes[members[0]].global_params if len(members) == 1 else \
+                starts[torch.as_tensor(sorted_lane[positions], device=device)]
+            self.groups.append((lanes[members[0]].objective, positions, index, received,
+                                self.starts[members[0]] is not None))
+        self.whole = len(lanes) == 1  # one lane owns every row: no gathers
+        # Plain rows' losses enter as mean * 1 (rows with an objective as mean * 0): exact, so
+        # a row's gradient is the same in any company.
         self.plain = torch.as_tensor(plain, device=device) if plain.any() else None
         self.extra = None
         if any(s is not None for s in self.starts):
@@ -316,18 +327,17 @@ class _LaneObjectives:
               extra: Optional[torch.Tensor]) -> torch.Tensor:
         r""":math:`\sum` over the a rows still training of each row's objective of its masked
         mean loss ``mean [a]`` (``params [a, P]``, ``extra [a]``)."""
-        if not self.special:
+        if not self.groups:
             return mean.sum()
         a = mean.shape[0]
         total = 0.0 if self.plain is None else (mean * self.plain[:a].to(mean.dtype)).sum()
-        for r in self.special:
-            lane = self.lanes[r]
-            if len(self.lanes) == 1:  # one lane owns every row: no gathers
-                rows, loss, p, s = slice(None), mean, params, extra
+        for objective, positions, index, received, stateful in self.groups:
+            if self.whole:
+                loss, p, g, s = mean, params, received, extra
             else:
-                rows = self.index[r][:int(np.searchsorted(self.positions[r], a))]
-                loss, p = mean[rows], params[rows]
-                s = None if extra is None else extra[rows]
-            state = s if self.starts[r] is not None else None
-            total = total + lane.objective(loss, p, lane.global_params, state).sum()
+                n = int(np.searchsorted(positions, a))
+                rows = index[:n]
+                loss, p, s = mean[rows], params[rows], None if extra is None else extra[rows]
+                g = received if received.dim() == 1 else received[:n]
+            total = total + objective(loss, p, g, s if stateful else None).sum()
         return total
