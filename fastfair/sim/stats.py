@@ -1,6 +1,6 @@
 """The statistics of a sweep: means with Student-t confidence intervals over seeds, differences
 paired on seeds against a baseline rule, and the choice of each rule's grid point on the
-validation split (docs/sweeps.md).
+validation split (docs/sweeps.md §3-4).
 
 Runs of one seed share the data set, the initial model and every round's client sample, so the
 difference between two rules on one seed carries none of the seed-to-seed variation of the
@@ -9,6 +9,7 @@ data; a paired interval is then much narrower than the two unpaired ones side by
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass, field
@@ -16,33 +17,58 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-#: Metrics where smaller is better (with or without the ``val_`` prefix).
-LOWER_IS_BETTER = frozenset({"acc_variance", "acc_gini", "acc_parity_gap", "test_loss",
-                             "val_loss", "train_loss"})
+_SPREAD = ("variance", "gini", "parity_gap")
+#: Metrics where smaller is better: the spread of client accuracy (variance, Gini, max - min) on
+#: the test (``acc_``) and validation (``val_acc_``) splits, and the losses.
+LOWER_IS_BETTER = frozenset({p + s for p in ("acc_", "val_acc_") for s in _SPREAD}
+                            | {"test_loss", "val_loss", "train_loss"})
 
 
 def lower_is_better(metric: str) -> bool:
-    """Whether a smaller ``metric`` (``acc_gini``, ``val_acc_gini``, ...) is better."""
-    return metric in LOWER_IS_BETTER or metric.removeprefix("val_") in LOWER_IS_BETTER
+    """Whether a smaller ``metric`` (``acc_gini``, ``val_acc_gini``, ``test_loss``, ...) is
+    better (membership in :data:`LOWER_IS_BETTER`)."""
+    return metric in LOWER_IS_BETTER
+
+
+def validation_metric(metric: str) -> str:
+    """The validation counterpart of a test ``metric``: ``acc_x`` -> ``val_acc_x``,
+    ``test_loss`` -> ``val_loss``; a ``val_`` name is its own."""
+    if metric.startswith("val_"):
+        return metric
+    return "val_loss" if metric == "test_loss" else "val_" + metric
 
 
 def point_label(rule: str, options: Mapping[str, Any]) -> str:
-    """A grid point's label: ``rule``, or ``rule(a=1,b=x)`` with its options sorted by name."""
+    """A grid point's label: ``rule``, or ``rule(a=1,b=x)`` with its options sorted by name
+    (strings as they are, other values as JSON)."""
     if not options:
         return rule
     return f"{rule}(" + ",".join(f"{k}={_short(v)}" for k, v in sorted(options.items())) + ")"
 
 
+def options_json(options: Mapping[str, Any]) -> str:
+    """A grid point's options as JSON, sorted by name (numpy scalars as numbers, other
+    non-JSON values as their text)."""
+    return json.dumps({k: _plain(v) for k, v in options.items()}, sort_keys=True, default=str)
+
+
+def _plain(value: Any) -> Any:
+    # Grid values built with numpy (np.linspace) are numpy scalars, which json cannot write.
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def _short(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
+    value = _plain(value)
+    return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
 @dataclass
 class SweepRun:
     """One finished run of a sweep: ``rule`` with the ``options`` of its grid point, ``seed``,
-    its round records ``history`` (evaluation rounds hold ``acc_*``, ``test_loss`` and, with a
-    validation split, ``val_acc_*`` and ``val_loss``), its final per-client test accuracy
-    ``final [E]`` and its wall time ``seconds`` (a batched sweep's share of the program)."""
+    its round records ``history`` (each has ``round``; evaluation rounds hold ``acc_*``,
+    ``test_loss`` and, with a validation split, ``val_acc_*`` and ``val_loss``), its final
+    per-client test accuracy ``final [E]`` and its wall time ``seconds`` (a batched sweep's
+    share of the program)."""
 
     rule: str
     options: Dict[str, Any]
@@ -64,7 +90,7 @@ class SweepRun:
         raise KeyError(f"run {self.point} seed {self.seed} never recorded {metric!r}")
 
     def curve(self, metric: str) -> Tuple[np.ndarray, np.ndarray]:
-        """``(rounds [n], values [n])`` of the records that have ``metric``."""
+        """``(rounds [n], values [n])`` over the n records that have ``metric``."""
         rows = [(r["round"], r[metric]) for r in self.history if metric in r]
         return (np.array([r for r, _ in rows], dtype=np.int64),
                 np.array([v for _, v in rows], dtype=np.float64))
@@ -82,33 +108,44 @@ def _finite(values: Sequence[float], name: str) -> np.ndarray:
 def mean_ci(values: Sequence[float], confidence: float = 0.95) -> Tuple[float, float]:
     r"""``(mean, half_width)`` of ``values [n]``: the Student-t interval
     :math:`\bar x \pm t_{n-1,(1+c)/2}\, s/\sqrt n` with the sample standard deviation s
-    (ddof 1); the half-width is NaN for n = 1."""
-    from scipy.stats import t
-
+    (ddof 1) and c = ``confidence``; the half-width is NaN for n = 1."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1); got {confidence}")
     v = _finite(values, "values")
     if v.size == 1:
         return float(v[0]), math.nan
-    half = t.ppf((1 + confidence) / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size)
+    half = _t_quantile((1 + confidence) / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size)
     return float(v.mean()), float(half)
+
+
+@functools.lru_cache(maxsize=None)
+def _t_quantile(q: float, dof: int) -> float:
+    # scipy's t.ppf costs about a millisecond a call; a sweep's summary asks for a handful of
+    # (q, dof) pairs hundreds of times.
+    from scipy.stats import t
+
+    return float(t.ppf(q, dof))
 
 
 def paired_difference(values: Mapping[int, float], baseline: Mapping[int, float],
                       confidence: float = 0.95) -> Tuple[float, float, int]:
     r"""``(mean, half_width, n)`` of the differences :math:`d_s = x_s - b_s` over the n seeds
     s in both ``values`` and ``baseline`` (``{seed: value}``), with :func:`mean_ci`'s
-    interval."""
+    interval on :math:`d_1..d_n`."""
     common = sorted(set(values) & set(baseline))
     if not common:
         raise ValueError(f"values (seeds {sorted(values)}) and baseline (seeds "
                          f"{sorted(baseline)}) share no seed")
-    mean, half = mean_ci([values[s] - baseline[s] for s in common], confidence)
+    x = _finite([values[s] for s in common], "values")
+    b = _finite([baseline[s] for s in common], "baseline")
+    mean, half = mean_ci(x - b, confidence)
     return mean, half, len(common)
 
 
-def _points(runs: Sequence[SweepRun]) -> Dict[str, List[SweepRun]]:
-    """Runs by grid point label, in order of first appearance."""
+def by_point(runs: Sequence[SweepRun]) -> Dict[str, List[SweepRun]]:
+    """``{point label: [runs]}``, the points in order of first appearance in ``runs``."""
+    if not runs:
+        raise ValueError("runs is empty")
     out: Dict[str, List[SweepRun]] = {}
     for run in runs:
         out.setdefault(run.point, []).append(run)
@@ -116,34 +153,48 @@ def _points(runs: Sequence[SweepRun]) -> Dict[str, List[SweepRun]]:
 
 
 def select(runs: Sequence[SweepRun], metric: str = "acc_mean") -> Dict[str, Dict[str, Any]]:
-    """Per rule, the options of the grid point whose mean over seeds of the last
-    ``val_<metric>`` is best (smallest where :func:`lower_is_better`); the first such point on
-    ties. A rule with one point is chosen as it is. Test metrics are never read."""
+    r"""``{rule: options}``: per rule, the grid point whose mean over its seeds of the last
+    :func:`validation_metric` of ``metric`` (``val_acc_mean`` for ``acc_mean``) is best,
+    :math:`\arg\max_p \frac{1}{n_p} \sum_s v_{p,s}` (arg min where :func:`lower_is_better`);
+    the first point in run order on ties, and a point with a non-finite mean (a diverged run)
+    only when no point has a finite one. A rule with one point is chosen as it is. Test
+    metrics are never read."""
     by_rule: Dict[str, List[List[SweepRun]]] = {}
-    for group in _points(runs).values():
+    for group in by_point(runs).values():
         by_rule.setdefault(group[0].rule, []).append(group)
-    key, sign = "val_" + metric, (-1.0 if lower_is_better(metric) else 1.0)
+    key, sign = validation_metric(metric), (-1.0 if lower_is_better(metric) else 1.0)
     chosen = {}
     for rule, groups in by_rule.items():
-        if len(groups) == 1:
-            chosen[rule] = dict(groups[0][0].options)
-            continue
-        try:
-            scores = [sign * np.mean([r.last(key) for r in group]) for group in groups]
-        except KeyError:
-            raise ValueError(f"choosing among {len(groups)} grid points of {rule} needs "
-                             f"{key!r}: run the sweep with a validation split (validation, "
-                             "--validation)") from None
-        chosen[rule] = dict(groups[int(np.argmax(scores))][0].options)
+        if len(groups) > 1:
+            means = np.array([np.mean([_validation(r, key, len(groups)) for r in group])
+                              for group in groups])
+            score = np.where(np.isfinite(means), sign * means, -np.inf)
+            groups = [groups[int(np.argmax(score))]]  # argmax: the first of equal scores
+        chosen[rule] = dict(groups[0][0].options)
     return chosen
+
+
+def _validation(run: SweepRun, key: str, points: int) -> float:
+    try:
+        return run.last(key)
+    except KeyError:
+        recorded = sorted({k for r in run.history for k in r if k.startswith("val_")})
+        if recorded:  # a validation split, but not this metric: most likely a misspelt name
+            raise ValueError(f"choosing among the {points} grid points of {run.rule} needs "
+                             f"{key!r}, which run {run.point} seed {run.seed} never recorded; "
+                             f"it recorded {', '.join(recorded)}") from None
+        raise ValueError(f"choosing among the {points} grid points of {run.rule} needs "
+                         f"{key!r}: run the sweep with a validation split (validation, "
+                         "--validation FRACTION)") from None
 
 
 @dataclass
 class SummaryRow:
     """One grid point over its seeds: ``values[metric] = (mean, half_width)`` of the runs'
-    last values, ``differences[metric] = (mean, half_width)`` paired against the baseline's
-    chosen point (empty without a baseline, and for the baseline's own rule), ``selected``
-    when the selection picked it."""
+    last values (:func:`mean_ci`), ``differences[metric] = (mean, half_width)`` paired on
+    seeds against the baseline's reference point (:func:`paired_difference`; empty without a
+    baseline and for the reference point itself), and ``selected`` when the selection picked
+    the point (every point without a selection)."""
 
     rule: str
     options: Dict[str, Any]
@@ -154,35 +205,70 @@ class SummaryRow:
 
     @property
     def point(self) -> str:
+        """The grid point's label (:func:`point_label`)."""
         return point_label(self.rule, self.options)
+
+    @property
+    def n(self) -> int:
+        """The number of seeds."""
+        return len(self.seeds)
 
 
 def summarize(runs: Sequence[SweepRun], metrics: Sequence[str], baseline: Optional[str] = None,
               selection: Optional[Mapping[str, Mapping[str, Any]]] = None) -> List[SummaryRow]:
-    """One :class:`SummaryRow` per grid point (in order of first appearance): mean and 95 %
-    CI over seeds of each of ``metrics``, and differences paired on seeds against the runs of
-    ``baseline`` at its selected point (its only point without ``selection``)."""
-    groups = _points(runs)
-    reference: Dict[str, Dict[int, float]] = {}
+    """One :class:`SummaryRow` per grid point, in order of first appearance in ``runs``: for
+    each of ``metrics``, the mean and 95 % CI over the point's seeds of the runs' last values,
+    and, with a ``baseline`` rule, the difference paired on common seeds to the runs of the
+    baseline's reference point: its point in ``selection``, or its only point. Every other
+    point, the baseline's other grid points included, gets differences. A metric with a
+    non-finite value on some seed (a diverged run) summarises as ``(nan, nan)`` instead of
+    failing the sweep."""
+    groups = by_point(runs)
+    reference: Optional[List[SweepRun]] = None
     if baseline is not None:
-        mine = [g for g in groups.values() if g[0].rule == baseline]
-        if not mine:
-            raise ValueError(f"baseline {baseline!r} has no runs")
-        if selection is not None and baseline in selection:
-            mine = [g for g in mine if g[0].options == dict(selection[baseline])]
-        if len(mine) != 1:
-            raise ValueError(f"baseline {baseline!r} has {len(mine)} grid points; pass the "
-                             "selection that picks one")
-        reference = {m: {r.seed: r.last(m) for r in mine[0]} for m in metrics}
+        reference = _reference(groups, baseline, selection)
     rows = []
     for group in groups.values():
         first = group[0]
         row = SummaryRow(first.rule, dict(first.options), [r.seed for r in group],
-                         {m: mean_ci([r.last(m) for r in group]) for m in metrics},
-                         selected=selection is None or dict(selection.get(first.rule, {}))
-                         == first.options)
-        if reference and first.rule != baseline:
-            row.differences = {m: paired_difference({r.seed: r.last(m) for r in group},
-                                                    reference[m])[:2] for m in metrics}
+                         {m: _ci([r.last(m) for r in group]) for m in metrics},
+                         selected=selection is None or (first.rule in selection and dict(
+                             selection[first.rule]) == first.options))
+        if reference is not None and group is not reference:
+            row.differences = {m: _paired(group, reference, m) for m in metrics}
         rows.append(row)
     return rows
+
+
+def _reference(groups: Dict[str, List[SweepRun]], baseline: str,
+               selection: Optional[Mapping[str, Mapping[str, Any]]]) -> List[SweepRun]:
+    """The runs of the baseline's reference point."""
+    mine = [g for g in groups.values() if g[0].rule == baseline]
+    if not mine:
+        raise ValueError(f"baseline {baseline!r} has no runs; the runs are of "
+                         f"{sorted({g[0].rule for g in groups.values()})}")
+    if len(mine) == 1:
+        return mine[0]
+    if selection is None or baseline not in selection:
+        raise ValueError(f"baseline {baseline!r} has {len(mine)} grid points; pass the "
+                         "selection that picks one")
+    picked = [g for g in mine if g[0].options == dict(selection[baseline])]
+    if not picked:
+        raise ValueError(f"selection picks {dict(selection[baseline])} for baseline "
+                         f"{baseline!r}, which is none of its grid points")
+    return picked[0]
+
+
+def _ci(values: Sequence[float]) -> Tuple[float, float]:
+    if not np.all(np.isfinite(values)):
+        return math.nan, math.nan
+    return mean_ci(values)
+
+
+def _paired(group: Sequence[SweepRun], reference: Sequence[SweepRun],
+            metric: str) -> Tuple[float, float]:
+    values = {r.seed: r.last(metric) for r in group}
+    base = {r.seed: r.last(metric) for r in reference}
+    if not all(np.isfinite([values[s], base[s]]).all() for s in set(values) & set(base)):
+        return math.nan, math.nan
+    return paired_difference(values, base)[:2]

@@ -1,0 +1,225 @@
+"""What a sweep writes, from hand-made runs: the terminal table's cells, the summary and per-run
+CSV/JSON read back, and the plots (valid PNGs holding the numbers of the summary)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import numpy as np
+import pytest
+
+from fastfair.sim.stats import SweepRun, select, summarize
+from fastfair.sim.sweep_report import (curve_band, label, plot_curves, scale, sweep_table,
+                                       write_sweep)
+
+T2 = 12.706205  # t(1, .975): the interval of two seeds
+T3 = 4.302653   # t(2, .975)
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _run(rule, seed, options=None, rounds=(5, 10), **last):
+    """A run whose evaluation rounds end at the given values (earlier rounds at fractions of
+    them), with a training-only round between."""
+    history = [{"round": t, "participants": 4, "seconds": 0.1,
+                **{k: v * t / rounds[-1] for k, v in last.items()}} for t in rounds]
+    history.insert(1, {"round": rounds[0] + 1, "participants": 4, "train_loss": 0.5})
+    return SweepRun(rule, dict(options or {}), seed, history, np.array([0.5, 0.7]), 2.0)
+
+
+def _sweep(seeds=(0, 1)):
+    """fedavg and term (two tilts, tilt 1 better on validation, tilt 10 on test)."""
+    runs = []
+    for seed in seeds:
+        for tilt, val, acc in ((1, 0.7, 0.5), (10, 0.6, 0.9)):
+            runs.append(_run("term", seed, {"tilt": tilt}, acc_mean=acc + seed / 10,
+                             acc_worst10=0.2, acc_gini=0.2, acc_variance=0.001,
+                             val_acc_mean=val))
+        runs.append(_run("fedavg", seed, acc_mean=0.4 + seed / 10, acc_worst10=0.1 * seed,
+                         acc_gini=0.3, acc_variance=0.002 + 0.001 * seed))
+    return runs
+
+
+METRICS = ["acc_mean", "acc_worst10", "acc_gini", "acc_variance"]
+
+
+def test_scales_and_labels():
+    assert [scale(m) for m in ("acc_mean", "val_acc_worst10", "acc_parity_gap")] == [100] * 3
+    assert scale("acc_variance") == scale("val_acc_variance") == 1e4
+    assert scale("acc_gini") == scale("test_loss") == scale("val_loss") == 1.0
+    assert label("acc_worst10") == "worst 10%" and label("val_acc_worst10") == "val worst 10%"
+    assert label("max_share") == "max_share"
+
+
+def test_table_cells_are_hand_computed():
+    runs = _sweep()
+    rows = summarize(runs, METRICS, "fedavg", select(runs))
+    table = sweep_table(rows, METRICS, "fedavg")
+    lines = table.splitlines()
+    assert lines[0].split() == ["point", "n", "mean", "acc", "worst", "10%", "Gini", "variance",
+                                "Δ", "mean", "acc", "Δ", "worst", "10%", "Δ", "Gini", "Δ",
+                                "variance"]
+    term1, term10, fedavg = (next(line for line in lines if line.startswith(p))
+                             for p in ("*term(tilt=1)", " term(tilt=10)", "*fedavg"))
+    # term(tilt=1): acc 0.5, 0.6 -> 55.00 ± T2 * 0.05 * 100; worst 20 %; Gini 0.2 exactly;
+    # variance 0.001 = 10 %^2; paired on fedavg (0.4, 0.5): +10.00 ± 0.
+    half = f"{T2 * 5:.2f}"
+    assert f"55.00 ± {half}" in term1 and "20.00 ± 0.00" in term1
+    assert "0.200 ± 0.000" in term1 and "10.00 ± 0.00" in term1
+    assert "+10.00 ± 0.00" in term1 and "-0.100 ± 0.000" in term1
+    # Δ worst 10 %: 0.2 - (0, 0.1) = 0.2, 0.1 -> +15.00 ± T2 * 0.05 * 100
+    assert f"+15.00 ± {half}" in term1
+    # fedavg variance 0.002, 0.003 -> 25.00 %^2 ± T2 * 0.0005 * 1e4; it is the baseline.
+    assert f"25.00 ± {T2 * 5:.2f}" in fedavg and fedavg.count("baseline") == 4
+    assert "95% Student-t" in table and "paired on seeds" in table
+    assert "chosen on the validation split" in table
+    assert "+50.00" in term10  # tilt 10's test accuracy 0.9, 1.0 against fedavg's 0.4, 0.5
+
+
+def test_table_without_a_choice_or_a_baseline_or_a_second_seed():
+    runs = [_run("fedavg", 0, acc_mean=0.5), _run("afl", 0, acc_mean=0.25)]
+    table = sweep_table(summarize(runs, ["acc_mean"], None, select(runs)), ["acc_mean"], None)
+    assert "*" not in table and "Δ" not in table and "validation" not in table
+    assert " fedavg" in table and "50.00" in table and "±" not in table.splitlines()[2]
+    with pytest.raises(ValueError, match="rows is empty"):
+        sweep_table([], ["acc_mean"], None)
+
+
+def _read(path):
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        return reader.fieldnames, list(reader)
+
+
+def test_write_sweep_writes_the_summary_the_runs_and_the_plots(tmp_path):
+    runs = _sweep()
+    selection = select(runs)
+    rows = summarize(runs, METRICS, "fedavg", selection)
+    paths = write_sweep(tmp_path, runs, rows, selection, METRICS, "fedavg", "acc_mean")
+    assert [p.name for p in paths] == ["sweep_summary.csv", "sweep_summary.json",
+                                       "sweep_runs.csv", "tradeoff.png", "curves.png"]
+    assert all(p.parent == tmp_path for p in paths)
+
+    columns, summary = _read(tmp_path / "sweep_summary.csv")
+    assert columns == (["point", "rule", "options", "n", "selected"]
+                       + [f"{m}_{s}" for m in METRICS for s in ("mean", "ci")]
+                       + [f"{m}_{s}" for m in METRICS for s in ("diff", "diff_ci")])
+    assert [(r["point"], r["rule"], json.loads(r["options"]), r["n"], r["selected"])
+            for r in summary] == [("term(tilt=1)", "term", {"tilt": 1}, "2", "True"),
+                                  ("term(tilt=10)", "term", {"tilt": 10}, "2", "False"),
+                                  ("fedavg", "fedavg", {}, "2", "True")]
+    term1, _, fedavg = summary
+    assert float(term1["acc_mean_mean"]) == pytest.approx(0.55)
+    assert float(term1["acc_mean_ci"]) == pytest.approx(T2 * 0.05, rel=1e-6)
+    assert float(term1["acc_mean_diff"]) == pytest.approx(0.1)
+    assert float(term1["acc_worst10_diff"]) == pytest.approx(0.15)
+    assert float(term1["acc_worst10_diff_ci"]) == pytest.approx(T2 * 0.05, rel=1e-6)
+    assert fedavg["acc_mean_diff"] == fedavg["acc_mean_diff_ci"] == ""  # the baseline
+
+    text = (tmp_path / "sweep_summary.json").read_text()
+    saved = json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
+    assert saved["selection"] == {"term": {"tilt": 1}, "fedavg": {}}
+    assert (saved["baseline"], saved["select"], saved["select_on"]) == ("fedavg", "acc_mean",
+                                                                        "val_acc_mean")
+    assert saved["metrics"] == METRICS and saved["confidence"] == 0.95
+    assert [p["options"] for p in saved["points"]] == [{"tilt": 1}, {"tilt": 10}, {}]
+    assert saved["points"][0]["acc_gini_diff"] == pytest.approx(-0.1)
+    assert saved["points"][2]["acc_gini_diff"] is None
+
+    columns, per_run = _read(tmp_path / "sweep_runs.csv")
+    assert columns == ["rule", "point", "options", "seed", "seconds", "acc_mean", "acc_worst10",
+                       "acc_gini", "acc_variance", "val_acc_mean", "train_loss"]
+    assert len(per_run) == len(runs) == 6
+    assert [(r["point"], r["seed"]) for r in per_run] == [(run.point, str(run.seed))
+                                                          for run in runs]
+    first = per_run[0]
+    assert (float(first["acc_mean"]), float(first["val_acc_mean"]), first["seconds"]) == (
+        0.5, 0.7, "2.000")
+    assert per_run[2]["val_acc_mean"] == "" and float(per_run[2]["train_loss"]) == 0.5
+
+    import matplotlib.image
+
+    for name in ("tradeoff.png", "curves.png"):
+        assert (tmp_path / name).read_bytes()[:8] == PNG
+        height, width, _ = matplotlib.image.imread(tmp_path / name).shape
+        assert height > 300 and width > 800
+
+
+def test_write_sweep_writes_null_for_the_interval_of_one_seed(tmp_path):
+    runs = [_run("fedavg", 0, acc_mean=0.5, acc_worst10=0.1, acc_gini=0.2),
+            _run("afl", 0, acc_mean=0.4, acc_worst10=0.2, acc_gini=0.1)]
+    metrics = ["acc_mean"]
+    rows = summarize(runs, metrics, "fedavg")
+    write_sweep(tmp_path, runs, rows, select(runs), metrics, "fedavg")
+    _, summary = _read(tmp_path / "sweep_summary.csv")
+    assert summary[1]["acc_mean_ci"] == ""
+    assert float(summary[1]["acc_mean_diff"]) == pytest.approx(-0.1)
+    saved = json.loads((tmp_path / "sweep_summary.json").read_text(),
+                       parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
+    assert saved["points"][1]["acc_mean_diff_ci"] is None
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    """The figures saved while a test runs (they stay readable after plt.close)."""
+    from matplotlib.figure import Figure
+
+    saved = []
+    original = Figure.savefig
+
+    def keep(self, *args, **kwargs):
+        saved.append(self)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    return saved
+
+
+def test_tradeoff_plots_the_selected_points_at_their_means(tmp_path, figures):
+    runs = _sweep()
+    selection = select(runs)
+    write_sweep(tmp_path, runs, summarize(runs, METRICS, None, selection), selection, METRICS,
+                None)
+    tradeoff, curves = figures
+    left, right = tradeoff.axes
+    # One marker per selected point: term(tilt=1) (55 %, 20 %), fedavg (45 %, 5 %).
+    markers = [c.lines[0].get_xydata()[0].tolist() for c in left.containers]
+    assert markers == [pytest.approx([55.0, 20.0]), pytest.approx([45.0, 5.0])]
+    assert [t.get_text() for t in left.texts] == ["term(tilt=1)", "fedavg"]
+    assert [c.lines[0].get_xydata()[0].tolist() for c in right.containers] == [
+        pytest.approx([55.0, 0.2]), pytest.approx([45.0, 0.3])]
+    assert "CI" in tradeoff.get_suptitle()
+    # Two seeds: the curves' band is the range, and the title says so.
+    assert "min-max" in curves.get_suptitle()
+    assert [line.get_label() for line in curves.axes[0].lines] == ["term(tilt=1)", "fedavg"]
+    assert curves.axes[0].lines[0].get_xydata().tolist() == [[5, 27.5], [10, 55.0]]
+
+
+def test_curves_band_is_the_ci_from_three_seeds_on_the_shared_rounds(tmp_path, figures):
+    runs = [_run("fedavg", s, acc_mean=0.3 + 0.1 * s, acc_worst10=0.1) for s in (0, 1)]
+    runs.append(_run("fedavg", 2, rounds=(2, 5, 10), acc_mean=0.5, acc_worst10=0.1))
+    plot_curves(tmp_path / "curves.png", runs)
+    (fig,) = figures
+    assert "95% CI" in fig.get_suptitle() and "min-max" not in fig.get_suptitle()
+    line = fig.axes[0].lines[0]
+    # Round 2 is only in seed 2's run: the curve keeps rounds 5 and 10.
+    assert line.get_xydata() == pytest.approx(np.array([[5, 20.0], [10, 40.0]]))
+    band = fig.axes[0].collections[0].get_paths()[0].vertices
+    assert band[:, 1].max() == pytest.approx(40.0 + T3 * 10 / math.sqrt(3), rel=1e-6)
+
+
+def test_curve_band_is_hand_computed():
+    values = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 9.0]])
+    mean, low, high = curve_band(values, "CI")
+    assert mean.tolist() == [3.0, 5.0]
+    # Column 0: s = 2; column 1: deviations -3, -1, 4 -> s = sqrt(13).
+    half = T3 * np.array([2.0, math.sqrt(13)]) / math.sqrt(3)
+    assert high - mean == pytest.approx(half, rel=1e-6)
+    assert mean - low == pytest.approx(half, rel=1e-6)
+    mean, low, high = curve_band(values[:2], "min-max")
+    assert (mean.tolist(), low.tolist(), high.tolist()) == ([2, 3], [1, 2], [3, 4])
+    with pytest.raises(ValueError, match="kind"):
+        curve_band(values, "sd")
+    with pytest.raises(ValueError, match=r"values must be \[seeds, rounds\]"):
+        curve_band(np.zeros(3), "CI")
