@@ -10,7 +10,6 @@ import argparse
 import contextlib
 import json
 import logging
-import os
 import sys
 import time
 from pathlib import Path
@@ -98,8 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--select", default="acc_mean", metavar="METRIC",
                    help="the metric whose validation value picks each rule's grid point")
     _run_options(p, d)
-    # One batched program of many runs fills the cores, unlike one small run.
-    p.set_defaults(threads=min(4, os.cpu_count() or 1))
+    p.set_defaults(threads=None)  # see --threads: the idle cores
     sub.add_parser("rules", help="list every rule, server optimizer and method with its options",
                    description="Lists every rule and server optimizer with its options and "
                                "defaults, and the methods (their options: --rule-option).")
@@ -184,8 +182,9 @@ def _run_options(p: argparse.ArgumentParser, d: Any) -> None:
                    help="cpu, cuda or cuda:N: where the model, the cohort's data and training "
                         "live (under torchrun with cuda, each process uses GPU LOCAL_RANK)")
     g.add_argument("--threads", type=int, default=1,
-                   help="torch and fastfair kernel threads per process (1 does not collapse on "
-                        "a busy machine; raise it for large models on idle cores)")
+                   help="torch and fastfair kernel threads per process (simulate: 1, which "
+                        "does not collapse on a busy machine; sweep: the cores idle at the "
+                        "start, up to 4, as one batched program of many runs fills them)")
 
 
 def _options(pairs: Sequence[str], flag: str) -> Dict[str, Any]:
@@ -265,6 +264,7 @@ def _experiment(args: argparse.Namespace, dist: Any) -> Any:
     :class:`~fastfair.sim.Experiment` for one seed, a :class:`~fastfair.sim.Sweep` for several
     (and for ``fastfair sweep``)."""
     from fastfair.sim.experiment import Experiment
+    from fastfair.sim.runner import idle_cores
     from fastfair.sim.sweep import Sweep
 
     if args.command == "simulate" and args.resume is not None:
@@ -285,7 +285,8 @@ def _experiment(args: argparse.Namespace, dist: Any) -> Any:
                  {r: o for r, o in options.items() if o},
                  baseline=baseline if baseline in rules or args.command == "sweep" else None,
                  select=getattr(args, "select", "acc_mean"), out=out, progress=not args.quiet,
-                 callbacks=_callbacks(args, out), dist=dist, threads=args.threads)
+                 callbacks=_callbacks(args, out), dist=dist,
+                 threads=args.threads or idle_cores())
 
 
 def _grid(pairs: Sequence[str], rules: Sequence[str]) -> Dict[str, Dict[str, List[Any]]]:

@@ -251,7 +251,7 @@ def play_round(sims: Sequence[Simulation], t: int,
         batch = sims[r0].dataset.client_data(ids, "train", device=device)
         seed = torch_seed(sims[r0].config.seed, Stream.ROUND_TRAINING, t)
         mine, _ = evaluate_clients(lead.model, torch.stack([sims[r].params for r in members]),
-                                   batch)
+                                   batch, accuracy=False)
         for j, r in enumerate(members):
             losses[r] = mine[j]
             lanes[r] = Lane(sims[r].params, first + np.arange(len(ids)),

@@ -48,14 +48,16 @@ def _segment_ids(counts: np.ndarray, device: Optional[torch.device] = None) -> t
 
 
 def evaluate_clients(model: FlatModel, params: torch.Tensor, batch: ClientBatch,
-                     chunk: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray]:
+                     chunk: Optional[int] = None, accuracy: bool = True
+                     ) -> Tuple[np.ndarray, Optional[np.ndarray]]:
     """Loss and accuracy of a model ``params [P]``, or of L models ``params [L, P]``, on each
     client's samples, ``chunk`` samples per forward pass (default ``model.eval_rows``).
 
     Returns ``(loss, accuracy)`` as float64 NumPy arrays, ``[m]`` for one model and ``[L, m]``
     for L: per-client means of the model's sample loss and accuracy (cross-entropy and
     ``argmax == y`` by default, averaged over positions for a label per position; NaN for a
-    client with no samples). The L models read the same inputs in one forward pass per chunk.
+    client with no samples; accuracy None when ``accuracy`` is False, for a round's losses).
+    The L models read the same inputs in one forward pass per chunk.
     Runs on the device of ``params`` and ``batch``; only the results travel to the host.
     """
     chunk = chunk or model.eval_rows
@@ -83,11 +85,15 @@ def evaluate_clients(model: FlatModel, params: torch.Tensor, batch: ClientBatch,
             loss = model.sample_loss(logits, ys)[:, :n].double()
             segs = seg[start:start + n]
             loss_sum.index_add_(1, segs, loss)
-            hit_sum.index_add_(1, segs, model.sample_hits(logits, ys)[:, :n])
+            if accuracy:
+                hit_sum.index_add_(1, segs, model.sample_hits(logits, ys)[:, :n])
     with np.errstate(invalid="ignore", divide="ignore"):
         n = counts.astype(np.float64)
-        loss, acc = loss_sum.cpu().numpy() / n, hit_sum.cpu().numpy() / n
-    return (loss[0], acc[0]) if params.dim() == 1 else (loss, acc)
+        loss = loss_sum.cpu().numpy() / n
+        acc = hit_sum.cpu().numpy() / n if accuracy else None
+    if params.dim() == 1:
+        return loss[0], None if acc is None else acc[0]
+    return loss, acc
 
 
 def local_steps(counts: np.ndarray, config: LocalTrainingConfig) -> np.ndarray:
