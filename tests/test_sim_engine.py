@@ -187,8 +187,12 @@ def test_resume_after_kill_reproduces_the_run(tmp_path):
             == (tmp_path / "killed" / "final_accuracy.csv").read_text())
 
 
-def test_two_processes_match_one(tmp_path):
-    args = ["--compare", "fedavg,qfedavg", "--rounds", "6", *TINY]
+@pytest.mark.parametrize("args", [
+    ["--compare", "fedavg,qfedavg", "--rounds", "6", *TINY],
+    # A sweep's batched program under torchrun: two seeds, rules with client objectives.
+    ["--compare", "fedavg,fedprox,fedcvar", "--seeds", "0,1", "--rounds", "4", *TINY],
+], ids=["simulate", "sweep"])
+def test_two_processes_match_one(tmp_path, args):
     code, err = _finish(_run([*args, "--out", str(tmp_path / "one")]))
     assert code == 0, err
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
@@ -207,9 +211,14 @@ def assert_runs_match(one: Path, other: Path) -> None:
     for rule in a:
         for ra, rb in zip(a[rule], b[rule]):
             assert ra["participants"] == rb["participants"]
-            for key in ("train_loss", "test_loss", "acc_mean", "acc_worst10"):
+            for key in ("train_loss", "test_loss"):
                 if key in ra:
                     assert rb[key] == pytest.approx(ra[key], rel=1e-4, abs=1e-6), (rule, key)
+            # The all-reduce sums in another order: a test sample on the decision boundary may
+            # flip, moving a client's accuracy by one sample and the mean by under 1e-2.
+            for key in ("acc_mean", "acc_worst10"):
+                if key in ra:
+                    assert rb[key] == pytest.approx(ra[key], abs=1e-2), (rule, key)
 
 
 def test_cross_silo_rule_needs_every_client():
