@@ -24,7 +24,7 @@ from typing import Dict, List, Tuple
 import numpy as np
 
 from fastfair.sim import SimulationConfig, Sweep
-from fastfair.sim.stats import SummaryRow
+from fastfair.sim.stats import SummaryRow, summarize
 
 CROSS_DEVICE = ["fedavg", "fairavg", "fedprox", "aaggff-d", "fedmaba", "fedcvar", "qfedavg", "term",
                 "afl", "propfair", "fedmgda"]
@@ -115,14 +115,18 @@ def _cell(pair, metric: str, signed: bool = False) -> str:
     return text if math.isnan(half) else f"{text} ± {half * scale:.{digits}f}"
 
 
-def table(rows: List[SummaryRow]) -> List[str]:
+def table(rows: List[SummaryRow], against_fairavg: List[SummaryRow]) -> List[str]:
+    """The markdown rows of one workload: values, paired differences to FedAvg (``rows``) and
+    to FairAvg (``against_fairavg``, the same runs summarised against it), claim, verdict."""
     lines = ["| rule | mean acc | worst 10 % | Gini | variance | Δ mean | Δ worst 10 % | Δ Gini "
-             "| claim (metric) | verdict |", "|" + "---|" * 10]
-    for row in rows:
+             "| Δ worst 10 % vs FairAvg | claim (metric) | verdict |", "|" + "---|" * 11]
+    for row, other in zip(rows, against_fairavg):
         claim = CLAIMS.get(row.rule)
         cells = [_cell(row.values[m], m) for m in METRICS]
         diffs = ([_cell(row.differences[m], m, True) for m in METRICS[:3]] if row.differences
                  else ["baseline"] * 3)
+        diffs.append(_cell(other.differences["acc_worst10"], "acc_worst10", True)
+                     if other.differences else "baseline")
         said = f"{claim[1]} (`{claim[0]}`)" if claim else "the baseline"
         result = verdict(row, claim[0]) if claim and row.differences else ""
         lines.append(f"| {row.point} | " + " | ".join(cells + diffs) + f" | {said} | {result} |")
@@ -146,9 +150,10 @@ def main(argv=None) -> int:
             result = Sweep(config, rules, seeds, baseline="fedavg", metrics=METRICS).run()
             seconds = time.perf_counter() - started
             print(f"{name}: {len(result.runs)} runs in {seconds:.0f} s", file=sys.stderr)
+            fair = summarize(result.runs, METRICS, "fairavg", result.selection)
             sections += [f"## {name}", "", f"{what}; seeds {seeds[0]}-{seeds[-1]}, "
-                         f"{len(result.runs)} runs in {seconds:.0f} s.", "", *table(result.rows),
-                         ""]
+                         f"{len(result.runs)} runs in {seconds:.0f} s.", "",
+                         *table(result.rows, fair), ""]
     args.out.write_text("\n".join(HEADER + sections))
     return 0
 
