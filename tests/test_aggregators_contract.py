@@ -173,6 +173,23 @@ def test_load_rejects_mismatch_and_keeps_state(name):
         _assert_same_state(before, agg.state_dict())
 
 
+@pytest.mark.parametrize("cls, option, before, extra", [
+    (A.FedMGDA, "norm_floor", 0.0, lambda m: {"updates": _updates(m)}),
+])
+def test_state_dict_from_before_an_option_ran_with_its_old_value(cls, option, before, extra):
+    """A state_dict written before ``option`` existed lacks it; it ran with ``before``, not
+    the new default, so only a rule built with ``before`` may continue it."""
+    old = cls(K, **{option: before})
+    _play(old, extra, 2, seed=5)
+    sd = old.state_dict()
+    del sd["config"][option]
+    cls(K, **{option: before}).load_state_dict(sd)
+    fresh = cls(K)
+    with pytest.raises(ValueError, match=option):
+        fresh.load_state_dict(sd)
+    assert fresh.round == 0
+
+
 @pytest.mark.parametrize("name, kwargs, message", [
     ("FedCVaRAvg", {"thresholds": [0.0, float("nan"), 1.0]}, "thresholds must be finite"),
     ("FedCVaRAvg", {"thresholds": [0.0, 1.0]}, "thresholds has 2"),

@@ -257,6 +257,35 @@ def test_fedmgda_coefficients_apply_to_raw_updates(rng):
     assert c0[2] == 0.0 and np.all(np.isfinite(c0))
 
 
+def test_fedmgda_norm_floor_bounds_a_near_zero_update(rng):
+    """docs/algorithms.md §2.6.6: a ~1e-9 update among unit-size ones. Without the floor it is
+    scaled up to a unit vector (coefficient ~1e8); with the default floor (1% of the largest
+    norm) its coefficient is at most lambda/(0.01 max norm) and it adds ~nothing."""
+    X = rng.standard_normal((5, 40))
+    X[3] *= 1e-9 / np.linalg.norm(X[3])
+    top = np.linalg.norm(X, axis=1).max()
+    raw = FedMGDA(10, norm_floor=0.0)
+    c_raw = raw.weights(np.arange(5), updates=X)
+    assert c_raw[3] > 1e7 * raw.last_lambda[3]
+    agg = FedMGDA(10)
+    coef = agg.weights(np.arange(5), updates=X)
+    assert coef[3] <= agg.last_lambda[3] / (0.01 * top) * (1 + 1e-12)
+    assert coef.max() <= 1.0 / (0.01 * top)
+    assert np.linalg.norm(coef[3] * X[3]) < 1e-6
+    # Against the enumerated QP on the floored normalisation.
+    s = np.maximum(np.linalg.norm(X, axis=1), 0.01 * top)
+    D = X / s[:, None]
+    assert_rule_close(agg.last_lambda, ref.fedmgda_lambda(D @ D.T, 0.0, 0.3), "qp")
+
+
+def test_fedmgda_norm_floor_leaves_comparable_updates_alone(rng):
+    """Updates all above the floor (norms within 30x): identical to plain normalisation."""
+    X = rng.standard_normal((6, 25)) * np.geomspace(1.0, 30.0, 6)[:, None]
+    floored = FedMGDA(10).weights(np.arange(6), updates=X)
+    plain = FedMGDA(10, norm_floor=0.0).weights(np.arange(6), updates=X)
+    np.testing.assert_array_equal(floored, plain)
+
+
 def test_fedmgda_epsilon_zero_is_uniform(rng):
     X = rng.standard_normal((4, 6))
     agg = FedMGDA(4, epsilon=0.0)

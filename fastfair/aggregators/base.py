@@ -108,6 +108,9 @@ class Aggregator:
     #: (Fed-CVaR-Avg's one-step form) rather than to the deltas ``w - w_i`` of local training;
     #: a caller that aggregates trained models (Flower) refuses such a rule.
     expects_gradients = False
+    #: Options added with a default that changes the behaviour, each with the value a
+    #: ``state_dict`` written before it (without it) ran with; others are at their default.
+    options_before: ClassVar[Dict[str, Any]] = {}
 
     def __init__(self, num_clients: int, num_samples: Any = None) -> None:
         if isinstance(num_clients, bool) or not isinstance(num_clients, (int, np.integer)):
@@ -268,6 +271,8 @@ class Aggregator:
             raise ValueError(f"state_dict has num_clients {state_dict.get('num_clients')!r}; "
                              f"this aggregator has {self.num_clients}")
         config = state_dict.get("config", {})
+        if isinstance(config, dict):
+            config = {**self.options_before, **config}
         mine = self._config()
         # An option added after the state_dict was written is absent from it: fine at its default.
         defaults = {p.name: p.default
