@@ -174,6 +174,7 @@ def test_load_rejects_mismatch_and_keeps_state(name):
 
 
 @pytest.mark.parametrize("cls, option, before, extra", [
+    (A.AAggFFS, "alpha_scale", 1.0, lambda m: {}),
     (A.FedMGDA, "norm_floor", 0.0, lambda m: {"updates": _updates(m)}),
 ])
 def test_state_dict_from_before_an_option_ran_with_its_old_value(cls, option, before, extra):
