@@ -173,19 +173,21 @@ def test_load_rejects_mismatch_and_keeps_state(name):
         _assert_same_state(before, agg.state_dict())
 
 
-@pytest.mark.parametrize("cls, option, before, extra", [
-    (A.AAggFFS, "alpha_scale", 1.0, lambda m: {}),
-    (A.FedMGDA, "norm_floor", 0.0, lambda m: {"updates": _updates(m)}),
+@pytest.mark.parametrize("make, option, before, extra", [
+    (lambda **kw: A.AAggFFS(K, **kw), "alpha_scale", 1.0, lambda m: {}),
+    (lambda **kw: A.FedMGDA(K, **kw), "norm_floor", 0.0, lambda m: {"updates": _updates(m)}),
+    (lambda **kw: A.PropFair(K, num_samples=N, **kw), "extension", "reference_code",
+     lambda m: {}),
 ])
-def test_state_dict_from_before_an_option_ran_with_its_old_value(cls, option, before, extra):
+def test_state_dict_from_before_an_option_ran_with_its_old_value(make, option, before, extra):
     """A state_dict written before ``option`` existed lacks it; it ran with ``before``, not
     the new default, so only a rule built with ``before`` may continue it."""
-    old = cls(K, **{option: before})
+    old = make(**{option: before})
     _play(old, extra, 2, seed=5)
     sd = old.state_dict()
     del sd["config"][option]
-    cls(K, **{option: before}).load_state_dict(sd)
-    fresh = cls(K)
+    make(**{option: before}).load_state_dict(sd)
+    fresh = make()
     with pytest.raises(ValueError, match=option):
         fresh.load_state_dict(sd)
     assert fresh.round == 0

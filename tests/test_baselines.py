@@ -146,7 +146,7 @@ def test_propfair_weights_and_client_loss(rng):
     assert_rule_close(PropFair(4, num_samples=n).weights([0, 3]), [5 / 13, 8 / 13], "golden")
     with pytest.raises(ValueError, match="below M"):
         agg.weights([0, 1], [1.0, 5.0])
-    client = PropFair(4, M=5.0, epsilon=0.2)
+    client = PropFair(4, M=5.0, epsilon=0.2, extension="reference_code")
     for loss in [0.0, 1.0, 4.79, 4.81, 7.0]:
         assert client.client_loss(loss) == pytest.approx(ref.propfair_loss(loss, 5.0, 0.2),
                                                          rel=1e-15, abs=0)
@@ -163,6 +163,28 @@ def test_propfair_weights_and_client_loss(rng):
     out.sum().backward()
     np.testing.assert_allclose(xs.grad.numpy()[:3], 1.0 / (5.0 - np.array(cohort[:3])), rtol=1e-14)
     np.testing.assert_allclose(xs.grad.numpy()[3:], [0.2, 0.2], rtol=1e-15)
+
+
+def test_propfair_huber_extension_keeps_the_largest_gradient():
+    """docs/algorithms.md §2.6.4: beyond l0 = M - eps the default continues -log(1 - l/M) by its
+    tangent at l0 (value and slope 1/eps continuous), where the authors' default l/M has slope
+    1/M: the worst batches would get the smallest gradients."""
+    M, eps = 2.0, 0.2
+    client = PropFair(4, M=M, epsilon=eps)
+    l0 = M - eps
+    cohort = np.array([0.5, l0, 1.9, 2.0, 3.5])
+    tangent = -np.log(eps / M) + (cohort - l0) / eps
+    expected = np.where(cohort > l0, tangent, -np.log1p(-np.minimum(cohort, l0) / M))
+    np.testing.assert_allclose(client.client_loss(cohort), expected, rtol=1e-14, atol=0)
+    xs = torch.tensor(cohort, dtype=torch.float64, requires_grad=True)
+    client.client_loss(xs).sum().backward()
+    np.testing.assert_allclose(xs.grad.numpy(), [1 / 1.5, 1 / eps, 1 / eps, 1 / eps, 1 / eps],
+                               rtol=1e-14)
+    below, above = client.client_loss(l0 * (1 - 1e-12)), client.client_loss(l0 * (1 + 1e-12))
+    assert above == pytest.approx(below, abs=1e-10)
+    with pytest.raises(ValueError, match="epsilon"):
+        PropFair(4, epsilon=0.0)
+    PropFair(4, epsilon=0.0, extension="reference_code")   # l/M needs no margin
 
 
 # ----------------------------------------------------------------------------- any magnitude

@@ -89,6 +89,7 @@ def test_rules_declare_their_round_inputs():
 
 
 @pytest.mark.parametrize("rule", [A.FedProx(3, mu=0.3), A.PropFair(3, M=4.0, epsilon=0.1),
+                                  A.PropFair(3, extension="reference_code"),
                                   A.FedCVaRAvg(3, 0.3, 0.2, threshold=0.7),
                                   A.FedCVaRAvg(3, 0.3, 0.2, lr_threshold=0.05)])
 def test_objective_config_round_trip(rule):

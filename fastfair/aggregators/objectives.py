@@ -71,19 +71,35 @@ def proximal_term(params: Params, global_params: Params, mu: float, batch_ndim: 
     return 0.5 * mu * total
 
 
-def propfair_loss(loss: Any, M: float, epsilon: float) -> Any:
-    r"""PropFair's client loss :math:`-\log(1 - \ell/M)`, or :math:`\ell/M` when
-    :math:`M - \ell < \epsilon`, elementwise on a float, NumPy array or torch tensor (autograd
-    flows through it); the result has the type and shape of ``loss``."""
+PROPFAIR_EXTENSIONS = ("huber", "reference_code")
+
+
+def propfair_loss(loss: Any, M: float, epsilon: float, extension: str = "huber") -> Any:
+    r"""PropFair's client loss :math:`-\log(1 - \ell/M)` for :math:`\ell \le \ell_0 = M -
+    \epsilon`; above :math:`\ell_0` (near the pole ℓ = M) it continues as
+
+    * ``extension="huber"``: the tangent line :math:`-\log(\epsilon/M) + (\ell - \ell_0)/
+      \epsilon`, slope 1/ε, the largest the log reaches (the PropFair authors' ``--huber``,
+      up to a constant; needs ε > 0);
+    * ``"reference_code"``: :math:`\ell/M`, slope 1/M (the authors' code's default): the
+      worst batches get the smallest gradients.
+
+    Elementwise on a float, NumPy array or torch tensor (autograd flows through it); the result
+    has the type and shape of ``loss``."""
     if _is_torch(loss):
         import torch
 
         near = (M - loss.detach()) < epsilon
         safe = torch.where(near, torch.zeros_like(loss), loss)  # keeps log's gradient finite
-        return torch.where(near, loss / M, -(1.0 - safe / M).log())
+        beyond = (loss / M if extension == "reference_code"
+                  else (loss - (M - epsilon)) / epsilon - float(np.log(epsilon / M)))
+        return torch.where(near, beyond, -(1.0 - safe / M).log())
     value = np.asarray(loss, dtype=np.float64)
     near = (M - value) < epsilon
-    out = np.where(near, value / M, -np.log1p(-np.where(near, 0.0, value) / M))
+    with np.errstate(divide="ignore"):  # log(eps/M) is only taken with eps > 0 (huber)
+        beyond = (value / M if extension == "reference_code"
+                  else (value - (M - epsilon)) / epsilon - np.log(epsilon / M))
+    out = np.where(near, beyond, -np.log1p(-np.where(near, 0.0, value) / M))
     return float(out) if out.ndim == 0 else out
 
 
@@ -188,19 +204,20 @@ class ProximalObjective(ClientObjective):
 
 
 class PropFairObjective(ClientObjective):
-    r"""PropFair: :math:`-\log(1 - \ell/M)`, or :math:`\ell/M` within ``epsilon`` of M."""
+    r"""PropFair: :math:`-\log(1 - \ell/M)`, continued within ``epsilon`` of M by
+    ``extension`` (:func:`propfair_loss`)."""
 
     kind = "propfair"
-    option_names = ("M", "epsilon")
+    option_names = ("M", "epsilon", "extension")
 
-    def __init__(self, M: float, epsilon: float) -> None:
-        self.M, self.epsilon = float(M), float(epsilon)
+    def __init__(self, M: float, epsilon: float, extension: str = "huber") -> None:
+        self.M, self.epsilon, self.extension = float(M), float(epsilon), str(extension)
 
     def __call__(self, mean_loss, params=None, global_params=None, state=None):
-        return propfair_loss(mean_loss, self.M, self.epsilon)
+        return propfair_loss(mean_loss, self.M, self.epsilon, self.extension)
 
     def options(self) -> Dict[str, Any]:
-        return {"M": self.M, "epsilon": self.epsilon}
+        return {"M": self.M, "epsilon": self.epsilon, "extension": self.extension}
 
 
 class CVaRObjective(ClientObjective):
