@@ -178,6 +178,8 @@ def test_load_rejects_mismatch_and_keeps_state(name):
     (lambda **kw: A.FedMGDA(K, **kw), "norm_floor", 0.0, lambda m: {"updates": _updates(m)}),
     (lambda **kw: A.PropFair(K, num_samples=N, **kw), "extension", "reference_code",
      lambda m: {}),
+    (lambda **kw: A.FedCVaRAvg(K, **kw), "lr_threshold_ratio", 1.0,
+     lambda m: {"thresholds": np.linspace(0, 1, m)}),
 ])
 def test_state_dict_from_before_an_option_ran_with_its_old_value(make, option, before, extra):
     """A state_dict written before ``option`` existed lacks it; it ran with ``before``, not

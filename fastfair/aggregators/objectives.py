@@ -223,17 +223,18 @@ class PropFairObjective(ClientObjective):
 class CVaRObjective(ClientObjective):
     r"""Fed-CVaR-Avg (relay form): :math:`(1-\gamma)t + \frac{1-\gamma}{\alpha}[\ell - t]_+ +
     \gamma\ell`, trained jointly in the threshold t from the server's ``threshold``; the final
-    t' is reported as ``thresholds`` (metric :data:`THRESHOLD_KEY`). ``lr_threshold`` is t's
-    step size (None: the client learning rate)."""
+    t' is reported as ``thresholds`` (metric :data:`THRESHOLD_KEY`). t's step size is
+    ``lr_threshold``, or (None) ``lr_threshold_ratio`` times the client learning rate."""
 
     kind = "cvar"
-    option_names = ("alpha", "gamma", "threshold", "lr_threshold")
+    option_names = ("alpha", "gamma", "threshold", "lr_threshold", "lr_threshold_ratio")
     reports = {"thresholds": THRESHOLD_KEY}
 
     def __init__(self, alpha: float, gamma: float, threshold: float,
-                 lr_threshold: Optional[float] = None) -> None:
+                 lr_threshold: Optional[float] = None, lr_threshold_ratio: float = 1.0) -> None:
         self.alpha, self.gamma, self.threshold = float(alpha), float(gamma), float(threshold)
         self.lr_threshold = None if lr_threshold is None else float(lr_threshold)
+        self.lr_threshold_ratio = float(lr_threshold_ratio)
 
     def __call__(self, mean_loss, params=None, global_params=None, state=None):
         if state is None:
@@ -245,7 +246,7 @@ class CVaRObjective(ClientObjective):
         return self.threshold
 
     def state_lr(self, lr: float) -> float:
-        return lr if self.lr_threshold is None else self.lr_threshold
+        return self.lr_threshold_ratio * lr if self.lr_threshold is None else self.lr_threshold
 
     def report(self, state: Any) -> Dict[str, Any]:
         if _is_torch(state):
@@ -254,7 +255,7 @@ class CVaRObjective(ClientObjective):
 
     def options(self) -> Dict[str, Any]:
         return {"alpha": self.alpha, "gamma": self.gamma, "threshold": self.threshold,
-                "lr_threshold": self.lr_threshold}
+                "lr_threshold": self.lr_threshold, "lr_threshold_ratio": self.lr_threshold_ratio}
 
     def to_config(self) -> Dict[str, Any]:
         # A Flower ConfigRecord holds no None: an unset lr_threshold travels as -1.
