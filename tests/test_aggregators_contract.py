@@ -173,6 +173,24 @@ def test_load_rejects_mismatch_and_keeps_state(name):
         _assert_same_state(before, agg.state_dict())
 
 
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_last_mixture_is_on_the_simplex_and_proportional_to_the_coefficients(name):
+    """The per-round record that compares across rules: coefficients over their sum (their
+    scale is a step size in q-FedAvg and the one-step Fed-CVaR-Avg), lambda* for FedMGDA (whose
+    coefficients are lambda*/norm)."""
+    factory, extra = RULES[name]
+    agg = factory()
+    assert agg.last_mixture is None
+    coef = np.asarray(_play(agg, extra, 2, seed=3)[-1], dtype=np.float64)
+    mix = agg.last_mixture
+    assert mix.shape == coef.shape and mix.min() >= 0.0
+    assert mix.sum() == pytest.approx(1.0, abs=1e-12)
+    if name == "FedMGDA":
+        np.testing.assert_array_equal(mix, agg.last_lambda)
+    else:
+        np.testing.assert_allclose(mix, coef / coef.sum(), rtol=1e-15, atol=0)
+
+
 @pytest.mark.parametrize("make, option, before, extra", [
     (lambda **kw: A.AAggFFS(K, **kw), "alpha_scale", 1.0, lambda m: {}),
     (lambda **kw: A.FedMGDA(K, **kw), "norm_floor", 0.0, lambda m: {"updates": _updates(m)}),

@@ -235,8 +235,8 @@ class FedMGDA(Aggregator):
     ``weights(client_ids, losses=None, updates=None, gram=None)``: pass the updates ``[m, *S]``
     (or m lists of arrays) or their Gram matrix ``gram`` ``[m, m]``. Returns coefficients for
     the raw updates, :math:`c_i = \lambda_i/s_i` (0 for a zero update), so that
-    :math:`\sum_i c_i X_i = \sum_i \lambda_i X_i/s_i`; ``last_lambda`` holds λ* (the mixing
-    weights, on the simplex). Apply with ``aggregate(updates, coef, base=params, lr=eta)``.
+    :math:`\sum_i c_i X_i = \sum_i \lambda_i X_i/s_i`; ``last_lambda`` and ``last_mixture`` hold
+    λ* (the mixing weights, on the simplex). Apply with ``aggregate(updates, coef, base=params, lr=eta)``.
     Stateless; the cost is the Gram matrix (O(m² d)) plus the QP (a few O(m³) solves at most).
     """
 
@@ -291,3 +291,7 @@ class FedMGDA(Aggregator):
             self.last_lambda = lam
 
         return coef, commit
+
+    def _mixture(self, coef: np.ndarray) -> np.ndarray:
+        """λ*: the weights of the (normalised) updates in the combined direction."""
+        return self.last_lambda.copy()
