@@ -229,9 +229,9 @@ def test_hyperparameter_errors(kwargs, message):
 
 
 # ------------------------------------------------------------------------------------- AAggFF-S
-# docs/algorithms.md §2.4.3: K = 3, Weibull, C1 = 0, Theorem 3.1's alpha (alpha_scale=1); the docs print six
-# decimals, the full values are the same QPs solved by support enumeration with 50 digits. The reference-code
-# rows start from p^(1) = 1/K.
+# docs/algorithms.md §2.4.3: K = 3, Weibull, C1 = 0, Theorem 3.1's alpha (alpha_scale=1); the
+# docs print six decimals, the full values are the same QPs solved by support enumeration with
+# 50 digits. The reference-code rows start from p^(1) = 1/K.
 ONS_LOSSES = np.array([[0.5, 1.0, 2.0], [0.6, 0.9, 1.5], [0.4, 1.2, 1.0]])
 ONS_GOLDEN = {
     ("paper", None): [
@@ -275,7 +275,7 @@ def test_aaggffs_constants():
     agg = A.AAggFFS(8, response_range=(0.5, 3.0), alpha_scale=1.0)    # L = 2
     assert agg.alpha == pytest.approx(64.0, abs=1e-13)
     assert agg.beta == pytest.approx(0.125, abs=1e-15)
-    # The default regulariser is 64 times Theorem 3.1's (docs/algorithms.md §2.4.4); beta is not scaled.
+    # The default regulariser is 64 times Theorem 3.1's (docs/algorithms.md §2.4.4); beta stays.
     agg = A.AAggFFS(8)
     assert (agg.alpha, agg.beta) == (pytest.approx(256.0, abs=1e-13), pytest.approx(2.0, abs=1e-15))
 

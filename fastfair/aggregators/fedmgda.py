@@ -236,7 +236,8 @@ class FedMGDA(Aggregator):
     (or m lists of arrays) or their Gram matrix ``gram`` ``[m, m]``. Returns coefficients for
     the raw updates, :math:`c_i = \lambda_i/s_i` (0 for a zero update), so that
     :math:`\sum_i c_i X_i = \sum_i \lambda_i X_i/s_i`; ``last_lambda`` and ``last_mixture`` hold
-    λ* (the mixing weights, on the simplex). Apply with ``aggregate(updates, coef, base=params, lr=eta)``.
+    λ* (the mixing weights, on the simplex). Apply with ``aggregate(updates, coef,
+    base=params, lr=eta)``.
     Stateless; the cost is the Gram matrix (O(m² d)) plus the QP (a few O(m³) solves at most).
     """
 
