@@ -229,8 +229,9 @@ def test_hyperparameter_errors(kwargs, message):
 
 
 # ------------------------------------------------------------------------------------- AAggFF-S
-# docs/algorithms.md §2.4.3: K = 3, Weibull, C1 = 0; the docs print six decimals, the full values are the same QPs
-# solved by support enumeration with 50 digits. The reference-code rows start from p^(1) = 1/K.
+# docs/algorithms.md §2.4.3: K = 3, Weibull, C1 = 0, Theorem 3.1's alpha (alpha_scale=1); the
+# docs print six decimals, the full values are the same QPs solved by support enumeration with
+# 50 digits. The reference-code rows start from p^(1) = 1/K.
 ONS_LOSSES = np.array([[0.5, 1.0, 2.0], [0.6, 0.9, 1.5], [0.4, 1.2, 1.0]])
 ONS_GOLDEN = {
     ("paper", None): [
@@ -257,7 +258,7 @@ ONS_GOLDEN = {
 
 @pytest.mark.parametrize("variant, response_range", list(ONS_GOLDEN))
 def test_aaggffs_golden(variant, response_range):
-    agg = A.AAggFFS(3, variant=variant, response_range=response_range)
+    agg = A.AAggFFS(3, variant=variant, response_range=response_range, alpha_scale=1.0)
     oracle = ref.aaggffs_run(ONS_LOSSES, variant=variant, response_range=response_range)
     for F, (printed, exact), want in zip(ONS_LOSSES, ONS_GOLDEN[(variant, response_range)], oracle):
         c = agg.weights([0, 1, 2], F)
@@ -269,11 +270,42 @@ def test_aaggffs_golden(variant, response_range):
 
 
 def test_aaggffs_constants():
-    agg = A.AAggFFS(8)
+    agg = A.AAggFFS(8, alpha_scale=1.0)
     assert (agg.alpha, agg.beta) == (pytest.approx(4.0, abs=1e-15), pytest.approx(2.0, abs=1e-15))
-    agg = A.AAggFFS(8, response_range=(0.5, 3.0))    # L = 2
+    agg = A.AAggFFS(8, response_range=(0.5, 3.0), alpha_scale=1.0)    # L = 2
     assert agg.alpha == pytest.approx(64.0, abs=1e-13)
     assert agg.beta == pytest.approx(0.125, abs=1e-15)
+    # The default regulariser is 64 times Theorem 3.1's (docs/algorithms.md §2.4.4); beta stays.
+    agg = A.AAggFFS(8)
+    assert (agg.alpha, agg.beta) == (pytest.approx(256.0, abs=1e-13), pytest.approx(2.0, abs=1e-15))
+
+
+def test_aaggffs_alpha_scale_is_the_regulariser(rng):
+    """alpha_scale=s: the enumerated optimum of eq. 3.7 with alpha = 4 s K L (beta unchanged)."""
+    K, s = 5, 8.0
+    alpha, beta = 4.0 * s, K / 4.0       # range (0, 1/K): L = 1/K
+    agg, p = A.AAggFFS(K, alpha_scale=s), np.full(K, 1.0 / K)
+    A_sum, b = np.zeros((K, K)), np.zeros(K)
+    for F in rng.gamma(2.0, 0.5, (8, K)):
+        r = ref.aaggff_responses(F, "weibull", 0.0, 1.0 / K)
+        g = -r / (1.0 + p @ r)
+        A_sum += np.outer(g, g)
+        b += (beta * (g @ p) - 1.0) * g
+        p = ref.simplex_qp_enumerate(alpha * np.eye(K) + beta * A_sum, b)
+        assert_rule_close(agg.weights(np.arange(K), F), p, "reference")
+
+
+def test_aaggffs_default_does_not_collapse_on_a_persistent_loser():
+    """docs/algorithms.md §2.4.4: one client's loss stays 3x the others' for 200 rounds. With
+    Theorem 3.1's alpha (alpha_scale=1) the decision runs onto that client's vertex; at the
+    default it leans towards it and stays near uniform."""
+    K, F = 10, np.r_[3.0, np.ones(9)]
+    theory, default = A.AAggFFS(K, alpha_scale=1.0), A.AAggFFS(K)
+    for _ in range(200):
+        p_theory = theory.weights(np.arange(K), F)
+        p_default = default.weights(np.arange(K), F)
+    assert p_theory[0] == pytest.approx(1.0, abs=1e-12)
+    assert 0.12 < p_default[0] < 0.15 and p_default[1:].min() > 0.095
 
 
 AAGGFFS_OPTIONS = [
@@ -294,7 +326,7 @@ def test_aaggffs_matches_reference(rng, options):
     K, T = 7, 12
     losses = rng.gamma(2.0, 0.5, (T, K))
     oracle = ref.aaggffs_run(losses, **options)
-    agg = A.AAggFFS(K, **options)
+    agg = A.AAggFFS(K, alpha_scale=1.0, **options)
     for F, want in zip(losses, oracle):
         ids = rng.permutation(K)
         c = agg.weights(ids, F[ids])
@@ -310,7 +342,7 @@ def test_aaggffs_active_bounds(rng):
     losses[:, 0] *= 0.01   # client 0 always fits: its weight is driven to the bound
     options = {"response_range": (0.0, 5.0)}
     oracle = ref.aaggffs_run(losses, **options)
-    agg = A.AAggFFS(K, **options)
+    agg = A.AAggFFS(K, alpha_scale=1.0, **options)
     for F, want in zip(losses, oracle):
         assert_rule_close(agg.weights(np.arange(K), F), want, "reference")
     assert agg.p[0] == 0.0
@@ -338,7 +370,7 @@ def test_aaggffs_k1():
 @pytest.mark.parametrize("kwargs, message", [
     ({"cdf": "cauchy"}, "cdf"), ({"variant": "ref_code"}, "variant"),
     ({"initial_p": "ones"}, "initial_p"), ({"response_range": (1.0, 0.5)}, "response_range"),
-    ({"normal_cdf": "reference_code"}, "normal_cdf"),
+    ({"normal_cdf": "reference_code"}, "normal_cdf"), ({"alpha_scale": 0.0}, "alpha_scale"),
 ])
 def test_aaggffs_hyperparameter_errors(kwargs, message):
     with pytest.raises((ValueError, TypeError), match=message):

@@ -173,6 +173,46 @@ def test_load_rejects_mismatch_and_keeps_state(name):
         _assert_same_state(before, agg.state_dict())
 
 
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_last_mixture_is_on_the_simplex_and_proportional_to_the_coefficients(name):
+    """The per-round record that compares across rules: coefficients over their sum (their
+    scale is a step size in q-FedAvg and the one-step Fed-CVaR-Avg), lambda* for FedMGDA (whose
+    coefficients are lambda*/norm)."""
+    factory, extra = RULES[name]
+    agg = factory()
+    assert agg.last_mixture is None
+    coef = np.asarray(_play(agg, extra, 2, seed=3)[-1], dtype=np.float64)
+    mix = agg.last_mixture
+    assert mix.shape == coef.shape and mix.min() >= 0.0
+    assert mix.sum() == pytest.approx(1.0, abs=1e-12)
+    if name == "FedMGDA":
+        np.testing.assert_array_equal(mix, agg.last_lambda)
+    else:
+        np.testing.assert_allclose(mix, coef / coef.sum(), rtol=1e-15, atol=0)
+
+
+@pytest.mark.parametrize("make, option, before, extra", [
+    (lambda **kw: A.AAggFFS(K, **kw), "alpha_scale", 1.0, lambda m: {}),
+    (lambda **kw: A.FedMGDA(K, **kw), "norm_floor", 0.0, lambda m: {"updates": _updates(m)}),
+    (lambda **kw: A.PropFair(K, num_samples=N, **kw), "extension", "reference_code",
+     lambda m: {}),
+    (lambda **kw: A.FedCVaRAvg(K, **kw), "lr_threshold_ratio", 1.0,
+     lambda m: {"thresholds": np.linspace(0, 1, m)}),
+])
+def test_state_dict_from_before_an_option_ran_with_its_old_value(make, option, before, extra):
+    """A state_dict written before ``option`` existed lacks it; it ran with ``before``, not
+    the new default, so only a rule built with ``before`` may continue it."""
+    old = make(**{option: before})
+    _play(old, extra, 2, seed=5)
+    sd = old.state_dict()
+    del sd["config"][option]
+    make(**{option: before}).load_state_dict(sd)
+    fresh = make()
+    with pytest.raises(ValueError, match=option):
+        fresh.load_state_dict(sd)
+    assert fresh.round == 0
+
+
 @pytest.mark.parametrize("name, kwargs, message", [
     ("FedCVaRAvg", {"thresholds": [0.0, float("nan"), 1.0]}, "thresholds must be finite"),
     ("FedCVaRAvg", {"thresholds": [0.0, 1.0]}, "thresholds has 2"),

@@ -146,7 +146,7 @@ def test_propfair_weights_and_client_loss(rng):
     assert_rule_close(PropFair(4, num_samples=n).weights([0, 3]), [5 / 13, 8 / 13], "golden")
     with pytest.raises(ValueError, match="below M"):
         agg.weights([0, 1], [1.0, 5.0])
-    client = PropFair(4, M=5.0, epsilon=0.2)
+    client = PropFair(4, M=5.0, epsilon=0.2, extension="reference_code")
     for loss in [0.0, 1.0, 4.79, 4.81, 7.0]:
         assert client.client_loss(loss) == pytest.approx(ref.propfair_loss(loss, 5.0, 0.2),
                                                          rel=1e-15, abs=0)
@@ -163,6 +163,28 @@ def test_propfair_weights_and_client_loss(rng):
     out.sum().backward()
     np.testing.assert_allclose(xs.grad.numpy()[:3], 1.0 / (5.0 - np.array(cohort[:3])), rtol=1e-14)
     np.testing.assert_allclose(xs.grad.numpy()[3:], [0.2, 0.2], rtol=1e-15)
+
+
+def test_propfair_huber_extension_keeps_the_largest_gradient():
+    """docs/algorithms.md §2.6.4: beyond l0 = M - eps the default continues -log(1 - l/M) by its
+    tangent at l0 (value and slope 1/eps continuous), where the authors' default l/M has slope
+    1/M: the worst batches would get the smallest gradients."""
+    M, eps = 2.0, 0.2
+    client = PropFair(4, M=M, epsilon=eps)
+    l0 = M - eps
+    cohort = np.array([0.5, l0, 1.9, 2.0, 3.5])
+    tangent = -np.log(eps / M) + (cohort - l0) / eps
+    expected = np.where(cohort > l0, tangent, -np.log1p(-np.minimum(cohort, l0) / M))
+    np.testing.assert_allclose(client.client_loss(cohort), expected, rtol=1e-14, atol=0)
+    xs = torch.tensor(cohort, dtype=torch.float64, requires_grad=True)
+    client.client_loss(xs).sum().backward()
+    np.testing.assert_allclose(xs.grad.numpy(), [1 / 1.5, 1 / eps, 1 / eps, 1 / eps, 1 / eps],
+                               rtol=1e-14)
+    below, above = client.client_loss(l0 * (1 - 1e-12)), client.client_loss(l0 * (1 + 1e-12))
+    assert above == pytest.approx(below, abs=1e-10)
+    with pytest.raises(ValueError, match="epsilon"):
+        PropFair(4, epsilon=0.0)
+    PropFair(4, epsilon=0.0, extension="reference_code")   # l/M needs no margin
 
 
 # ----------------------------------------------------------------------------- any magnitude
@@ -255,6 +277,35 @@ def test_fedmgda_coefficients_apply_to_raw_updates(rng):
     X[2] = 0.0
     c0 = FedMGDA(20, 0.1).weights(np.arange(5), updates=X)
     assert c0[2] == 0.0 and np.all(np.isfinite(c0))
+
+
+def test_fedmgda_norm_floor_bounds_a_near_zero_update(rng):
+    """docs/algorithms.md §2.6.6: a ~1e-9 update among unit-size ones. Without the floor it is
+    scaled up to a unit vector (coefficient ~1e8); with the default floor (1% of the largest
+    norm) its coefficient is at most lambda/(0.01 max norm) and it adds ~nothing."""
+    X = rng.standard_normal((5, 40))
+    X[3] *= 1e-9 / np.linalg.norm(X[3])
+    top = np.linalg.norm(X, axis=1).max()
+    raw = FedMGDA(10, norm_floor=0.0)
+    c_raw = raw.weights(np.arange(5), updates=X)
+    assert c_raw[3] > 1e7 * raw.last_lambda[3]
+    agg = FedMGDA(10)
+    coef = agg.weights(np.arange(5), updates=X)
+    assert coef[3] <= agg.last_lambda[3] / (0.01 * top) * (1 + 1e-12)
+    assert coef.max() <= 1.0 / (0.01 * top)
+    assert np.linalg.norm(coef[3] * X[3]) < 1e-6
+    # Against the enumerated QP on the floored normalisation.
+    s = np.maximum(np.linalg.norm(X, axis=1), 0.01 * top)
+    D = X / s[:, None]
+    assert_rule_close(agg.last_lambda, ref.fedmgda_lambda(D @ D.T, 0.0, 0.3), "qp")
+
+
+def test_fedmgda_norm_floor_leaves_comparable_updates_alone(rng):
+    """Updates all above the floor (norms within 30x): identical to plain normalisation."""
+    X = rng.standard_normal((6, 25)) * np.geomspace(1.0, 30.0, 6)[:, None]
+    floored = FedMGDA(10).weights(np.arange(6), updates=X)
+    plain = FedMGDA(10, norm_floor=0.0).weights(np.arange(6), updates=X)
+    np.testing.assert_array_equal(floored, plain)
 
 
 def test_fedmgda_epsilon_zero_is_uniform(rng):

@@ -209,11 +209,30 @@ def test_duplicates_only_when_allowed():
     assert agg.threshold == 1.0
 
 
+def test_default_hyperparameters_are_the_papers():
+    """docs/algorithms.md §6.3.1: alpha = gamma = 0.1 (Table 1), t0 = 0 and, in the relay form, t
+    steps with 0.05 times the client learning rate (FashionMNIST: 1e-2 and 5e-4); a hot batch
+    steps with 9.1 times it."""
+    agg = FedCVaRAvg(30)
+    assert (agg.alpha, agg.gamma, agg.threshold) == (0.1, 0.1, 0.0)
+    objective = agg.client_objective()
+    assert objective.state_lr(1e-2) == pytest.approx(5e-4, rel=1e-15)
+    c, dt = cvar_coefficients(1.0, 0.0, agg.alpha, agg.gamma)
+    assert c == pytest.approx(9.1) and dt == pytest.approx(0.9 * (1 - 10.0))
+    # An explicit lr_threshold wins over the ratio; the one-step form moves t only with it.
+    assert FedCVaRAvg(30, lr_threshold=0.3).client_objective().state_lr(1e-2) == 0.3
+    one_step = FedCVaRAvg(4, form="fedsgd")
+    one_step.weights([0, 1], [1.0, 2.0])
+    assert one_step.threshold == 0.0
+
+
 def test_bad_hyperparameters():
     with pytest.raises(ValueError, match="alpha"):
         FedCVaRAvg(3, alpha=0.0)
     with pytest.raises(ValueError, match="gamma"):
         FedCVaRAvg(3, gamma=1.5)
+    with pytest.raises(ValueError, match="lr_threshold_ratio"):
+        FedCVaRAvg(3, lr_threshold_ratio=-0.1)
     with pytest.raises(ValueError, match="thresholds is required"):
         FedCVaRAvg(3).weights([0])
     with pytest.raises(ValueError, match="loss must be finite"):

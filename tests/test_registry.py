@@ -89,7 +89,9 @@ def test_rules_declare_their_round_inputs():
 
 
 @pytest.mark.parametrize("rule", [A.FedProx(3, mu=0.3), A.PropFair(3, M=4.0, epsilon=0.1),
+                                  A.PropFair(3, extension="reference_code"),
                                   A.FedCVaRAvg(3, 0.3, 0.2, threshold=0.7),
+                                  A.FedCVaRAvg(3, lr_threshold_ratio=0.5),
                                   A.FedCVaRAvg(3, 0.3, 0.2, lr_threshold=0.05)])
 def test_objective_config_round_trip(rule):
     objective = rule.client_objective()
@@ -117,6 +119,9 @@ def test_one_objective_serves_a_cohort_and_one_client():
     one = prox(1.0, [np.ones((2, 2))], [np.zeros((2, 2))])
     assert one == pytest.approx(2.0)
     cvar = A.FedCVaRAvg(3, 0.5, 0.0, threshold=1.0).client_objective()
-    assert cvar.initial_state() == 1.0 and cvar.state_lr(0.1) == 0.1
+    # t steps with lr_threshold_ratio (default 0.05, the paper's FashionMNIST runs) times lr
+    assert cvar.initial_state() == 1.0 and cvar.state_lr(0.1) == pytest.approx(0.005)
+    assert A.FedCVaRAvg(3, lr_threshold_ratio=1.0).client_objective().state_lr(0.1) == 0.1
+    assert A.FedCVaRAvg(3, lr_threshold=0.02).client_objective().state_lr(0.1) == 0.02
     assert cvar.reply_metrics(0.8) == {"fastfair-threshold": 0.8}
     assert float(cvar(2.0, state=1.0)) == pytest.approx(1.0 + 2.0)

@@ -108,6 +108,15 @@ class Aggregator:
     #: (Fed-CVaR-Avg's one-step form) rather than to the deltas ``w - w_i`` of local training;
     #: a caller that aggregates trained models (Flower) refuses such a rule.
     expects_gradients = False
+    #: Options added with a default that changes the behaviour, each with the value a
+    #: ``state_dict`` written before it (without it) ran with; others are at their default.
+    options_before: ClassVar[Dict[str, Any]] = {}
+    #: The last round's mixing weights ``[m]`` (float64; None before the first round): the
+    #: share of each client in the round's combined direction, on the simplex. Unlike the
+    #: coefficients, whose sum is a step size in q-FedAvg and Fed-CVaR-Avg's one-step form and
+    #: whose scale is 1/norm in FedMGDA, they mean the same for every rule (a per-round
+    #: record such as the largest weight compares across rules).
+    last_mixture: Optional[np.ndarray] = None
 
     def __init__(self, num_clients: int, num_samples: Any = None) -> None:
         if isinstance(num_clients, bool) or not isinstance(num_clients, (int, np.integer)):
@@ -151,7 +160,8 @@ class Aggregator:
 
         Returns
         -------
-        ``[m]`` coefficients aligned with ``client_ids``, NumPy or the framework of ``losses``.
+        ``[m]`` coefficients aligned with ``client_ids``, NumPy or the framework of ``losses``;
+        :attr:`last_mixture` then holds the round's mixing weights (not part of the state).
         """
         ids = check_ids(client_ids, self.num_clients, allow_duplicates=self.allow_duplicates)
         m = ids.shape[0]
@@ -168,7 +178,15 @@ class Aggregator:
         coef, commit = self._round(ids, loss_v, counts, **round_inputs)
         commit()
         self.round += 1
+        self.last_mixture = self._mixture(coef)
         return from_host(coef, losses if losses is not None else client_ids)
+
+    def _mixture(self, coef: np.ndarray) -> np.ndarray:
+        """Mixing weights of coefficients ``coef`` ``[m]``: ``coef / sum(coef)`` (all zero when
+        every coefficient is 0: the round takes no step). FedMGDA overrides it with λ*."""
+        coef = np.asarray(coef, dtype=np.float64)
+        total = float(coef.sum())
+        return coef / total if total > 0 else np.zeros_like(coef)
 
     def _round(self, ids: np.ndarray, losses: Optional[np.ndarray],
                num_samples: Optional[np.ndarray], **round_inputs: Any) -> Tuple[np.ndarray, Commit]:
@@ -268,6 +286,8 @@ class Aggregator:
             raise ValueError(f"state_dict has num_clients {state_dict.get('num_clients')!r}; "
                              f"this aggregator has {self.num_clients}")
         config = state_dict.get("config", {})
+        if isinstance(config, dict):
+            config = {**self.options_before, **config}
         mine = self._config()
         # An option added after the state_dict was written is absent from it: fine at its default.
         defaults = {p.name: p.default

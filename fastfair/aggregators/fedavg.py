@@ -98,7 +98,8 @@ class FedProx(FedAvg):
 
     where ``w^t`` is the global model the client received. Use :meth:`proximal_term` in an
     autograd loop (add it to the loss) or :meth:`proximal_gradient` in a hand-written one.
-    ``mu`` >= 0; ``mu = 0`` is FedAvg. :meth:`client_objective` is the proximal objective.
+    ``mu`` >= 0; ``mu = 0`` is FedAvg; default 0.1 (FedMABA's FedProx baseline, in the FedProx
+    paper's grid {0.001, 0.01, 0.1, 1}). :meth:`client_objective` is the proximal objective.
     """
 
     name = "fedprox"

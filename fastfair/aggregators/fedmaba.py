@@ -125,7 +125,8 @@ class FedMABA(Aggregator):
     rho
         KL radius ρ >= 0 (paper default 1.0).
     alpha
-        Mix :math:`c = \alpha\pi + (1-\alpha)/m`, in [0, 1] (default 0.5; α = 0 is FairAvg).
+        Mix :math:`c = \alpha\pi + (1-\alpha)/m`, in [0, 1] (default 0.5, the paper's Table II,
+        which also reports 0.8; α = 0 is FairAvg).
     kl_reference
         ``"sampled"`` (default): KL to uniform over the m sampled clients (log m);
         ``"total"``: the paper's literal eq. 10 with log K, infeasible whenever

@@ -6,14 +6,15 @@ update, inside a box around uniform.
    \textstyle\sum_i \lambda_i = 1,\quad \max(0, \tfrac1m - \epsilon) \le \lambda_i \le
    \min(1, \tfrac1m + \epsilon),
 
-with :math:`P_{ij} = \langle d_i, d_j\rangle`, :math:`d_i = X_i/\lVert X_i\rVert` (or the raw
-updates). ε >= 1 gives plain FedMGDA (the whole simplex). The QP is solved exactly by a primal
+with :math:`P_{ij} = \langle d_i, d_j\rangle`, :math:`d_i = X_i/s_i`,
+:math:`s_i = \max(\lVert X_i\rVert, \rho\max_j\lVert X_j\rVert)` (ρ = ``norm_floor``), or the
+raw updates. ε >= 1 gives plain FedMGDA (the whole simplex). The QP is solved exactly by a primal
 active-set method started at the uniform point: each iteration solves the KKT system of the free
 coordinates (one linear solve of size <= m+1), moves to the first blocking bound or drops the
 bound with the most negative multiplier, and stops when the KKT conditions hold. A singular
 face (P is only positive semidefinite, e.g. d < m) is handled by moving along a zero-curvature
 descent direction to the next bound. The coefficients returned for the raw updates are
-:math:`\lambda_i / \lVert X_i\rVert` so that :math:`\sum_i c_i X_i = \sum_i \lambda_i d_i`.
+:math:`\lambda_i / s_i` so that :math:`\sum_i c_i X_i = \sum_i \lambda_i d_i`.
 """
 
 from __future__ import annotations
@@ -201,6 +202,15 @@ def min_norm_box_qp(P: np.ndarray, lower: float, upper: float,
     raise RuntimeError(f"min_norm_box_qp did not converge in {limit} iterations")
 
 
+def normalizers(gram: np.ndarray, norm_floor: float) -> np.ndarray:
+    r"""``1/s_i`` ``[m]`` for the Gram matrix ``[m, m]`` of m updates, with
+    :math:`s_i = \max(\lVert X_i\rVert, \rho\max_j\lVert X_j\rVert)` and ρ = ``norm_floor``;
+    0 for a zero update, which then contributes nothing whatever its λ."""
+    norms = np.sqrt(np.diag(gram))
+    scale = np.maximum(norms, norm_floor * float(norms.max(initial=0.0)))
+    return np.divide(1.0, scale, out=np.zeros(norms.shape[0]), where=norms > 0)
+
+
 class FedMGDA(Aggregator):
     r"""FedMGDA(+): minimum-norm combination of the (normalised) client updates in a box.
 
@@ -210,29 +220,44 @@ class FedMGDA(Aggregator):
         K.
     epsilon
         Box half-width ε >= 0 around 1/m (FedMGDA+); ε >= 1 is plain FedMGDA; ε = 0 is FairAvg.
+        Default 0.1 (FLGo's default; the AAggFF authors' grid is {0.1, 0.5, 1.0}).
     normalize_updates
-        Combine :math:`X_i/\lVert X_i\rVert` (default, as FedMGDA+) or the raw updates.
+        Combine :math:`X_i/s_i` (default, as FedMGDA+) or the raw updates.
+    norm_floor
+        Relative floor ρ in [0, 1] on the normalising norm: :math:`s_i = \max(\lVert X_i\rVert,
+        \rho\max_{j\in S}\lVert X_j\rVert)`. An update below ρ of the cohort's largest keeps
+        its small size instead of being scaled up to a unit vector (whose direction is then
+        mostly noise), so its coefficient is at most :math:`\lambda_i/(\rho\max_j\lVert
+        X_j\rVert)`. Default 0.01 (fastfair's choice, docs/algorithms.md §2.6.6); 0 scales
+        every non-zero update to unit norm (the AAggFF authors' code; FLGo divides by
+        :math:`\lVert X_i\rVert + 10^{-8}`).
 
     ``weights(client_ids, losses=None, updates=None, gram=None)``: pass the updates ``[m, *S]``
     (or m lists of arrays) or their Gram matrix ``gram`` ``[m, m]``. Returns coefficients for
-    the raw updates (:math:`\lambda_i/\lVert X_i\rVert`; 0 for a zero update); ``last_lambda``
-    holds λ*. Apply with ``aggregate(updates, coef, base=params, lr=eta)``. Stateless; the cost is
-    the Gram matrix (O(m² d)) plus the QP (a few O(m³) solves at most).
+    the raw updates, :math:`c_i = \lambda_i/s_i` (0 for a zero update), so that
+    :math:`\sum_i c_i X_i = \sum_i \lambda_i X_i/s_i`; ``last_lambda`` and ``last_mixture`` hold
+    λ* (the mixing weights, on the simplex). Apply with ``aggregate(updates, coef,
+    base=params, lr=eta)``.
+    Stateless; the cost is the Gram matrix (O(m² d)) plus the QP (a few O(m³) solves at most).
     """
 
     name = "fedmgda"
+    # A state_dict written before norm_floor existed scaled every update to unit norm.
+    options_before = {"norm_floor": 0.0}
     needs_losses = False
     round_inputs = ("updates",)
 
     def __init__(self, num_clients: int, epsilon: float = 0.1, *,
-                 normalize_updates: bool = True) -> None:
+                 normalize_updates: bool = True, norm_floor: float = 1e-2) -> None:
         super().__init__(num_clients)
         self.epsilon = check_scalar(epsilon, "epsilon", lo=0.0)
         self.normalize_updates = bool(normalize_updates)
+        self.norm_floor = check_scalar(norm_floor, "norm_floor", lo=0.0, hi=1.0)
         self.last_lambda: np.ndarray | None = None
 
     def _config(self) -> Dict[str, Any]:
-        return {"epsilon": self.epsilon, "normalize_updates": self.normalize_updates}
+        return {"epsilon": self.epsilon, "normalize_updates": self.normalize_updates,
+                "norm_floor": self.norm_floor}
 
     def _round(self, ids, losses, num_samples, **round_inputs) -> Tuple[np.ndarray, Commit]:
         updates = round_inputs.pop("updates", None)
@@ -253,8 +278,7 @@ class FedMGDA(Aggregator):
         else:
             G = gram_matrix(updates, m)
         if self.normalize_updates:
-            norms = np.sqrt(np.diag(G))
-            inv = np.divide(1.0, norms, out=np.zeros(m), where=norms > 0)
+            inv = normalizers(G, self.norm_floor)
             P = G * inv[:, None] * inv[None, :]
         else:
             inv = np.ones(m)
@@ -268,3 +292,7 @@ class FedMGDA(Aggregator):
             self.last_lambda = lam
 
         return coef, commit
+
+    def _mixture(self, coef: np.ndarray) -> np.ndarray:
+        """λ*: the weights of the (normalised) updates in the combined direction."""
+        return self.last_lambda.copy()

@@ -71,19 +71,35 @@ def proximal_term(params: Params, global_params: Params, mu: float, batch_ndim: 
     return 0.5 * mu * total
 
 
-def propfair_loss(loss: Any, M: float, epsilon: float) -> Any:
-    r"""PropFair's client loss :math:`-\log(1 - \ell/M)`, or :math:`\ell/M` when
-    :math:`M - \ell < \epsilon`, elementwise on a float, NumPy array or torch tensor (autograd
-    flows through it); the result has the type and shape of ``loss``."""
+PROPFAIR_EXTENSIONS = ("huber", "reference_code")
+
+
+def propfair_loss(loss: Any, M: float, epsilon: float, extension: str = "huber") -> Any:
+    r"""PropFair's client loss :math:`-\log(1 - \ell/M)` for :math:`\ell \le \ell_0 = M -
+    \epsilon`; above :math:`\ell_0` (near the pole ℓ = M) it continues as
+
+    * ``extension="huber"``: the tangent line :math:`-\log(\epsilon/M) + (\ell - \ell_0)/
+      \epsilon`, slope 1/ε, the largest the log reaches (the PropFair authors' ``--huber``,
+      up to a constant; needs ε > 0);
+    * ``"reference_code"``: :math:`\ell/M`, slope 1/M (the authors' code's default): the
+      worst batches get the smallest gradients.
+
+    Elementwise on a float, NumPy array or torch tensor (autograd flows through it); the result
+    has the type and shape of ``loss``."""
     if _is_torch(loss):
         import torch
 
         near = (M - loss.detach()) < epsilon
         safe = torch.where(near, torch.zeros_like(loss), loss)  # keeps log's gradient finite
-        return torch.where(near, loss / M, -(1.0 - safe / M).log())
+        beyond = (loss / M if extension == "reference_code"
+                  else (loss - (M - epsilon)) / epsilon - float(np.log(epsilon / M)))
+        return torch.where(near, beyond, -(1.0 - safe / M).log())
     value = np.asarray(loss, dtype=np.float64)
     near = (M - value) < epsilon
-    out = np.where(near, value / M, -np.log1p(-np.where(near, 0.0, value) / M))
+    with np.errstate(divide="ignore"):  # log(eps/M) is only taken with eps > 0 (huber)
+        beyond = (value / M if extension == "reference_code"
+                  else (value - (M - epsilon)) / epsilon - np.log(epsilon / M))
+    out = np.where(near, beyond, -np.log1p(-np.where(near, 0.0, value) / M))
     return float(out) if out.ndim == 0 else out
 
 
@@ -188,35 +204,37 @@ class ProximalObjective(ClientObjective):
 
 
 class PropFairObjective(ClientObjective):
-    r"""PropFair: :math:`-\log(1 - \ell/M)`, or :math:`\ell/M` within ``epsilon`` of M."""
+    r"""PropFair: :math:`-\log(1 - \ell/M)`, continued within ``epsilon`` of M by
+    ``extension`` (:func:`propfair_loss`)."""
 
     kind = "propfair"
-    option_names = ("M", "epsilon")
+    option_names = ("M", "epsilon", "extension")
 
-    def __init__(self, M: float, epsilon: float) -> None:
-        self.M, self.epsilon = float(M), float(epsilon)
+    def __init__(self, M: float, epsilon: float, extension: str = "huber") -> None:
+        self.M, self.epsilon, self.extension = float(M), float(epsilon), str(extension)
 
     def __call__(self, mean_loss, params=None, global_params=None, state=None):
-        return propfair_loss(mean_loss, self.M, self.epsilon)
+        return propfair_loss(mean_loss, self.M, self.epsilon, self.extension)
 
     def options(self) -> Dict[str, Any]:
-        return {"M": self.M, "epsilon": self.epsilon}
+        return {"M": self.M, "epsilon": self.epsilon, "extension": self.extension}
 
 
 class CVaRObjective(ClientObjective):
     r"""Fed-CVaR-Avg (relay form): :math:`(1-\gamma)t + \frac{1-\gamma}{\alpha}[\ell - t]_+ +
     \gamma\ell`, trained jointly in the threshold t from the server's ``threshold``; the final
-    t' is reported as ``thresholds`` (metric :data:`THRESHOLD_KEY`). ``lr_threshold`` is t's
-    step size (None: the client learning rate)."""
+    t' is reported as ``thresholds`` (metric :data:`THRESHOLD_KEY`). t's step size is
+    ``lr_threshold``, or (None) ``lr_threshold_ratio`` times the client learning rate."""
 
     kind = "cvar"
-    option_names = ("alpha", "gamma", "threshold", "lr_threshold")
+    option_names = ("alpha", "gamma", "threshold", "lr_threshold", "lr_threshold_ratio")
     reports = {"thresholds": THRESHOLD_KEY}
 
     def __init__(self, alpha: float, gamma: float, threshold: float,
-                 lr_threshold: Optional[float] = None) -> None:
+                 lr_threshold: Optional[float] = None, lr_threshold_ratio: float = 1.0) -> None:
         self.alpha, self.gamma, self.threshold = float(alpha), float(gamma), float(threshold)
         self.lr_threshold = None if lr_threshold is None else float(lr_threshold)
+        self.lr_threshold_ratio = float(lr_threshold_ratio)
 
     def __call__(self, mean_loss, params=None, global_params=None, state=None):
         if state is None:
@@ -228,7 +246,7 @@ class CVaRObjective(ClientObjective):
         return self.threshold
 
     def state_lr(self, lr: float) -> float:
-        return lr if self.lr_threshold is None else self.lr_threshold
+        return self.lr_threshold_ratio * lr if self.lr_threshold is None else self.lr_threshold
 
     def report(self, state: Any) -> Dict[str, Any]:
         if _is_torch(state):
@@ -237,7 +255,7 @@ class CVaRObjective(ClientObjective):
 
     def options(self) -> Dict[str, Any]:
         return {"alpha": self.alpha, "gamma": self.gamma, "threshold": self.threshold,
-                "lr_threshold": self.lr_threshold}
+                "lr_threshold": self.lr_threshold, "lr_threshold_ratio": self.lr_threshold_ratio}
 
     def to_config(self) -> Dict[str, Any]:
         # A Flower ConfigRecord holds no None: an unset lr_threshold travels as -1.

@@ -62,9 +62,11 @@ class QFedAvg(Aggregator):
     num_clients
         K.
     q
-        Fairness exponent q >= 0 (q = 0 is FedAvg-like with step scaling).
+        Fairness exponent q >= 0 (q = 0 is FedAvg-like with step scaling). Default 0.1, the
+        PropFair authors' code and the AAggFF authors' tuned value on 4 of 6 data sets.
     lipschitz
-        L > 0, the inverse of the clients' learning rate (``form="qffl"``). The AAggFF authors'
+        L > 0, the inverse of the clients' learning rate (``form="qffl"``); pass ``1 / lr``
+        (the default 1.0 is a placeholder: the rule does not know lr). The AAggFF authors'
         code uses :math:`L = \eta_s/\eta` (server over client learning rate) and steps by
         :math:`\eta_s`: ``QFedAvg(lipschitz=server_lr / lr)`` with the server optimiser
         ``SGD(lr=server_lr)`` (or ``aggregate(..., lr=server_lr)``) reproduces that update
