@@ -514,12 +514,13 @@ def test_client_config_carries_the_rules_objective():
     value.backward()
     assert torch.allclose(params[0].grad, torch.full((3,), 0.5))
 
-    prop = objective(agg.PropFair(K, M=5.0, epsilon=0.2))
+    prop = objective(agg.PropFair(K, M=5.0, epsilon=0.2, extension="reference_code"))
     assert isinstance(prop, PropFairObjective)
     assert float(prop(loss).detach()) == pytest.approx(-np.log(1 - 1.5 / 5.0))
     assert float(prop(4.9)) == pytest.approx(4.9 / 5.0)  # within epsilon of the pole
 
-    cvar = objective(agg.FedCVaRAvg(K, alpha=0.25, gamma=0.1, threshold=0.75))
+    cvar = objective(agg.FedCVaRAvg(K, alpha=0.25, gamma=0.1, threshold=0.75,
+                                    lr_threshold_ratio=1.0))
     assert cvar.initial_state() == 0.75 and cvar.state_lr(0.05) == 0.05
     t = torch.tensor(cvar.initial_state(), requires_grad=True)
     expected = 0.9 * 0.75 + 0.9 / 0.25 * 0.75 + 0.1 * 1.5

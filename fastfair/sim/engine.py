@@ -183,7 +183,7 @@ class Simulation(Runner):
                                  out=direction)
         self.optimizer.step(self.params, self.dist.sum(direction))
         return {"participants": int(m), "train_loss": float(np.mean(losses)),
-                "max_coefficient": float(np.max(coef)), **coefficient_shares(coef)}
+                "max_coefficient": float(np.max(coef)), **mixture_summary(self.rule.last_mixture)}
 
     # ------------------------------------------------------------------ checkpoints
     def _state(self) -> Dict[str, Any]:
@@ -201,19 +201,17 @@ class Simulation(Runner):
         self.rule, self.optimizer, self.params = rule, optimizer, params.clone()
 
 
-def coefficient_shares(coef: np.ndarray) -> Dict[str, float]:
-    r"""What a round's coefficients ``coef [m]`` mean for every rule alike: each client's share
-    of the aggregate :math:`w_k = |c_k| / \sum_j |c_j|` (rules scale coefficients differently:
-    convex weights, FedMGDA's lambda over the update norm, q-FedAvg's Lipschitz-scaled ones),
-    summarised as ``max_share`` (:math:`\max_k w_k`, 1/m when uniform) and
-    ``effective_clients`` (:math:`1 / \sum_k w_k^2`, m when uniform, 1 when one client takes
-    everything)."""
-    total = np.abs(coef).sum()
-    if not total > 0:
+def mixture_summary(mixture: np.ndarray) -> Dict[str, float]:
+    r"""What a round's mixing weights ``mixture [m]`` (the rule's ``last_mixture``: each client's
+    share of the combined direction, on the simplex, for every rule alike, where raw
+    coefficients are step sizes in q-FedAvg and 1/norm-scaled in FedMGDA) say: ``max_share``
+    (:math:`\max_k w_k`, 1/m when uniform) and ``effective_clients``
+    (:math:`1 / \sum_k w_k^2`, m when uniform, 1 when one client takes everything); NaN and 0
+    for a round that takes no step."""
+    w = np.asarray(mixture, dtype=np.float64)
+    if not w.sum() > 0:
         return {"max_share": float("nan"), "effective_clients": 0.0}
-    share = np.abs(coef) / total
-    return {"max_share": float(share.max()),
-            "effective_clients": float(1.0 / np.dot(share, share))}
+    return {"max_share": float(w.max()), "effective_clients": float(1.0 / np.dot(w, w))}
 
 
 def with_validation(dataset: FederatedDataset, fraction: float) -> FederatedDataset:

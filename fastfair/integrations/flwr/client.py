@@ -36,9 +36,10 @@ def client_config(aggregator: Aggregator) -> Dict[str, Any]:
     name) and its :meth:`~fastfair.aggregators.Aggregator.client_objective`'s ``to_config()``.
 
     FedProx adds ``fastfair-objective = "proximal"`` and ``fastfair-mu``; PropFair
-    (``weighting="fedavg"``) ``"propfair"``, ``fastfair-M`` and ``fastfair-epsilon``;
-    Fed-CVaR-Avg (relay form) ``"cvar"``, ``fastfair-alpha``, ``fastfair-gamma``,
-    ``fastfair-lr_threshold`` (-1: the client learning rate) and the current threshold
+    (``weighting="fedavg"``) ``"propfair"``, ``fastfair-M``, ``fastfair-epsilon`` and
+    ``fastfair-extension``; Fed-CVaR-Avg (relay form) ``"cvar"``, ``fastfair-alpha``,
+    ``fastfair-gamma``, ``fastfair-lr_threshold`` (-1: ``fastfair-lr_threshold_ratio`` times
+    the client learning rate), ``fastfair-lr_threshold_ratio`` and the current threshold
     ``fastfair-threshold``; rules whose clients minimise their plain loss add nothing. Read back
     by :meth:`ClientObjective.from_config`. Build it anew every round: the objective may carry
     the rule's current state.
