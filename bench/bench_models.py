@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 import torch
 
-from bench.conftest import best_time, sizes
+from bench.conftest import best_time, interleaved, sizes
 from fastfair.sim.datasets.leaf import LeafDataset
 from fastfair.sim.datasets.leaf_json import LeafFile
 from fastfair.sim.models import ModuleModel
@@ -105,12 +105,7 @@ def test_train_batched_vs_loop(floor_report, cohort, network, batch_size):
     ids = np.arange(CLIENTS)
     runs = {"fastfair batched": lambda: train_clients(model, theta, cohort, config, ids, seed=1),
             "torch per-client loop": lambda: _loop(module, theta, cohort, config, ids, seed=1)}
-    times = {name: [] for name in runs}
-    for _ in range(REPEATS):
-        for name, fn in runs.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
+    times = interleaved(runs, REPEATS)
     floor = best_time(lambda: _dense_epoch(NETWORKS[network](), cohort, 0.05), repeat=1,
                       warmup=0)
     case = f"{network} FEMNIST {CLIENTS} clients batch {batch_size}"

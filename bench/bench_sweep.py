@@ -23,26 +23,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
-from bench.conftest import sizes
+from bench.conftest import interleaved, sizes
 
 RULES = ["fedavg", "fairavg", "fedprox", "aaggff-d", "fedmaba", "qfedavg", "term", "afl",
          "propfair", "fedmgda"]
 SEEDS = [0, 1, 2]
 ROUNDS = sizes(200, 3)
 REPEAT = sizes(3, 1)
-
-
-def _interleaved(contenders, repeat):
-    """``{name: [seconds]}`` of each contender, run A B A B ``repeat`` times."""
-    times = {name: [] for name in contenders}
-    for _ in range(repeat):
-        for name, fn in contenders.items():
-            t0 = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t0)
-    return times
 
 
 def _print(case, times):
@@ -63,7 +51,7 @@ def test_sweep_commands(floor_report):
     one = _command("simulate", "--rule", "fedavg", *common)
     sweep = _command("sweep", "--compare", ",".join(RULES), "--seeds",
                      ",".join(map(str, SEEDS)), "--threads", "2", *common)
-    times = _interleaved({"one run": one, "sweep": sweep}, REPEAT)
+    times = interleaved({"one run": one, "sweep": sweep}, REPEAT)
     _print("commands", times)
     case = f"{len(RULES)} rules x {len(SEEDS)} seeds, {ROUNDS} rounds: commands"
     floor = min(times["one run"])
@@ -94,7 +82,7 @@ def test_sweep_in_process(floor_report):
     def apart():
         Sweep(config, RULES, SEEDS, batched=False).run()
 
-    times = _interleaved({"one run": one, "sweep batched": batched,
+    times = interleaved({"one run": one, "sweep batched": batched,
                           "sweep one after another": apart}, REPEAT)
     _print("in-process", times)
     case = f"{len(RULES)} rules x {len(SEEDS)} seeds, {ROUNDS} rounds: in-process"

@@ -38,6 +38,18 @@ def measure(benchmark, fn, rounds: int, warmup: int = 1) -> float:
     return benchmark.stats.stats.min
 
 
+def interleaved(contenders, repeat: int):
+    """``{name: [seconds]}`` of each of ``contenders`` (``{name: fn}``), run A B A B ...
+    ``repeat`` times, so that a shared machine's slow minutes fall on all of them alike."""
+    times = {name: [] for name in contenders}
+    for _ in range(repeat):
+        for name, fn in contenders.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return times
+
+
 def best_time(fn, repeat: int = 7, warmup: int = 1) -> float:
     """Minimum wall time of ``fn()`` over ``repeat`` runs (the least-disturbed run on a shared
     machine)."""

@@ -216,6 +216,14 @@ def torch_threads(n: int):
         fastfair.set_num_threads(before[1])
 
 
+def with_threads(threads: Optional[int], run):
+    """``run()`` under :func:`torch_threads` (``threads``), or as it is for None."""
+    if threads is None:
+        return run()
+    with torch_threads(threads):
+        return run()
+
+
 def idle_cores(limit: int = 4) -> int:
     """The cores no other process keeps busy now: the CPUs this process may run on less the
     one-minute load average, between 1 and ``limit``. More torch threads than idle cores make

@@ -40,7 +40,7 @@ from fastfair.sim.distributed import Distributed
 from fastfair.sim.engine import Simulation, play_round, with_validation
 from fastfair.sim.experiment import make_runner, runner_class
 from fastfair.sim.models import FlatModel
-from fastfair.sim.runner import Runner, torch_threads
+from fastfair.sim.runner import Runner, with_threads
 from fastfair.sim.stats import SummaryRow, SweepRun, point_label, select, summarize
 from fastfair.sim.training import evaluate_clients
 
@@ -191,10 +191,7 @@ class Sweep:
 
     def run(self) -> SweepResult:
         """Runs every run, then writes and returns the statistics."""
-        if self.threads is None:
-            return self._run()
-        with torch_threads(self.threads):
-            return self._run()
+        return with_threads(self.threads, self._run)
 
     def _run(self) -> SweepResult:
         lead = self.dist.rank == 0
