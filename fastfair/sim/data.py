@@ -175,18 +175,21 @@ class SyntheticDataset(FederatedDataset):
         totals = self.total_samples(ids)
         train, _ = split_sizes(totals)
         W, b, v = self._model(ids, device)
-        starts = np.concatenate([[0], np.cumsum(totals)]).astype(np.int64)
+        # A client's samples are the prefix of its keyed stream: the training split (every
+        # round's data) draws only its own rows; the test split draws them all and keeps the rest.
+        drawn = train if split == "train" else totals
+        starts = np.concatenate([[0], np.cumsum(drawn)]).astype(np.int64)
         x = normals(keys(self.seed, Stream.SYNTHETIC_SAMPLES, ids), starts * F,
                      device).reshape(-1, F)
-        owner = torch.from_numpy(np.repeat(np.arange(ids.shape[0]), totals)).to(device)
-        x = x * self._feature_std.to(device) + v[owner]
+        owner = torch.from_numpy(np.repeat(np.arange(ids.shape[0]), drawn)).to(device)
+        x.mul_(self._feature_std.to(device)).add_(v[owner])
+        y = label_segments(x, starts, W, b)
+        if split == "train":
+            return ClientBatch(x, y, starts)
         position = torch.arange(x.shape[0], device=device) - torch.from_numpy(
             np.repeat(starts[:-1], totals)).to(device)
-        y = label_segments(x, starts, W, b)
-        limit = torch.from_numpy(np.repeat(train, totals)).to(device)
-        keep = position < limit if split == "train" else position >= limit
-        counts = train if split == "train" else totals - train
-        offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        keep = position >= torch.from_numpy(np.repeat(train, totals)).to(device)
+        offsets = np.concatenate([[0], np.cumsum(totals - train)]).astype(np.int64)
         return ClientBatch(x[keep], y[keep], offsets)
 
 

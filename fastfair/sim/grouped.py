@@ -97,17 +97,20 @@ class GroupedSyntheticDataset(FederatedDataset):
         F, C = self.num_features, self.num_classes
         totals = self.total_samples(ids)
         train, _ = split_sizes(totals)
-        starts = np.concatenate([[0], np.cumsum(totals)]) * F
+        # A client's samples are the prefix of its keyed stream: the training split (every
+        # round's data) draws only its own rows; the test split draws them all and keeps the rest.
+        drawn = train if split == "train" else totals
+        starts = np.concatenate([[0], np.cumsum(drawn)]).astype(np.int64)
         dev = torch.device("cpu") if device is None else torch.device(device)
-        z = normals(keys(self.seed, Stream.GROUPED_CLIENT, ids), starts, dev)
-        group_of_row = torch.from_numpy(np.repeat(self.groups(ids), totals)).to(dev)
-        x = z.reshape(-1, F) + self._means.to(dev)[group_of_row]
+        x = normals(keys(self.seed, Stream.GROUPED_CLIENT, ids), starts * F, dev).reshape(-1, F)
+        group_of_row = torch.from_numpy(np.repeat(self.groups(ids), drawn)).to(dev)
+        x.add_(self._means.to(dev)[group_of_row])
         logits = (x @ self._models.to(dev)).reshape(-1, self.num_groups, C)
         y = logits[torch.arange(x.shape[0], device=dev), group_of_row].argmax(1)
+        if split == "train":
+            return ClientBatch(x, y, starts)
         position = torch.arange(x.shape[0], device=dev) - torch.from_numpy(
-            np.repeat(starts[:-1] // F, totals)).to(dev)
-        limit = torch.from_numpy(np.repeat(train, totals)).to(dev)
-        keep = position < limit if split == "train" else position >= limit
-        counts = train if split == "train" else totals - train
-        offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+            np.repeat(starts[:-1], totals)).to(dev)
+        keep = position >= torch.from_numpy(np.repeat(train, totals)).to(dev)
+        offsets = np.concatenate([[0], np.cumsum(totals - train)]).astype(np.int64)
         return ClientBatch(x[keep], y[keep], offsets)
