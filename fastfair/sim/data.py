@@ -168,28 +168,43 @@ class SyntheticDataset(FederatedDataset):
         on ``device`` (default CPU): two calls of :func:`fastfair.ops.normal_segments` keyed by
         the clients' keys (their models; their samples), then one batched labelling."""
         ids = self._check_ids(ids)
-        if split not in ("train", "test"):
-            raise ValueError(f"split must be 'train' or 'test'; got {split!r}")
         device = torch.device("cpu") if device is None else torch.device(device)
         F = self.num_features
-        totals = self.total_samples(ids)
-        train, _ = split_sizes(totals)
+        rows = PrefixSplit(self.total_samples(ids), split)
         W, b, v = self._model(ids, device)
-        # A client's samples are the prefix of its keyed stream: the training split (every
-        # round's data) draws only its own rows; the test split draws them all and keeps the rest.
-        drawn = train if split == "train" else totals
-        starts = np.concatenate([[0], np.cumsum(drawn)]).astype(np.int64)
-        x = normals(keys(self.seed, Stream.SYNTHETIC_SAMPLES, ids), starts * F,
+        x = normals(keys(self.seed, Stream.SYNTHETIC_SAMPLES, ids), rows.starts * F,
                      device).reshape(-1, F)
-        owner = torch.from_numpy(np.repeat(np.arange(ids.shape[0]), drawn)).to(device)
+        owner = torch.from_numpy(np.repeat(np.arange(ids.shape[0]), rows.drawn)).to(device)
         x.mul_(self._feature_std.to(device)).add_(v[owner])
-        y = label_segments(x, starts, W, b)
-        if split == "train":
-            return ClientBatch(x, y, starts)
-        position = torch.arange(x.shape[0], device=device) - torch.from_numpy(
-            np.repeat(starts[:-1], totals)).to(device)
-        keep = position >= torch.from_numpy(np.repeat(train, totals)).to(device)
-        offsets = np.concatenate([[0], np.cumsum(totals - train)]).astype(np.int64)
+        return rows.batch(x, label_segments(x, rows.starts, W, b))
+
+
+class PrefixSplit:
+    """Which rows of a generated cohort a split needs, for data sets whose client k's samples
+    are the prefix of its own keyed stream, the first ``train[k]`` of its ``totals[k]``
+    (:func:`split_sizes`) training and the rest test: the training split (every round's data)
+    draws only its own rows, the test split draws them all and keeps the rest.
+
+    ``drawn [m]``: rows to draw per client; ``starts [m + 1]``: their offsets in the drawn
+    batch; :meth:`batch` turns the drawn ``x``, ``y`` into the split's :class:`ClientBatch`.
+    """
+
+    def __init__(self, totals: np.ndarray, split: str) -> None:
+        if split not in ("train", "test"):
+            raise ValueError(f"split must be 'train' or 'test'; got {split!r}")
+        self.totals, self.split = totals, split
+        self.train, _ = split_sizes(totals)
+        self.drawn = self.train if split == "train" else totals
+        self.starts = np.concatenate([[0], np.cumsum(self.drawn)]).astype(np.int64)
+
+    def batch(self, x: torch.Tensor, y: torch.Tensor) -> ClientBatch:
+        """The split's batch from the drawn rows ``x [sum drawn, ...]``, ``y``."""
+        if self.split == "train":
+            return ClientBatch(x, y, self.starts)
+        position = torch.arange(x.shape[0], device=x.device) - torch.from_numpy(
+            np.repeat(self.starts[:-1], self.totals)).to(x.device)
+        keep = position >= torch.from_numpy(np.repeat(self.train, self.totals)).to(x.device)
+        offsets = np.concatenate([[0], np.cumsum(self.totals - self.train)]).astype(np.int64)
         return ClientBatch(x[keep], y[keep], offsets)
 
 

@@ -24,7 +24,7 @@ import math
 import numpy as np
 import torch
 
-from fastfair.sim.data import ClientBatch, FederatedDataset, normals, split_sizes
+from fastfair.sim.data import ClientBatch, FederatedDataset, PrefixSplit, normals, split_sizes
 from fastfair.sim.seeding import Stream, keys, torch_seed, uniform
 
 
@@ -92,25 +92,12 @@ class GroupedSyntheticDataset(FederatedDataset):
 
     def client_data(self, ids, split: str = "train", device=None) -> ClientBatch:
         ids = self._check_ids(ids)
-        if split not in ("train", "test"):
-            raise ValueError(f"split must be 'train' or 'test'; got {split!r}")
         F, C = self.num_features, self.num_classes
-        totals = self.total_samples(ids)
-        train, _ = split_sizes(totals)
-        # A client's samples are the prefix of its keyed stream: the training split (every
-        # round's data) draws only its own rows; the test split draws them all and keeps the rest.
-        drawn = train if split == "train" else totals
-        starts = np.concatenate([[0], np.cumsum(drawn)]).astype(np.int64)
+        rows = PrefixSplit(self.total_samples(ids), split)
         dev = torch.device("cpu") if device is None else torch.device(device)
-        x = normals(keys(self.seed, Stream.GROUPED_CLIENT, ids), starts * F, dev).reshape(-1, F)
-        group_of_row = torch.from_numpy(np.repeat(self.groups(ids), drawn)).to(dev)
+        x = normals(keys(self.seed, Stream.GROUPED_CLIENT, ids), rows.starts * F,
+                    dev).reshape(-1, F)
+        group_of_row = torch.from_numpy(np.repeat(self.groups(ids), rows.drawn)).to(dev)
         x.add_(self._means.to(dev)[group_of_row])
         logits = (x @ self._models.to(dev)).reshape(-1, self.num_groups, C)
-        y = logits[torch.arange(x.shape[0], device=dev), group_of_row].argmax(1)
-        if split == "train":
-            return ClientBatch(x, y, starts)
-        position = torch.arange(x.shape[0], device=dev) - torch.from_numpy(
-            np.repeat(starts[:-1], totals)).to(dev)
-        keep = position >= torch.from_numpy(np.repeat(train, totals)).to(dev)
-        offsets = np.concatenate([[0], np.cumsum(totals - train)]).astype(np.int64)
-        return ClientBatch(x[keep], y[keep], offsets)
+        return rows.batch(x, logits[torch.arange(x.shape[0], device=dev), group_of_row].argmax(1))
