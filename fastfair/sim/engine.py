@@ -156,14 +156,11 @@ class Simulation(Runner):
         return inputs
 
     def _evaluate(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-        loss, acc = evaluate_clients(self.model, self.params, self._eval_batch)
-        return acc, loss, self._eval_batch.counts
+        return _scores(self.model, self.params, self._eval_batch)
 
     def evaluate_validation(self) -> Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        if self._val_batch is None:
-            return None
-        loss, acc = evaluate_clients(self.model, self.params, self._val_batch)
-        return acc, loss, self._val_batch.counts
+        return None if self._val_batch is None else _scores(self.model, self.params,
+                                                            self._val_batch)
 
     def _aggregate(self, ids: np.ndarray, share: slice, losses_mine: np.ndarray,
                    counts_mine: np.ndarray, objective: Optional[ClientObjective],
@@ -199,6 +196,33 @@ class Simulation(Runner):
         rule.load_state_dict(state["rule"])
         optimizer.load_state_dict(state["optimizer"])
         self.rule, self.optimizer, self.params = rule, optimizer, params.clone()
+
+
+def _scores(model: FlatModel, params: torch.Tensor,
+            batch: ClientBatch) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(accuracy, loss, counts)`` of the model ``params [P]`` (``[E]`` each), or of L models
+    ``params [L, P]`` (``[L, E]`` accuracy and loss), on the clients of ``batch``."""
+    loss, acc = evaluate_clients(model, params, batch)
+    return acc, loss, batch.counts
+
+
+def evaluate_runs(sims: Sequence[Simulation]) -> List[Any]:
+    """Every run's ``(test, validation)`` evaluation as :meth:`Simulation.evaluate` and
+    :meth:`Simulation.evaluate_validation` give them: runs holding the same evaluation data
+    (``evaluate_like``) are scored together, their global models ``[L, P]`` in one pass."""
+    out: List[Any] = [None] * len(sims)
+    groups: Dict[int, List[int]] = {}
+    for r, sim in enumerate(sims):
+        groups.setdefault(id(sim._eval_batch), []).append(r)
+    for members in groups.values():
+        lead = sims[members[0]]
+        params = torch.stack([sims[r].params for r in members])
+        test = _scores(lead.model, params, lead._eval_batch)
+        val = None if lead._val_batch is None else _scores(lead.model, params, lead._val_batch)
+        for j, r in enumerate(members):
+            out[r] = ((test[0][j], test[1][j], test[2]),
+                      None if val is None else (val[0][j], val[1][j], val[2]))
+    return out
 
 
 def mixture_summary(mixture: np.ndarray) -> Dict[str, float]:

@@ -37,12 +37,11 @@ from fastfair.sim.catalog import build_dataset
 from fastfair.sim.config import SimulationConfig
 from fastfair.sim.data import FederatedDataset
 from fastfair.sim.distributed import Distributed
-from fastfair.sim.engine import Simulation, play_round, with_validation
+from fastfair.sim.engine import Simulation, evaluate_runs, play_round, with_validation
 from fastfair.sim.experiment import make_runner, runner_class
 from fastfair.sim.models import FlatModel
 from fastfair.sim.runner import Runner, with_threads
 from fastfair.sim.stats import SummaryRow, SweepRun, point_label, select, summarize
-from fastfair.sim.training import evaluate_clients
 
 #: The metrics a sweep summarises by default (accuracy columns of the simulate table).
 METRICS = ("acc_mean", "acc_worst10", "acc_gini", "acc_variance")
@@ -258,13 +257,13 @@ class Sweep:
                 done = play_round([sims[r] for r in playing], t, [cohorts[r] for r in playing])
                 for r, record in zip(playing, done):
                     records[r] = record
-            evaluations = _evaluate_together(sims) if sims[0].evaluation_due(t) else None
+            evaluations = evaluate_runs(sims) if sims[0].evaluation_due(t) else None
             for r, (sim, name) in enumerate(zip(sims, names)):
                 record = sim._finish(t, records[r], t0,
                                      None if evaluations is None else evaluations[r])
                 self._round(name, record)
         seconds = (time.perf_counter() - started) / len(sims)
-        finals = _evaluate_together(sims)
+        finals = evaluate_runs(sims)
         for r, (spec, sim) in enumerate(zip(specs, sims)):
             finished[spec] = self._finish(spec, sim, finals[r][0][0], seconds)
 
@@ -317,22 +316,3 @@ class Sweep:
 
 def _has(run: SweepRun, metric: str) -> bool:
     return any(metric in record for record in run.history)
-
-
-def _evaluate_together(sims: Sequence[Simulation]):
-    """Every run's (test, validation) evaluation: runs holding the same evaluation data are
-    scored together, their global models ``[L, P]`` in one pass over the data."""
-    out: List[Any] = [None] * len(sims)
-    groups: Dict[int, List[int]] = {}
-    for r, sim in enumerate(sims):
-        groups.setdefault(id(sim._eval_batch), []).append(r)
-    for members in groups.values():
-        lead = sims[members[0]]
-        params = torch.stack([sims[r].params for r in members])
-        test = evaluate_clients(lead.model, params, lead._eval_batch)
-        val = None if lead._val_batch is None else evaluate_clients(lead.model, params,
-                                                                     lead._val_batch)
-        for j, r in enumerate(members):
-            out[r] = ((test[1][j], test[0][j], lead._eval_batch.counts),
-                      None if val is None else (val[1][j], val[0][j], lead._val_batch.counts))
-    return out
