@@ -20,14 +20,8 @@
 #include <algorithm>
 #include <cstring>
 
-#if defined(__x86_64__)
-// GCC 12 flags the deliberately undefined pass-through operand inside AVX-512 intrinsics.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#endif
-
 #include "fastfair/simd_width.h"
+#include "fastfair/x86_intrinsics.h"
 
 namespace fastfair::cpu::FASTFAIR_ISA {
 namespace {

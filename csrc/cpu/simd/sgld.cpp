@@ -11,15 +11,9 @@
 #include <limits>
 #include <vector>
 
-#if defined(__x86_64__)
-// GCC 12 flags the deliberately undefined pass-through operand inside AVX-512 intrinsics.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#endif
-
 #include "fastfair/fast_exp.h"
 #include "fastfair/simd_width.h"
+#include "fastfair/x86_intrinsics.h"
 
 namespace fastfair::cpu::FASTFAIR_ISA {
 namespace {
