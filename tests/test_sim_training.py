@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from fastfair.sim.data import ArrayDataset, SyntheticDataset
-from fastfair.sim.models import MLP, LogisticRegression, ModuleModel, make_model
+from fastfair.sim.data import ArrayDataset, SyntheticDataset, take_rows
+from fastfair.sim.models import MLP, LogisticRegression, ModuleModel, affine, make_model
 from fastfair.sim.training import (LocalTrainingConfig, evaluate_clients, minibatch_schedule,
                                    train_clients)
 
@@ -120,3 +120,45 @@ def test_training_config_errors():
         LocalTrainingConfig(lr=0)
     with pytest.raises(ValueError, match="steps must be >= 1"):
         LocalTrainingConfig(steps=0)
+
+
+@pytest.mark.parametrize("rows", [4, 32])  # C = 10 outputs: x W + b at 4 rows, W^T x^T at 32
+def test_affine_is_x_w_plus_b_with_its_gradients(rows):
+    g = torch.Generator().manual_seed(1)
+    x, W, b = (torch.randn(3, rows, 6, generator=g, dtype=torch.float64, requires_grad=True),
+               torch.randn(3, 6, 10, generator=g, dtype=torch.float64, requires_grad=True),
+               torch.randn(3, 10, generator=g, dtype=torch.float64, requires_grad=True))
+    out = affine(x, W, b)
+    assert out.shape == (3, rows, 10) and out.is_contiguous()
+    torch.testing.assert_close(out, x @ W + b.unsqueeze(1))
+    assert torch.autograd.gradcheck(affine, (x, W, b))
+
+
+def test_affine_gives_a_model_the_same_bits_alone_and_in_company_on_any_threads():
+    # Alone, one product gets all of BLAS's threads, which may split its sum differently from
+    # the per-model products of a batch; affine runs it on one thread.
+    g = torch.Generator().manual_seed(2)
+    x, W, b = torch.randn(5, 32, 60, generator=g), torch.randn(5, 60, 10, generator=g), \
+        torch.randn(5, 10, generator=g)
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 2, 3):
+            torch.set_num_threads(threads)
+            Wr = W.clone().requires_grad_(True)
+            together = affine(x, Wr, b)
+            (g_together,) = torch.autograd.grad(together.square().sum(), [Wr])
+            for k in range(5):
+                Wk = W[k:k + 1].clone().requires_grad_(True)
+                alone = affine(x[k:k + 1], Wk, b[k:k + 1])
+                (g_alone,) = torch.autograd.grad(alone.square().sum(), [Wk])
+                assert torch.equal(alone[0], together[k]), (threads, k)
+                assert torch.equal(g_alone[0], g_together[k]), (threads, k)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_take_rows_is_advanced_indexing():
+    t = torch.randn(50, 3, 4)
+    index = torch.randint(0, 50, (6, 7))
+    assert torch.equal(take_rows(t, index), t[index])
+    assert torch.equal(take_rows(t[:, 0, 0], index), t[:, 0, 0][index])

@@ -16,9 +16,17 @@ import numpy as np
 import torch
 
 from fastfair import ops
+from fastfair.sim.models import affine
 from fastfair.sim.seeding import Stream, keys, numpy_rng, torch_seed, uniform
 
 TRAIN_FRACTION = 0.8
+
+
+def take_rows(t: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``t[index]`` for ``t [N, *rest]`` and integer ``index [*shape]``: ``[*shape, *rest]``.
+    Through ``index_select`` of the flattened index: the same copy as advanced indexing, which
+    on the CPU computes every element's address and runs 2.5x slower on rows of 60 floats."""
+    return t.index_select(0, index.reshape(-1)).view(*index.shape, *t.shape[1:])
 
 
 @dataclass
@@ -175,7 +183,7 @@ class SyntheticDataset(FederatedDataset):
         x = normals(keys(self.seed, Stream.SYNTHETIC_SAMPLES, ids), rows.starts * F,
                      device).reshape(-1, F)
         owner = torch.from_numpy(np.repeat(np.arange(ids.shape[0]), rows.drawn)).to(device)
-        x.mul_(self._feature_std.to(device)).add_(v[owner])
+        x.mul_(self._feature_std.to(device)).add_(take_rows(v, owner))
         return rows.batch(x, label_segments(x, rows.starts, W, b))
 
 
@@ -229,7 +237,7 @@ def label_segments(x: torch.Tensor, starts: np.ndarray, W: torch.Tensor, b: torc
         real = torch.from_numpy(np.arange(n)[None, :] < sizes[part][:, None]).to(x.device)
         rows = torch.where(real, rows, rows[:, :1])           # padding repeats a real row
         idx = torch.from_numpy(part).to(x.device)
-        labels = torch.baddbmm(b[idx].unsqueeze(1), x[rows], W[idx]).argmax(2)
+        labels = affine(take_rows(x, rows), take_rows(W, idx), take_rows(b, idx)).argmax(2)
         y[rows[real]] = labels[real]
     return y
 

@@ -9,9 +9,9 @@ import numpy as np
 import torch
 
 from fastfair.aggregators.objectives import ClientObjective
-from fastfair.sim.data import ClientBatch
+from fastfair.sim.data import ClientBatch, take_rows
 from fastfair.sim.models import FlatModel, TrainingStep
-from fastfair.sim.seeding import CohortKeys, advance_keys, shuffle_client_keys, shuffle_uniforms
+from fastfair.sim.seeding import CohortKeys, advance_keys, shuffle_client_keys, shuffle_words
 
 
 @dataclass
@@ -173,8 +173,10 @@ def keyed_schedule(counts: np.ndarray, config: LocalTrainingConfig, client_keys:
             chosen = restart[seg]
             r = rows[chosen]
             owner = seg[chosen]
-            u = shuffle_uniforms(client_keys[owner], (t // per_epoch)[owner], r - offsets[owner])
-            perm[r] = r[torch.argsort(owner.double() + u)]
+            word = shuffle_words(client_keys[owner], (t // per_epoch)[owner], r - offsets[owner])
+            # One stable sort by (client, word): integer keys sort by radix, 4x faster than
+            # floating ones; equal words (one in 2^32 per pair) keep their row order.
+            perm[r] = r[torch.sort((owner << 32) | word, stable=True).indices]
         pos = within.unsqueeze(1) * B + lanes  # position inside the client's epoch order
         valid = (pos < n.unsqueeze(1)) & active.unsqueeze(1) & (lanes < B)
         take = perm[(offsets.unsqueeze(1) + pos).clamp(max=seg.numel() - 1)]
@@ -261,8 +263,8 @@ def train_lanes(model: FlatModel, batch: ClientBatch, keys: CohortKeys, lanes: S
         step_key = torch.from_numpy(advance_keys(dropout[:a], t)).to(device) if model.random \
             else no_keys[:a]
         step = TrainingStep(valid, step_key, buffers[:a])
-        logits = model.forward(trained[0], batch.x[take], step)
-        per_sample = model.sample_loss(logits, batch.y[take])
+        logits = model.forward(trained[0], take_rows(batch.x, take), step)
+        per_sample = model.sample_loss(logits, take_rows(batch.y, take))
         mean = masked_mean(per_sample, valid.to(per_sample.dtype))
         loss = objectives.total(mean, trained[0], None if extra is None else trained[1])
         grads = torch.autograd.grad(loss, trained)
