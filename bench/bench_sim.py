@@ -101,6 +101,13 @@ def _dense_floor(s: Simulator, clients: int) -> Callable[[], None]:
 
 
 def test_simulator_round(floor_report):
+    from fastfair.sim.runner import kept_heap
+
+    with kept_heap():  # as Experiment.run runs: every contender reuses freed memory
+        _simulator_round(floor_report)
+
+
+def _simulator_round(floor_report):
     s = simulator(CLIENTS)
     floor = best_time(_dense_floor(s, CLIENTS), repeat=5)
     case = f"simulator round AAggFF-D logreg {CLIENTS} clients"

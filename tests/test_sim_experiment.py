@@ -90,3 +90,32 @@ def test_rules_command_lists_rules_optimizers_and_methods(capsys):
     printed = capsys.readouterr().out
     for name in ("aaggff-d", "fedcvar", "fedadagrad", "superfed-lm"):
         assert name in printed
+
+
+def test_threads_and_heap_settings_last_only_while_a_run_does():
+    import ctypes
+    import resource
+
+    import torch
+
+    import fastfair
+    from fastfair.sim.runner import kept_heap, run_tuned
+
+    before = torch.get_num_threads(), fastfair.get_num_threads()
+    seen = run_tuned(1, lambda: (torch.get_num_threads(), fastfair.get_num_threads()))
+    assert seen == (1, 1)
+    assert (torch.get_num_threads(), fastfair.get_num_threads()) == before
+    if not hasattr(ctypes.CDLL(None), "gnu_get_libc_version"):
+        pytest.skip("the heap setting applies to glibc's malloc only")
+
+    def faults_of_second_block():
+        torch.empty(64 << 20, dtype=torch.uint8).fill_(1)  # above glibc's 32 MB mapping limit
+        start = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        torch.empty(64 << 20, dtype=torch.uint8).fill_(1)
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - start
+
+    with kept_heap():
+        faults_of_second_block()  # the heap grows to hold both blocks
+        kept = faults_of_second_block()
+    fresh = faults_of_second_block()
+    assert kept < 1000 < fresh  # 64 MB is 16,384 pages: freshly mapped, each faults once

@@ -37,7 +37,7 @@ from fastfair.sim.distributed import Distributed
 from fastfair.sim.engine import Simulation
 from fastfair.sim.fedevg import FedEvgSimulation
 from fastfair.sim.models import FlatModel
-from fastfair.sim.runner import Runner, with_threads
+from fastfair.sim.runner import Runner, run_tuned
 from fastfair.sim.superfed import SuperFedSimulation
 
 CHECKPOINT = "checkpoint.pt"
@@ -205,7 +205,7 @@ class Experiment:
 
     def run(self) -> ExperimentResult:
         """Runs every rule not finished yet and writes the outputs; returns them."""
-        return with_threads(self.threads, self._run)
+        return run_tuned(self.threads, self._run)
 
     def _run(self) -> ExperimentResult:
         lead = self.dist.rank == 0

@@ -40,7 +40,7 @@ from fastfair.sim.distributed import Distributed
 from fastfair.sim.engine import Simulation, evaluate_runs, play_round, with_validation
 from fastfair.sim.experiment import make_runner, runner_class
 from fastfair.sim.models import FlatModel
-from fastfair.sim.runner import Runner, with_threads
+from fastfair.sim.runner import Runner, run_tuned
 from fastfair.sim.stats import SummaryRow, SweepRun, point_label, select, summarize
 
 #: The metrics a sweep summarises by default (accuracy columns of the simulate table).
@@ -190,7 +190,7 @@ class Sweep:
 
     def run(self) -> SweepResult:
         """Runs every run, then writes and returns the statistics."""
-        return with_threads(self.threads, self._run)
+        return run_tuned(self.threads, self._run)
 
     def _run(self) -> SweepResult:
         lead = self.dist.rank == 0
