@@ -162,3 +162,41 @@ def test_take_rows_is_advanced_indexing():
     index = torch.randint(0, 50, (6, 7))
     assert torch.equal(take_rows(t, index), t[index])
     assert torch.equal(take_rows(t[:, 0, 0], index), t[:, 0, 0][index])
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 5])
+def test_chunks_of_a_training_pass_do_not_change_any_number(chunk):
+    # Three lanes (plain, FedProx, Fed-CVaR with its trained threshold) over 4 clients of
+    # different step counts, trained in chunks of 1, 2 or 5 rows against one pass of all 12.
+    from fastfair.aggregators.objectives import CVaRObjective, ProximalObjective
+    from fastfair.sim.seeding import CohortKeys
+    from fastfair.sim.training import Lane, train_lanes
+
+    d, batch = _cohort()
+    ids = np.array([3, 77, 500, 999, 12])
+    model = MLP(d.num_features, d.num_classes, hidden=8)
+    g = torch.Generator().manual_seed(4)
+    lanes = [Lane(torch.randn(model.num_params, generator=g), np.array([0, 1, 2, 4])),
+             Lane(torch.randn(model.num_params, generator=g), np.array([1, 2, 3, 4]),
+                  ProximalObjective(0.3)),
+             Lane(torch.randn(model.num_params, generator=g), np.array([0, 2, 3, 4]),
+                  CVaRObjective(0.2, 0.1, 1.5, lr_threshold=0.05))]
+    keys = CohortKeys.of(9, ids, torch.device("cpu"))
+    config = LocalTrainingConfig(epochs=2, batch_size=16, lr=0.1)
+    whole = train_lanes(model, batch, keys, lanes, config, chunk=12)
+    parts = train_lanes(model, batch, keys, lanes, config, chunk=chunk)
+    for (u_whole, s_whole), (u_parts, s_parts) in zip(whole, parts):
+        assert torch.equal(u_whole, u_parts)
+        assert (s_whole is None and s_parts is None) or torch.equal(s_whole, s_parts)
+    assert whole[2][1] is not None and whole[0][1] is None
+
+
+def test_a_schedule_over_some_clients_ends_with_their_last_step():
+    counts = np.array([100, 30, 10])
+    config = LocalTrainingConfig(epochs=1, batch_size=10)
+    from fastfair.sim.seeding import shuffle_client_keys
+    from fastfair.sim.training import keyed_schedule
+
+    keys = shuffle_client_keys(0, np.arange(3))
+    assert [t.shape[0] for t, _ in keyed_schedule(counts, config, keys, np.array([1, 2]))] == \
+        [2, 1, 1]

@@ -19,6 +19,15 @@ from fastfair.sim.training import LocalTrainingConfig, minibatch_schedule, train
 from fastfair.sim.zoo import BUILDERS, LSTM, build_model
 
 
+@pytest.fixture(params=["together", "one at a time"])
+def passes(request, monkeypatch):
+    """Runs a test with the cohort's copies batched by vmap, and again as a model too big to
+    batch on the CPU runs them (one plain module call per copy)."""
+    if request.param == "one at a time":
+        monkeypatch.setattr("fastfair.sim.models.CPU_PASS_BYTES", 1)
+    return request.param
+
+
 def _data(shape, classes, vocab=None, labels=()):
     return SimpleNamespace(sample_shape=shape, num_classes=classes, vocab_size=vocab,
                            label_shape=labels, num_features=int(np.prod(shape)))
@@ -63,7 +72,7 @@ def test_a_model_that_does_not_fit_is_refused_with_both_shapes():
         check_model(net, _data((12,), 3))
 
 
-def test_batch_norm_without_momentum_and_other_random_ops_are_refused():
+def test_batch_norm_without_momentum_and_other_random_ops_are_refused(passes):
     with pytest.raises(ValueError, match="momentum=None"):
         ModuleModel(nn.Sequential(nn.Linear(3, 3), nn.BatchNorm1d(3, momentum=None)))
 
@@ -94,7 +103,7 @@ def _cohort(counts, seed=0):
     return torch.rand(n, 1, 5, 5, generator=g), torch.randint(0, 3, (n,), generator=g), offsets
 
 
-def test_batch_norm_cohort_matches_a_plain_per_client_loop():
+def test_batch_norm_cohort_matches_a_plain_per_client_loop(passes):
     # Ragged clients: short last batches and a client that stops early exercise the masks.
     counts = np.array([7, 3, 12])
     x, y, offsets = _cohort(counts)
@@ -124,7 +133,7 @@ def test_batch_norm_cohort_matches_a_plain_per_client_loop():
                                        atol=2e-5, msg=f"client {k}: {name}")
 
 
-def test_dropout_is_per_client_reproducible_and_independent_of_the_cohort():
+def test_dropout_is_per_client_reproducible_and_independent_of_the_cohort(passes):
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(6, 32), nn.Dropout(0.5), nn.ReLU(), nn.Dropout(0.3),
                         nn.Linear(32, 3))
@@ -145,13 +154,16 @@ def test_dropout_is_per_client_reproducible_and_independent_of_the_cohort():
     alone, _ = train_clients(model, theta, SimpleNamespace(
         x=x[rows], y=y[rows], offsets=np.array([0, 11]), counts=counts[2:3]), config, ids[2:3],
         seed=3)
-    torch.testing.assert_close(alone[0], full[2], rtol=1e-5, atol=1e-6)
+    if passes == "together":
+        torch.testing.assert_close(alone[0], full[2], rtol=1e-5, atol=1e-6)
+    else:  # the same plain module calls in any company
+        assert torch.equal(alone[0], full[2])
     other, _ = train_clients(model, theta, SimpleNamespace(x=x, y=y, offsets=offsets,
                                                            counts=counts), config, ids, seed=4)
     assert not torch.allclose(other, full)
 
 
-def test_dropout_masks_keep_1_minus_p_and_differ_per_client():
+def test_dropout_masks_keep_1_minus_p_and_differ_per_client(passes):
     with pytest.raises(ValueError, match="no parameters"):
         ModuleModel(nn.Sequential(nn.Dropout(0.25)))
     lin = nn.Linear(1, 1, bias=False)

@@ -157,6 +157,7 @@ def keyed_schedule(counts: np.ndarray, config: LocalTrainingConfig, client_keys:
     total_steps = torch.as_tensor(host_steps, device=device)
     steps = int(host_steps.max()) if len(counts) else 0
     if order is not None:
+        steps = int(host_steps[np.asarray(order)].max()) if len(order) else 0
         # Steps of the entries in order, negated: non-decreasing, so a searchsorted counts the
         # entries still training at step t.
         remaining = -host_steps[np.asarray(order)]
@@ -224,14 +225,15 @@ def train_clients(model: FlatModel, global_params: torch.Tensor, batch: ClientBa
 
 
 def train_lanes(model: FlatModel, batch: ClientBatch, keys: CohortKeys, lanes: Sequence[Lane],
-                config: LocalTrainingConfig
+                config: LocalTrainingConfig, chunk: Optional[int] = None
                 ) -> List[Tuple[torch.Tensor, Optional[torch.Tensor]]]:
     r"""Local training of several runs' cohorts as one program: lane r trains a copy of its
     ``global_params [P]`` for each of its batch clients, on the objective of its rule, exactly
-    as :func:`train_clients` trains one cohort; all :math:`M = \sum_r m_r` copies step together
-    (one forward and one backward pass per step), so R runs cost one run's Python and kernel
-    launches. ``keys`` are the batch clients' shuffle and dropout keys (a client of a run trains
-    on (run seed, round, client id) alone, in any company).
+    as :func:`train_clients` trains one cohort; the :math:`M = \sum_r m_r` copies step together
+    (one forward and one backward pass per step), ``chunk`` copies at a time (default
+    :meth:`~fastfair.sim.models.FlatModel.rows_per_pass`), so R runs cost one run's Python and kernel launches. ``keys`` are the
+    batch clients' shuffle and dropout keys (a client of a run trains on (run seed, round,
+    client id) alone, in any company, so the chunks do not change its numbers).
 
     Returns per lane ``(updates [m_r, P] float32, state [m_r] float64 or None)``, as
     :func:`train_clients` does (the updates are views of one ``[M, P]`` tensor).
@@ -242,19 +244,52 @@ def train_lanes(model: FlatModel, batch: ClientBatch, keys: CohortKeys, lanes: S
     sizes = [len(lane.clients) for lane in lanes]
     row_client = np.concatenate([np.asarray(lane.clients, dtype=np.int64) for lane in lanes])
     row_lane = np.repeat(np.arange(len(lanes)), sizes)
-    # Rows in longest-first order: the rows still training are always a prefix, trained as
-    # views of it, so finished clients cost nothing.
+    # Rows in longest-first order: the rows still training are always a prefix (of every
+    # chunk too), trained as views of it, so finished clients cost nothing.
     order = np.argsort(-local_steps(counts, config)[row_client], kind="stable")
     sorted_client, sorted_lane = row_client[order], row_lane[order]
     device = lanes[0].global_params.device
     starts = torch.stack([lane.global_params.detach().reshape(-1) for lane in lanes])
-    params = starts[torch.as_tensor(sorted_lane, device=device)]
-    objectives = _LaneObjectives(lanes, sorted_lane, starts, config.lr, device)
+    stateful = [lane.objective is not None and lane.objective.initial_state() is not None
+                for lane in lanes]
+    position = torch.as_tensor(order, device=device)
+    updates = torch.empty(len(order), starts.shape[1], dtype=torch.float32, device=device)
+    extra = torch.zeros(len(order), dtype=torch.float64, device=device) if any(stateful) \
+        else None
+    width = chunk or model.rows_per_pass(device) or len(order)
+    for first in range(0, len(order), width):
+        rows = slice(first, first + width)
+        received = starts[0].expand(len(order[rows]), -1) if len(lanes) == 1 else \
+            starts[torch.as_tensor(sorted_lane[rows], device=device)]
+        params = received.clone()
+        state = _train_chunk(model, batch, keys, lanes, config, sorted_client[rows],
+                             sorted_lane[rows], starts, params)
+        # The chunk's updates start - params, formed in place (negation is exact: the bits of
+        # the subtraction) and written to their rows in lane order while still in the caches.
+        updates.index_copy_(0, position[rows], params.neg_().add_(received))
+        if extra is not None:
+            extra.index_copy_(0, position[rows], state)
+    out, first = [], 0
+    for r, m_r in enumerate(sizes):
+        rows = slice(first, first + m_r)
+        out.append((updates[rows], extra[rows] if stateful[r] else None))
+        first += m_r
+    return out
+
+
+def _train_chunk(model: FlatModel, batch: ClientBatch, keys: CohortKeys, lanes: Sequence[Lane],
+                 config: LocalTrainingConfig, clients: np.ndarray, lane_of: np.ndarray,
+                 starts: torch.Tensor, params: torch.Tensor) -> Optional[torch.Tensor]:
+    """Trains rows ``params [c, P]`` in place (batch clients ``clients [c]`` of lanes
+    ``lane_of [c]``, longest first) through all their local steps; returns the rows' final
+    trained scalars ``[c]`` (None when no lane trains one)."""
+    device = params.device
+    objectives = _LaneObjectives(lanes, lane_of, starts, config.lr, device)
     extra = objectives.initial_state()
-    buffers = model.split_buffers(params)  # rows in sorted order like params'
-    dropout = keys.dropout[sorted_client]
-    no_keys = torch.zeros(len(order), dtype=torch.int64, device=device)
-    schedule = keyed_schedule(counts, config, keys.shuffle, sorted_client, device)
+    buffers = model.split_buffers(params)
+    dropout = keys.dropout[clients]
+    no_keys = torch.zeros(len(clients), dtype=torch.int64, device=device)
+    schedule = keyed_schedule(batch.counts.astype(np.int64), config, keys.shuffle, clients, device)
     for t, (take, valid) in enumerate(schedule):
         a = take.shape[0]
         trained = [params[:a].detach().requires_grad_(True)]
@@ -269,21 +304,12 @@ def train_lanes(model: FlatModel, batch: ClientBatch, keys: CohortKeys, lanes: S
         loss = objectives.total(mean, trained[0], None if extra is None else trained[1])
         grads = torch.autograd.grad(loss, trained)
         with torch.no_grad():
-            params[:a] -= grads[0].mul_(config.lr)
+            params[:a].sub_(grads[0], alpha=config.lr)
             if extra is not None:
                 extra[:a] -= objectives.state_lr[:a] * grads[1]
     if model.num_buffers:
         params[:, params.shape[1] - model.num_buffers:] = buffers
-    inverse = torch.as_tensor(np.argsort(order), device=device)
-    out, first = [], 0
-    updates = torch.empty(params.shape, dtype=torch.float32, device=device)
-    for r, m_r in enumerate(sizes):
-        rows = slice(first, first + m_r)
-        updates[rows] = (starts[r].reshape(1, -1) - params[inverse[rows]]).float()
-        out.append((updates[rows], None if objectives.starts[r] is None
-                    else extra[inverse[rows]]))
-        first += m_r
-    return out
+    return extra
 
 
 class _LaneObjectives:
