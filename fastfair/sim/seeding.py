@@ -134,6 +134,11 @@ def splitmix64_torch(x):
     return x ^ _shr(x, 31)
 
 
+def uniform_torch(keys):
+    """:func:`uniform` of int64 key tensors: float64 in (0, 1) on their device."""
+    return (_shr(keys, 11).double() + 0.5) / float(1 << 53)
+
+
 def keyed_uniform(key, call: int, shape, device):
     """float32 uniforms in [0, 1) of ``shape`` (24 random bits each) from a 0-dim int64 tensor
     ``key`` (a :func:`step_keys` key) and a call counter: element i is the top 24 bits of
@@ -171,14 +176,13 @@ def torch_seed(seed: int, stream: Stream, index: int = 0, round: Optional[int] =
     return int(keys(seed, stream, np.array([index]), round)[0] >> np.uint64(1))
 
 
-def shuffle_words(client_keys, epochs, positions):
-    """32-bit sort keys ``[n]`` (int64 in ``[0, 2^32)``, on the device of the inputs) of local
+def shuffle_uniforms(client_keys, epochs, positions):
+    """Uniform (0, 1) sort keys ``[n]`` (float64, on the device of the inputs) of local
     training's shuffles: row ``positions[i]`` of the client whose ``SHUFFLE`` key is
-    ``client_keys[i]`` (:func:`shuffle_client_keys`, an int64 tensor) in its epoch ``epochs[i]``;
-    the top 32 bits of ``splitmix64(positions ^ splitmix64(client_keys ^ epochs))``.
+    ``client_keys[i]`` (:func:`shuffle_client_keys`, an int64 tensor) in its epoch ``epochs[i]``.
     """
     h = splitmix64_torch(client_keys ^ epochs)
-    return _shr(splitmix64_torch(h ^ positions), 32)
+    return uniform_torch(splitmix64_torch(h ^ positions))
 
 
 def shuffle_client_keys(seed: int, client_ids: np.ndarray, device=None):

@@ -11,7 +11,7 @@ import torch
 from fastfair.aggregators.objectives import ClientObjective
 from fastfair.sim.data import ClientBatch, take_rows
 from fastfair.sim.models import FlatModel, TrainingStep
-from fastfair.sim.seeding import CohortKeys, advance_keys, shuffle_client_keys, shuffle_words
+from fastfair.sim.seeding import CohortKeys, advance_keys, shuffle_client_keys, shuffle_uniforms
 
 
 @dataclass
@@ -174,10 +174,11 @@ def keyed_schedule(counts: np.ndarray, config: LocalTrainingConfig, client_keys:
             chosen = restart[seg]
             r = rows[chosen]
             owner = seg[chosen]
-            word = shuffle_words(client_keys[owner], (t // per_epoch)[owner], r - offsets[owner])
-            # One stable sort by (client, word): integer keys sort by radix, 4x faster than
-            # floating ones; equal words (one in 2^32 per pair) keep their row order.
-            perm[r] = r[torch.sort((owner << 32) | word, stable=True).indices]
+            u = shuffle_uniforms(client_keys[owner], (t // per_epoch)[owner], r - offsets[owner])
+            # Sorted by client + u through the bit patterns of those positive doubles, which
+            # order as the doubles do: an integer sort (radix), 4x faster than a floating one.
+            key = (owner.double() + u).view(torch.int64)
+            perm[r] = r[torch.sort(key, stable=True).indices]
         pos = within.unsqueeze(1) * B + lanes  # position inside the client's epoch order
         valid = (pos < n.unsqueeze(1)) & active.unsqueeze(1) & (lanes < B)
         take = perm[(offsets.unsqueeze(1) + pos).clamp(max=seg.numel() - 1)]
