@@ -79,7 +79,25 @@ class FlatModel:
     def forward(self, params: torch.Tensor, x: torch.Tensor,
                 step: Optional[TrainingStep] = None) -> torch.Tensor:
         """Outputs of the m models (training mode when ``step`` is given)."""
+        return self.forward_pieces(self.trained_pieces(params), x, step)
+
+    def trained_pieces(self, params: torch.Tensor) -> List[torch.Tensor]:
+        """Views ``[m, *shape]`` of the trained parameters in ``params [m, P]``, in order (every
+        piece; a model with buffers returns those before them)."""
+        return self.unflatten(params)
+
+    def forward_pieces(self, pieces: Sequence[torch.Tensor], x: torch.Tensor,
+                       step: Optional[TrainingStep] = None) -> torch.Tensor:
+        """:meth:`forward` from :meth:`trained_pieces` (the buffers, in training, from
+        ``step``). Training steps through it where a model defines it, so that gradients
+        arrive per parameter tensor rather than as one flat row per client; a model that
+        defines :meth:`forward` alone trains through that."""
         raise NotImplementedError
+
+    @property
+    def trains_by_pieces(self) -> bool:
+        """Whether the model defines :meth:`forward_pieces`."""
+        return type(self).forward_pieces is not FlatModel.forward_pieces
 
     def init(self, generator: torch.Generator) -> torch.Tensor:
         raise NotImplementedError
@@ -168,8 +186,8 @@ class LogisticRegression(FlatModel):
         self.shapes = [(num_features, num_classes), (num_classes,)]
         self.names = ["W", "b"]
 
-    def forward(self, params, x, step=None):
-        W, b = self.unflatten(params)
+    def forward_pieces(self, pieces, x, step=None):
+        W, b = pieces
         return affine(x.flatten(2), W, b)
 
     def init(self, generator):
@@ -184,8 +202,8 @@ class MLP(FlatModel):
         self.shapes = [(num_features, hidden), (hidden,), (hidden, num_classes), (num_classes,)]
         self.names = ["W1", "b1", "W2", "b2"]
 
-    def forward(self, params, x, step=None):
-        W1, b1, W2, b2 = self.unflatten(params)
+    def forward_pieces(self, pieces, x, step=None):
+        W1, b1, W2, b2 = pieces
         return affine(torch.relu(affine(x.flatten(2), W1, b1)), W2, b2)
 
     def init(self, generator):
@@ -259,36 +277,54 @@ class ModuleModel(FlatModel):
         return {n: t.view(flat.shape[0], *s)
                 for n, t, s in zip(names, flat.split(sizes, dim=1), shapes)}
 
+    def trained_pieces(self, params):
+        """Views ``[m, *shape]`` of the module's parameters in ``params [m, P]`` (the buffer
+        columns excluded)."""
+        trainable = params[:, :params.shape[1] - self.num_buffers] if self.num_buffers else params
+        return list(self._views(trainable, self.param_names, 0).values())
+
     def forward(self, params, x, step=None):
         """``params [m, P]`` (parameters, then buffers) on ``x [m, B, *sample_shape]``: training
         mode with the step's masks, keys and buffers (updated in place for the clients with a
-        real row) when ``step`` is given, evaluation mode otherwise."""
-        m, n = params.shape[0], len(self.param_names)
-        trainable = params[:, :params.shape[1] - self.num_buffers] if self.num_buffers else params
-        weights = self._views(trainable, self.param_names, 0)
+        real row) when ``step`` is given, evaluation mode with the buffers of ``params``
+        otherwise."""
+        if step is not None:
+            return self.forward_pieces(self.trained_pieces(params), x, step)
+        m = params.shape[0]
+        buffers = params[:, params.shape[1] - self.num_buffers:].detach().clone()
+        valid = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
+        keys = torch.zeros(m, dtype=torch.int64, device=x.device)
+        return self._apply(self.trained_pieces(params), buffers, x, valid, keys, training=False)
+
+    def forward_pieces(self, pieces, x, step=None):
+        """Training mode from the parameter pieces, with the step's masks, keys and buffers
+        (updated in place for the clients with a real row); evaluation reads the buffers from
+        the flat row, through :meth:`forward`."""
         if step is None:
-            flat_buffers = params[:, params.shape[1] - self.num_buffers:].detach().clone()
-            valid = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
-            keys = torch.zeros(m, dtype=torch.int64, device=x.device)
-        else:
-            flat_buffers, valid, keys = step.buffers, step.valid.to(x.device), step.keys
-            before = flat_buffers.clone()
-        buffers = self._views(flat_buffers, self.buffer_names, n)
+            raise ValueError("ModuleModel.forward_pieces trains (it needs a TrainingStep); "
+                             "evaluate through forward")
+        valid = step.valid.to(x.device)
+        before = step.buffers.clone()
+        out = self._apply(pieces, step.buffers, x, valid, step.keys, training=True)
+        if self.num_buffers:
+            active = valid.any(1, keepdim=True)
+            step.buffers.copy_(torch.where(active, step.buffers, before))
+        return out
+
+    def _apply(self, pieces, flat_buffers, x, valid, keys, training: bool):
+        """The m copies on their inputs, in training or evaluation mode."""
+        m = x.shape[0]
+        weights = dict(zip(self.param_names, pieces))
+        buffers = self._views(flat_buffers, self.buffer_names, len(self.param_names))
         was_training = self.module.training
-        self.module.train(step is not None)
+        self.module.train(training)
         try:
-            if self.rows_per_pass(params.device) == 1:
-                out = torch.cat([self._alone(weights, buffers, x, valid, keys, k)
-                                 for k in range(m)]) if m else self._one_by_vmap(
-                                     weights, buffers, x, valid, keys)
-            else:
-                out = self._one_by_vmap(weights, buffers, x, valid, keys)
+            if self.rows_per_pass(x.device) == 1 and m:
+                return torch.cat([self._alone(weights, buffers, x, valid, keys, k)
+                                  for k in range(m)])
+            return self._one_by_vmap(weights, buffers, x, valid, keys)
         finally:
             self.module.train(was_training)
-        if step is not None and self.num_buffers:
-            active = valid.any(1, keepdim=True)
-            flat_buffers.copy_(torch.where(active, flat_buffers, before))
-        return out
 
     def _one(self, weights, buffers, x, valid, key):
         from torch.func import functional_call

@@ -291,26 +291,49 @@ def _train_chunk(model: FlatModel, batch: ClientBatch, keys: CohortKeys, lanes: 
     dropout = keys.dropout[clients]
     no_keys = torch.zeros(len(clients), dtype=torch.int64, device=device)
     schedule = keyed_schedule(batch.counts.astype(np.int64), config, keys.shuffle, clients, device)
+    pieced = model.trains_by_pieces
     for t, (take, valid) in enumerate(schedule):
         a = take.shape[0]
-        trained = [params[:a].detach().requires_grad_(True)]
-        if extra is not None:
-            trained.append(extra[:a].detach().requires_grad_(True))
         step_key = torch.from_numpy(advance_keys(dropout[:a], t)).to(device) if model.random \
             else no_keys[:a]
         step = TrainingStep(valid, step_key, buffers[:a])
-        logits = model.forward(trained[0], take_rows(batch.x, take), step)
+        x = take_rows(batch.x, take)
+        if pieced:
+            # Leaves per parameter tensor: their gradients arrive as they are, not gathered into
+            # one flat row per client (a copy of every parameter every step).
+            views = model.trained_pieces(params[:a])
+            trained = [v.detach().requires_grad_(True) for v in views]
+            logits = model.forward_pieces(trained, x, step)
+            flat = _flat(trained, params[:a]) if objectives.groups else params[:a]
+        else:
+            views = [params[:a]]
+            trained = [params[:a].detach().requires_grad_(True)]
+            logits = model.forward(trained[0], x, step)
+            flat = trained[0]
+        state = None if extra is None else extra[:a].detach().requires_grad_(True)
         per_sample = model.sample_loss(logits, take_rows(batch.y, take))
         mean = masked_mean(per_sample, valid.to(per_sample.dtype))
-        loss = objectives.total(mean, trained[0], None if extra is None else trained[1])
-        grads = torch.autograd.grad(loss, trained)
+        loss = objectives.total(mean, flat, state)
+        grads = torch.autograd.grad(loss, trained + ([] if state is None else [state]))
         with torch.no_grad():
-            params[:a].sub_(grads[0], alpha=config.lr)
+            for view, grad in zip(views, grads):
+                view.sub_(grad, alpha=config.lr)
             if extra is not None:
-                extra[:a] -= objectives.state_lr[:a] * grads[1]
+                extra[:a] -= objectives.state_lr[:a] * grads[-1]
     if model.num_buffers:
         params[:, params.shape[1] - model.num_buffers:] = buffers
     return extra
+
+
+def _flat(pieces: Sequence[torch.Tensor], params: torch.Tensor) -> torch.Tensor:
+    """``[a, P]``: the trained ``pieces`` side by side, then the rest of ``params [a, P]`` (the
+    buffers, no gradient), for objectives that read a client's whole parameter row."""
+    a = params.shape[0]
+    width = sum(p[0].numel() for p in pieces)
+    parts = [p.reshape(a, -1) for p in pieces]
+    if width < params.shape[1]:
+        parts.append(params[:, width:].detach())
+    return torch.cat(parts, 1)
 
 
 class _LaneObjectives:
