@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from fastfair.sim.data import ArrayDataset, SyntheticDataset, take_rows
-from fastfair.sim.models import MLP, LogisticRegression, ModuleModel, affine, make_model
+from fastfair.sim.models import MLP, LogisticRegression, ModuleModel, make_model
+from fastfair.sim.products import affine
 from fastfair.sim.training import (LocalTrainingConfig, evaluate_clients, minibatch_schedule,
                                    train_clients)
 

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from fastfair import ops
-from fastfair.sim.models import affine
+from fastfair.sim.products import affine
 from fastfair.sim.seeding import Stream, keys, numpy_rng, torch_seed, uniform
 
 TRAIN_FRACTION = 0.8

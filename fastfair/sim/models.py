@@ -11,6 +11,7 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 import torch
 
 from fastfair.sim.module_ops import CohortMode
+from fastfair.sim.products import affine
 
 
 _OTHER_RANDOMNESS = ("the module calls a random operation other than dropout; batched "
@@ -129,53 +130,6 @@ class FlatModel:
         """The flat vector ``params [P]`` as named tensors (``names``, ``shapes``)."""
         views = self.unflatten(params.detach().reshape(1, -1))
         return OrderedDict((n, v[0].clone()) for n, v in zip(self.names, views))
-
-
-def _products(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
-    """``A [m, r, k] @ B [m, k, c]``, each model's product on one thread: given a single
-    product, BLAS's threads may split its sum over k and round otherwise than the per-model
-    products of a batch, and a model's numbers must not depend on its company."""
-    threads = torch.get_num_threads()
-    if A.shape[0] > 1 or threads == 1 or A.device.type != "cpu":
-        return torch.bmm(A, B)
-    torch.set_num_threads(1)
-    try:
-        return torch.bmm(A, B)
-    finally:
-        torch.set_num_threads(threads)
-
-
-class _TransposedAffine(torch.autograd.Function):
-    """``(W^T x^T + b)^T`` through :func:`_products`, forward and backward."""
-
-    @staticmethod
-    def forward(ctx, x, W, b):
-        ctx.save_for_backward(x, W)
-        # Contiguous [m, B, C] (a copy of 1/F of the product's reads): elementwise ops on a
-        # transposed view take torch's scalar loop or its vector loop depending on the number of
-        # models, and the two round exp differently.
-        z = _products(W.transpose(1, 2), x.transpose(1, 2)).add_(b.unsqueeze(2))
-        return z.transpose(1, 2).contiguous()
-
-    @staticmethod
-    def backward(ctx, grad):  # grad [m, B, C]
-        x, W = ctx.saved_tensors
-        g = grad.transpose(1, 2)
-        gx = _products(W, g).transpose(1, 2) if ctx.needs_input_grad[0] else None
-        gW = _products(g, x).transpose(1, 2) if ctx.needs_input_grad[1] else None
-        gb = g.sum(2) if ctx.needs_input_grad[2] else None
-        return gx, gW, gb
-
-
-def affine(x: torch.Tensor, W: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``x W + b`` for m models at once: ``x [m, B, F]``, ``W [m, F, C]``, ``b [m, C]`` ->
-    ``[m, B, C]``. With fewer outputs than rows (C <= B) as :math:`(W^\top x^\top + b)^\top`:
-    BLAS runs a product whose output rows are long three times faster (``[C,
-    F] x [F, B]`` rather than ``[B, F] x [F, C]`` at C = 10, B = 32, forward and backward), and
-    the other way round when C > B."""
-    if W.shape[2] <= x.shape[1]:
-        return _TransposedAffine.apply(x, W, b)
-    return torch.baddbmm(b.unsqueeze(1), x, W)
 
 
 class LogisticRegression(FlatModel):
