@@ -83,9 +83,15 @@ class FlatModel:
         return self.forward_pieces(self.trained_pieces(params), x, step)
 
     def trained_pieces(self, params: torch.Tensor) -> List[torch.Tensor]:
-        """Views ``[m, *shape]`` of the trained parameters in ``params [m, P]``, in order (every
-        piece; a model with buffers returns those before them)."""
-        return self.unflatten(params)
+        """Views ``[m, *shape]`` of the trained pieces of ``params [m, P]``, in order: every
+        piece before the ``num_buffers`` buffer entries."""
+        pieces, size = [], 0
+        for view, shape in zip(self.unflatten(params), self.shapes):
+            if size == self.num_params - self.num_buffers:
+                break
+            pieces.append(view)
+            size += math.prod(shape)
+        return pieces
 
     def forward_pieces(self, pieces: Sequence[torch.Tensor], x: torch.Tensor,
                        step: Optional[TrainingStep] = None) -> torch.Tensor:
@@ -230,12 +236,6 @@ class ModuleModel(FlatModel):
         shapes = self.shapes[first:first + len(names)]
         return {n: t.view(flat.shape[0], *s)
                 for n, t, s in zip(names, flat.split(sizes, dim=1), shapes)}
-
-    def trained_pieces(self, params):
-        """Views ``[m, *shape]`` of the module's parameters in ``params [m, P]`` (the buffer
-        columns excluded)."""
-        trainable = params[:, :params.shape[1] - self.num_buffers] if self.num_buffers else params
-        return list(self._views(trainable, self.param_names, 0).values())
 
     def forward(self, params, x, step=None):
         """``params [m, P]`` (parameters, then buffers) on ``x [m, B, *sample_shape]``: training

@@ -232,9 +232,10 @@ def train_lanes(model: FlatModel, batch: ClientBatch, keys: CohortKeys, lanes: S
     ``global_params [P]`` for each of its batch clients, on the objective of its rule, exactly
     as :func:`train_clients` trains one cohort; the :math:`M = \sum_r m_r` copies step together
     (one forward and one backward pass per step), ``chunk`` copies at a time (default
-    :meth:`~fastfair.sim.models.FlatModel.rows_per_pass`), so R runs cost one run's Python and kernel launches. ``keys`` are the
-    batch clients' shuffle and dropout keys (a client of a run trains on (run seed, round,
-    client id) alone, in any company, so the chunks do not change its numbers).
+    :meth:`~fastfair.sim.models.FlatModel.rows_per_pass`), so R runs cost one run's Python and
+    kernel launches. ``keys`` are the batch clients' shuffle and dropout keys (a client of a run
+    trains on (run seed, round, client id) alone, in any company, so the chunks do not change
+    its numbers).
 
     Returns per lane ``(updates [m_r, P] float32, state [m_r] float64 or None)``, as
     :func:`train_clients` does (the updates are views of one ``[M, P]`` tensor).
