@@ -10,7 +10,8 @@ Run: ``OMP_NUM_THREADS=1 python -m pytest bench/bench_models.py -q -s`` (``-k tr
   ``train_clients`` on a :class:`~fastfair.sim.models.ModuleModel` (one ``vmap`` program for
   the cohort). ``torch per-client loop`` (the reference): each client in turn, the module
   loaded with the global weights, ``torch.optim.SGD`` on the same minibatches. The two run
-  interleaved (A B A B); min and median are printed. The floor is a compute floor: one epoch of
+  interleaved (A B A B) under :func:`~fastfair.sim.runner.kept_heap`, as ``Experiment.run``
+  trains; min and median are printed. The floor is a compute floor: one epoch of
   one model over all the cohort's samples in batches of 1,024, the arithmetic the cohort cannot
   avoid.
 - ``leaf``: 3,500 writers in 36 train and 36 test files of LEAF's format and size (pixels as
@@ -36,6 +37,7 @@ from bench.conftest import best_time, interleaved, sizes
 from fastfair.sim.datasets.leaf import LeafDataset
 from fastfair.sim.datasets.leaf_json import LeafFile
 from fastfair.sim.models import ModuleModel
+from fastfair.sim.runner import kept_heap
 from fastfair.sim.training import LocalTrainingConfig, minibatch_schedule, train_clients
 from fastfair.sim.zoo import BUILDERS, Dense
 
@@ -105,7 +107,8 @@ def test_train_batched_vs_loop(floor_report, cohort, network, batch_size):
     ids = np.arange(CLIENTS)
     runs = {"fastfair batched": lambda: train_clients(model, theta, cohort, config, ids, seed=1),
             "torch per-client loop": lambda: _loop(module, theta, cohort, config, ids, seed=1)}
-    times = interleaved(runs, REPEATS)
+    with kept_heap():  # as Experiment.run trains: freed memory is reused, for both contenders
+        times = interleaved(runs, REPEATS)
     floor = best_time(lambda: _dense_epoch(NETWORKS[network](), cohort, 0.05), repeat=1,
                       warmup=0)
     case = f"{network} FEMNIST {CLIENTS} clients batch {batch_size}"
