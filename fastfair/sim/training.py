@@ -154,14 +154,14 @@ def keyed_schedule(counts: np.ndarray, config: LocalTrainingConfig, client_keys:
     n = torch.as_tensor(counts, device=device)
     per_epoch = (n + B - 1) // B
     host_steps = local_steps(counts, config)
+    if order is not None:
+        # Steps of the entries in order, negated: non-decreasing, so a searchsorted counts the
+        # entries still training at step t. Clients outside order take no step (nor shuffle).
+        remaining = -host_steps[np.asarray(order)]
+        host_steps = np.where(np.isin(np.arange(len(counts)), order), host_steps, 0)
+        order = torch.as_tensor(np.asarray(order), device=device)
     total_steps = torch.as_tensor(host_steps, device=device)
     steps = int(host_steps.max()) if len(counts) else 0
-    if order is not None:
-        steps = int(host_steps[np.asarray(order)].max()) if len(order) else 0
-        # Steps of the entries in order, negated: non-decreasing, so a searchsorted counts the
-        # entries still training at step t.
-        remaining = -host_steps[np.asarray(order)]
-        order = torch.as_tensor(np.asarray(order), device=device)
     seg = _segment_ids(counts, device)
     rows = torch.arange(seg.numel(), device=device)
     perm = rows.clone()
