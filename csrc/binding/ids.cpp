@@ -44,4 +44,16 @@ void check_finite(const double* v, int64_t m, const std::string& name) {
                             " at position " + std::to_string(j));
 }
 
+void check_offsets(const int64_t* off, int64_t m, int64_t total, const std::string& what) {
+  if (off[0] != 0) throw py::value_error("offsets must start at 0; got " + std::to_string(off[0]));
+  for (int64_t i = 0; i < m; ++i)
+    if (off[i + 1] < off[i])
+      throw py::value_error("offsets must be non-decreasing; got " + std::to_string(off[i + 1]) +
+                            " < " + std::to_string(off[i]) + " at position " +
+                            std::to_string(i + 1));
+  if (off[m] != total)
+    throw py::value_error("offsets must end at N = " + what + " " + std::to_string(total) +
+                          "; got " + std::to_string(off[m]));
+}
+
 }  // namespace fastfair::binding

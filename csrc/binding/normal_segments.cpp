@@ -10,19 +10,6 @@
 namespace fastfair::binding {
 namespace {
 
-// CPU offsets: 0 = offsets[0] <= offsets[1] <= ... <= offsets[m] = N.
-void check_offsets(const int64_t* off, int64_t m, int64_t total) {
-  if (off[0] != 0) throw py::value_error("offsets must start at 0; got " + std::to_string(off[0]));
-  for (int64_t i = 0; i < m; ++i)
-    if (off[i + 1] < off[i])
-      throw py::value_error("offsets must be non-decreasing; got " + std::to_string(off[i + 1]) +
-                            " < " + std::to_string(off[i]) + " at position " +
-                            std::to_string(i + 1));
-  if (off[m] != total)
-    throw py::value_error("offsets must end at N = out's length " + std::to_string(total) +
-                          "; got " + std::to_string(off[m]));
-}
-
 void normal_segments(py::handle keys, py::handle offsets, py::handle out, int64_t stream) {
   ArrayView kv = view(keys, "keys", stream);
   require_cuda_built(kv, "keys");
@@ -45,7 +32,7 @@ void normal_segments(py::handle keys, py::handle offsets, py::handle out, int64_
   require_writable(ov, "out");
   const NormalSegmentsArgs a{ov.dtype, m, static_cast<const uint64_t*>(kv.data),
                              static_cast<const int64_t*>(fv.data), ov.shape[0], ov.data};
-  if (kv.device == Device::cpu) check_offsets(a.offsets, m, a.total);
+  if (kv.device == Device::cpu) check_offsets(a.offsets, m, a.total, "out's length");
   run_on_device(kv, stream, [&] { throw_if_failed(cpu::normal_segments(a)); },
                 [&](void* s) { throw_if_failed(cuda::normal_segments(a, s)); });
 }

@@ -11,9 +11,11 @@ from fastfair.reference.sgld import cosine_beta_schedule, fedevg_server_step, sg
 from fastfair.reference.simplex import project_simplex
 from fastfair.reference.superfed import superfed_gradients
 from fastfair.reference.softmax import eg_step, logsumexp, softmax
+from fastfair.reference.softmax_regression import softmax_regression_sgd
 from fastfair.reference.weighted_average import weighted_average
 
 __all__ = ["aggregators", "dr_gradient", "dr_lazy_step", "eg_step", "kkt_residual", "logsumexp",
            "normal_segments", "online_newton_step", "project_simplex", "sample_available",
-           "sample_clients", "simplex_qp_cvxpy", "simplex_qp_enumerate", "softmax", "weighted_average",
+           "sample_clients", "simplex_qp_cvxpy", "simplex_qp_enumerate", "softmax",
+           "softmax_regression_sgd", "weighted_average",
            "cosine_beta_schedule", "fedevg_server_step", "sgld_step", "superfed_gradients"]

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 
+from fastfair import ops
 from fastfair.aggregators.objectives import ClientObjective
 from fastfair.sim.data import ClientBatch, take_rows
-from fastfair.sim.models import FlatModel, TrainingStep
+from fastfair.sim.lane_objectives import Lane, LaneObjectives
+from fastfair.sim.models import FlatModel, LogisticRegression, TrainingStep
 from fastfair.sim.seeding import CohortKeys, advance_keys, shuffle_client_keys, shuffle_uniforms
 
 
@@ -190,17 +192,6 @@ def keyed_schedule(counts: np.ndarray, config: LocalTrainingConfig, client_keys:
             yield take[still], valid[still]
 
 
-@dataclass
-class Lane:
-    """One run's share of a batched training pass (:func:`train_lanes`): its global model
-    ``global_params [P]``, the batch clients it trains (``clients [m_r]``, indices into the
-    batch) and the objective its rule gives them (None: the plain mean loss)."""
-
-    global_params: torch.Tensor
-    clients: np.ndarray
-    objective: Optional[ClientObjective] = None
-
-
 def train_clients(model: FlatModel, global_params: torch.Tensor, batch: ClientBatch,
                   config: LocalTrainingConfig, client_ids: np.ndarray, seed: int,
                   objective: Optional[ClientObjective] = None
@@ -226,8 +217,8 @@ def train_clients(model: FlatModel, global_params: torch.Tensor, batch: ClientBa
 
 
 def train_lanes(model: FlatModel, batch: ClientBatch, keys: CohortKeys, lanes: Sequence[Lane],
-                config: LocalTrainingConfig, chunk: Optional[int] = None
-                ) -> List[Tuple[torch.Tensor, Optional[torch.Tensor]]]:
+                config: LocalTrainingConfig, chunk: Optional[int] = None,
+                received_loss: bool = False) -> List[Tuple[Any, ...]]:
     r"""Local training of several runs' cohorts as one program: lane r trains a copy of its
     ``global_params [P]`` for each of its batch clients, on the objective of its rule, exactly
     as :func:`train_clients` trains one cohort; the :math:`M = \sum_r m_r` copies step together
@@ -237,12 +228,72 @@ def train_lanes(model: FlatModel, batch: ClientBatch, keys: CohortKeys, lanes: S
     trains on (run seed, round, client id) alone, in any company, so the chunks do not change
     its numbers).
 
+    Lanes that minimise the plain mean loss of a :class:`~fastfair.sim.models.LogisticRegression`
+    on CPU data train through :func:`fastfair.ops.softmax_regression_sgd` (the same steps on the
+    same minibatches, each client in the caches from its first step to its last, in the
+    kernel's float32 rounding); the rest through autograd as described.
+
     Returns per lane ``(updates [m_r, P] float32, state [m_r] float64 or None)``, as
-    :func:`train_clients` does (the updates are views of one ``[M, P]`` tensor).
+    :func:`train_clients` does; with ``received_loss`` a third entry, the ``[m_r]`` float64
+    mean loss of the received model on each client's rows for lanes of the kernel (which
+    computes it on the way, :func:`trains_by_kernel`), None for the others.
     """
-    counts = batch.counts.astype(np.int64)
-    if (counts < 1).any():
+    if (batch.counts < 1).any():
         raise ValueError("every trained client needs at least one training sample")
+    by_kernel = [trains_by_kernel(model, lane, batch) for lane in lanes]
+    out: List[Tuple[Any, ...]] = [()] * len(lanes)
+    rest = [r for r, k in enumerate(by_kernel) if not k]
+    if rest:
+        trained = _train_by_autograd(model, batch, keys, [lanes[r] for r in rest], config, chunk)
+        for r, result in zip(rest, trained):
+            out[r] = result + ((None,) if received_loss else ())
+    mine = [r for r, k in enumerate(by_kernel) if k]
+    if mine:
+        trained = _train_softmax_regression(batch, keys, [lanes[r] for r in mine], config)
+        for r, (updates, loss) in zip(mine, trained):
+            out[r] = (updates, None) + ((loss,) if received_loss else ())
+    return out
+
+
+def trains_by_kernel(model: FlatModel, lane: Lane, batch: ClientBatch) -> bool:
+    """Whether ``lane`` trains through :func:`fastfair.ops.softmax_regression_sgd`: the plain
+    mean loss (no client objective) of a :class:`~fastfair.sim.models.LogisticRegression` (the
+    class itself) on float32 CPU data with one label per sample and at most 128 classes."""
+    return (type(model) is LogisticRegression and lane.objective is None
+            and lane.global_params.device.type == "cpu" and batch.x.device.type == "cpu"
+            and batch.x.dtype == torch.float32 and batch.y.dim() == 1
+            and model.shapes[0][1] <= ops.softmax_regression.MAX_CLASSES)
+
+
+def _train_softmax_regression(batch: ClientBatch, keys: CohortKeys, lanes: Sequence[Lane],
+                              config: LocalTrainingConfig
+                              ) -> List[Tuple[torch.Tensor, np.ndarray]]:
+    """Each lane's updates ``[m_r, P]`` and its received models' losses ``[m_r]`` from one
+    kernel call over all the lanes' clients."""
+    sizes = [len(lane.clients) for lane in lanes]
+    clients = np.concatenate([np.asarray(lane.clients, dtype=np.int64) for lane in lanes])
+    received = torch.cat([lane.global_params.detach().reshape(1, -1).float().expand(m_r, -1)
+                          for lane, m_r in zip(lanes, sizes)])
+    params = received.clone()
+    steps = local_steps(batch.counts, config)[clients]
+    losses = torch.empty(len(clients), dtype=torch.float64)
+    ops.softmax_regression_sgd(batch.x.reshape(batch.x.shape[0], -1).contiguous(), batch.y,
+                               torch.from_numpy(np.ascontiguousarray(batch.offsets,
+                                                                     dtype=np.int64)),
+                               keys.shuffle, torch.from_numpy(clients), torch.from_numpy(steps),
+                               params, batch_size=config.batch_size, lr=config.lr,
+                               received_loss=losses)
+    updates = params.neg_().add_(received).split(sizes)
+    return list(zip(updates, np.split(losses.numpy(), np.cumsum(sizes)[:-1])))
+
+
+def _train_by_autograd(model: FlatModel, batch: ClientBatch, keys: CohortKeys,
+                       lanes: Sequence[Lane], config: LocalTrainingConfig,
+                       chunk: Optional[int] = None
+                       ) -> List[Tuple[torch.Tensor, Optional[torch.Tensor]]]:
+    """:func:`train_lanes` through autograd: every row's steps as batched torch programs,
+    ``chunk`` rows at a time."""
+    counts = batch.counts.astype(np.int64)
     sizes = [len(lane.clients) for lane in lanes]
     row_client = np.concatenate([np.asarray(lane.clients, dtype=np.int64) for lane in lanes])
     row_lane = np.repeat(np.arange(len(lanes)), sizes)
@@ -286,7 +337,7 @@ def _train_chunk(model: FlatModel, batch: ClientBatch, keys: CohortKeys, lanes: 
     ``lane_of [c]``, longest first) through all their local steps; returns the rows' final
     trained scalars ``[c]`` (None when no lane trains one)."""
     device = params.device
-    objectives = _LaneObjectives(lanes, lane_of, starts, config.lr, device)
+    objectives = LaneObjectives(lanes, lane_of, starts, config.lr, device)
     extra = objectives.initial_state()
     buffers = model.split_buffers(params)
     dropout = keys.dropout[clients]
@@ -335,68 +386,3 @@ def _flat(pieces: Sequence[torch.Tensor], params: torch.Tensor) -> torch.Tensor:
     if width < params.shape[1]:
         parts.append(params[:, width:].detach())
     return torch.cat(parts, 1)
-
-
-class _LaneObjectives:
-    """The lanes' client objectives over the rows of a :func:`train_lanes` pass (sorted order):
-    which rows minimise their plain mean loss, which an objective (lanes whose objectives are
-    equal, e.g. one rule's seeds, evaluate it in one call), and the scalar each row trains
-    beside its model."""
-
-    def __init__(self, lanes: Sequence[Lane], sorted_lane: np.ndarray, starts: torch.Tensor,
-                 lr: float, device: torch.device) -> None:
-        self.starts = [None if lane.objective is None else lane.objective.initial_state()
-                       for lane in lanes]
-        groups: Dict[Tuple[Any, ...], List[int]] = {}
-        for r, lane in enumerate(lanes):
-            if lane.objective is not None:
-                key = tuple(sorted(lane.objective.to_config().items()))
-                groups.setdefault(key, []).append(r)
-        # Per group: its objective, the positions (ascending) of its rows, whose prefix below a
-        # is the rows still training, and the received model of each row (one lane: its own).
-        self.groups = []
-        plain = np.ones(len(sorted_lane))
-        for members in groups.values():
-            positions = np.flatnonzero(np.isin(sorted_lane, members))
-            plain[positions] = 0.0
-            index = torch.as_tensor(positions, device=device)
-            received = lanes[members[0]].global_params if len(members) == 1 else \
-                starts[torch.as_tensor(sorted_lane[positions], device=device)]
-            self.groups.append((lanes[members[0]].objective, positions, index, received,
-                                self.starts[members[0]] is not None))
-        self.whole = len(lanes) == 1  # one lane owns every row: no gathers
-        # Plain rows' losses enter as mean * 1 (rows with an objective as mean * 0): exact, so
-        # a row's gradient is the same in any company.
-        self.plain = torch.as_tensor(plain, device=device) if plain.any() else None
-        self.extra = None
-        if any(s is not None for s in self.starts):
-            start = np.array([self.starts[r] or 0.0 for r in sorted_lane], dtype=np.float64)
-            lr_of = [0.0 if lane.objective is None else lane.objective.state_lr(lr)
-                     for lane in lanes]
-            self.extra = torch.as_tensor(start, device=device)
-            self.state_lr = torch.as_tensor(np.array(lr_of, dtype=np.float64)[sorted_lane],
-                                            device=device)
-
-    def initial_state(self) -> Optional[torch.Tensor]:
-        """``[M]`` float64 start values of the trained scalar (0 on rows without one), or None
-        when no lane trains one."""
-        return self.extra
-
-    def total(self, mean: torch.Tensor, params: torch.Tensor,
-              extra: Optional[torch.Tensor]) -> torch.Tensor:
-        r""":math:`\sum` over the a rows still training of each row's objective of its masked
-        mean loss ``mean [a]`` (``params [a, P]``, ``extra [a]``)."""
-        if not self.groups:
-            return mean.sum()
-        a = mean.shape[0]
-        total = 0.0 if self.plain is None else (mean * self.plain[:a].to(mean.dtype)).sum()
-        for objective, positions, index, received, stateful in self.groups:
-            if self.whole:
-                loss, p, g, s = mean, params, received, extra
-            else:
-                n = int(np.searchsorted(positions, a))
-                rows = index[:n]
-                loss, p, s = mean[rows], params[rows], None if extra is None else extra[rows]
-                g = received if received.dim() == 1 else received[:n]
-            total = total + objective(loss, p, g, s if stateful else None).sum()
-        return total
