@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -18,7 +19,10 @@ import torch
 from fastfair.cli import main
 from fastfair.sim import ArrayDataset, ModuleModel, Simulation, SimulationConfig
 from fastfair.sim import checkpoint as checkpoint_module
+from fastfair.sim.data import SyntheticDataset
 from fastfair.sim.models import MLP, LogisticRegression
+from fastfair.sim.sweep import Sweep
+from fastfair.sim.validation import ValidationSplit
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--clients", "60", "--per-round", "6", "--eval-every", "2", "--quiet"]
@@ -224,3 +228,79 @@ def assert_runs_match(one: Path, other: Path) -> None:
 def test_cross_silo_rule_needs_every_client():
     with pytest.raises(ValueError, match="needs every client every round"):
         Simulation(SimulationConfig(rule="aaggff-s", clients=12, per_round=5, rounds=2))
+
+
+# ---------------------------------------------------------------------------------------------
+# A cohort that repeats from one round to the next trains on the batch it had.
+
+class CountingSynthetic(SyntheticDataset):
+    """Synthetic data that records the ids of every training batch it makes."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.train_calls = []
+
+    def client_data(self, ids, split="train", device=None):
+        if split == "train":
+            self.train_calls.append(np.array(ids, copy=True))
+        return super().client_data(ids, split, device)
+
+
+class FreshSynthetic(CountingSynthetic):
+    """The same samples, declared as fresh per call: the simulator never reuses its batches."""
+
+    fixed_data = False
+
+
+def _play(config, dataset):
+    sim = Simulation(config, dataset=dataset)
+    made = len(dataset.train_calls)  # the validation split's batches, made at construction
+    while sim.round < config.rounds:
+        sim.step()
+    return sim, dataset.train_calls[made:]
+
+
+def test_data_set_wrappers_forward_fixed_data():
+    assert SyntheticDataset(4).fixed_data
+    assert ValidationSplit(SyntheticDataset(4), 0.2).fixed_data
+    assert not ValidationSplit(FreshSynthetic(4), 0.2).fixed_data
+
+
+@pytest.mark.parametrize("model", [{"model": "logreg"}, {"model": "mlp", "hidden": 8}],
+                         ids=["logreg", "mlp"])
+@pytest.mark.parametrize("validation", [0.0, 0.25])
+def test_full_participation_makes_the_training_batch_once(model, validation):
+    config = SimulationConfig(rule="qfedavg", clients=8, per_round=8, rounds=5, eval_every=2,
+                              validation=validation, server_optimizer="fedadam", server_lr=0.01,
+                              **model)
+    reused, reused_calls = _play(config, CountingSynthetic(8, seed=3))
+    fresh, fresh_calls = _play(config, FreshSynthetic(8, seed=3))
+    assert len(reused_calls) == 1 and len(fresh_calls) == config.rounds
+    assert _without_times(reused.history) == _without_times(fresh.history)
+    assert torch.equal(reused.params, fresh.params)
+
+
+def test_changing_cohort_makes_its_batch_again():
+    config = SimulationConfig(rule="fedprox", rule_options={"mu": 0.1}, clients=8, per_round=3,
+                              rounds=8, eval_every=4, model="mlp", hidden=8)
+    reused, reused_calls = _play(config, CountingSynthetic(8, seed=1))
+    fresh, _ = _play(config, FreshSynthetic(8, seed=1))
+    cohorts = [reused.availability.sample(t) for t in range(1, config.rounds + 1)]
+    changes = [cohorts[0]] + [b for a, b in zip(cohorts, cohorts[1:]) if not np.array_equal(a, b)]
+    assert len(changes) > 1
+    assert len(reused_calls) == len(changes)
+    assert all(np.array_equal(a, b) for a, b in zip(reused_calls, changes))
+    assert _without_times(reused.history) == _without_times(fresh.history)
+    assert torch.equal(reused.params, fresh.params)
+
+
+def test_full_participation_sweep_is_its_runs_alone():
+    base = SimulationConfig(clients=6, per_round=6, rounds=4, eval_every=2, model="mlp", hidden=8)
+    data = CountingSynthetic(6, seed=2)
+    result = Sweep(base, ["fedavg", "term", "fedprox"], seeds=[0, 1], dataset=data).run()
+    assert len(data.train_calls) == 2  # one batch per seed (its runs train together), ever
+    for run in result.runs:
+        config = dataclasses.replace(base, rule=run.rule, seed=run.seed, rule_options=run.options)
+        alone, _ = _play(config, FreshSynthetic(6, seed=2))
+        assert _without_times(run.history) == _without_times(alone.history), run.point
+        np.testing.assert_array_equal(run.final, alone.evaluate()[0])

@@ -65,8 +65,12 @@ class FederatedDataset:
     """Interface of every data set: ``num_clients``, ``num_features`` (the product of
     ``sample_shape``, the shape of one sample), ``num_classes``, ``vocab_size`` (token data: x
     holds ids in ``[0, vocab_size)``; None for float features), ``label_shape`` (``()``, or
-    ``(T,)`` for a label per position), ``num_samples(ids)`` and ``client_data(ids, split,
-    device)``."""
+    ``(T,)`` for a label per position), ``fixed_data``, ``num_samples(ids)`` and
+    ``client_data(ids, split, device)``.
+
+    ``fixed_data``: ``client_data`` returns the same samples for the same ids and split on every
+    call (every built-in data set); a data set that draws fresh samples per call (augmentation)
+    sets it False, and the simulator then never reuses a cohort's batch."""
 
     num_clients: int
     num_features: int
@@ -74,6 +78,7 @@ class FederatedDataset:
     sample_shape: Tuple[int, ...]
     vocab_size: Optional[int] = None
     label_shape: Tuple[int, ...] = ()
+    fixed_data: bool = True
 
     def num_samples(self, ids: np.ndarray) -> np.ndarray:
         """Training-sample counts of clients ``ids`` ([m] int64 -> [m] int64)."""

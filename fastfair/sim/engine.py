@@ -4,7 +4,9 @@ A round samples a cohort (an availability model), lets every sampled client repo
 the received model on its training data, trains the cohort in one batched pass on the rule's
 client objective, asks the rule for mixing coefficients (with the round inputs it declares),
 averages the updates with them through the averaging kernel, and lets the server optimiser step
-on the result: weights -> weighted_average -> all-reduce -> optimiser step. Under
+on the result: weights -> weighted_average -> all-reduce -> optimiser step. A cohort that
+repeats from one round to the next (full participation) trains on the batch of client data it
+had, unless its data set draws fresh samples per call (``FederatedDataset.fixed_data``). Under
 ``torch.distributed`` each process trains a contiguous slice of the cohort, and one all-reduce
 sums the weighted updates.
 
@@ -31,7 +33,8 @@ from fastfair.sim.distributed import Distributed
 from fastfair.sim.models import FlatModel, check_model
 from fastfair.sim.runner import Runner
 from fastfair.sim.seeding import CohortKeys, Stream, raw_seed, torch_seed
-from fastfair.sim.training import Lane, LocalTrainingConfig, evaluate_clients, train_lanes
+from fastfair.sim.training import (Lane, LocalTrainingConfig, evaluate_clients, train_lanes,
+                                   trains_by_kernel)
 from fastfair.sim.validation import ValidationSplit
 from fastfair.sim.zoo import model_for
 
@@ -95,6 +98,9 @@ class Simulation(Runner):
                                                config.availability_options)
         self.round = 0
         self.history: List[Dict[str, Any]] = []
+        # (data set, device, ids, batch) of the last cohort this run generated (_train_batch).
+        self._last_train: Optional[Tuple[FederatedDataset, torch.device, np.ndarray,
+                                         ClientBatch]] = None
         other = evaluate_like
         if other is not None and other.dataset is self.dataset and all(
                 getattr(other.config, f) == getattr(config, f)
@@ -135,6 +141,22 @@ class Simulation(Runner):
     # ------------------------------------------------------------------ one round
     def _play(self, t: int, ids: np.ndarray) -> Dict[str, Any]:
         return play_round([self], t, [ids])[0]
+
+    def _train_batch(self, ids: np.ndarray, device: torch.device) -> ClientBatch:
+        """The training data of clients ``ids`` on ``device``: the batch of the last call again
+        when it asked for the same ids in the same order on a data set of fixed samples, else
+        the data set's ``client_data``. Only the last cohort's batch is kept (one round holds it
+        anyway); training only reads it. Checkpoints leave it out: it is a function of the ids
+        and the data set, so a run resumed from one makes the same batches."""
+        dataset, last = self.dataset, self._last_train
+        if dataset.fixed_data and last is not None and last[0] is dataset \
+                and last[1] == device and np.array_equal(last[2], ids):
+            return last[3]
+        self._last_train = None  # dropped first: one cohort's batch in memory, never two
+        batch = dataset.client_data(ids, "train", device=device)
+        if dataset.fixed_data:
+            self._last_train = (dataset, device, ids.copy(), batch)
+        return batch
 
     def _round_inputs(self, objective: Optional[ClientObjective], state: Any,
                       updates: torch.Tensor, m: int) -> Dict[str, Any]:
@@ -255,7 +277,9 @@ def play_round(sims: Sequence[Simulation], t: int,
     runs). Runs on the same data set with the same seed and cohort share one batch of client
     data; every run's cohort trains in one :func:`~fastfair.sim.training.train_lanes` pass (its
     own global model, objective and keys), then each run's rule weights its own updates and its
-    server optimiser steps. Every per-client computation is the one the run makes alone."""
+    server optimiser steps. Every per-client computation is the one the run makes alone.
+    A group's first run keeps its cohort's batch for the next round: a cohort that repeats
+    (full participation) trains on it again (:meth:`Simulation._train_batch`)."""
     lead = sims[0]
     cfg, dist, device = lead.config, lead.dist, lead.device
     local = LocalTrainingConfig(epochs=cfg.epochs, steps=cfg.local_steps,
@@ -270,21 +294,28 @@ def play_round(sims: Sequence[Simulation], t: int,
     for members in groups.values():
         r0 = members[0]
         ids = cohorts[r0][shares[r0]]
-        batch = sims[r0].dataset.client_data(ids, "train", device=device)
+        batch = sims[r0]._train_batch(ids, device)
         seed = torch_seed(sims[r0].config.seed, Stream.ROUND_TRAINING, t)
-        mine, _ = evaluate_clients(lead.model, torch.stack([sims[r].params for r in members]),
-                                   batch, accuracy=False)
-        for j, r in enumerate(members):
-            losses[r] = mine[j]
+        for r in members:
             lanes[r] = Lane(sims[r].params, first + np.arange(len(ids)),
                             sims[r].rule.client_objective())
+        # The received models' losses: the kernel's lanes report them from training.
+        scored = [r for r in members if not trains_by_kernel(lead.model, lanes[r], batch)]
+        if scored:
+            mine, _ = evaluate_clients(lead.model, torch.stack([sims[r].params for r in scored]),
+                                       batch, accuracy=False)
+            for j, r in enumerate(scored):
+                losses[r] = mine[j]
         batches.append(batch)
         keys.append(CohortKeys.of(seed, ids, device))
         first += len(ids)
     batch = batches[0] if len(batches) == 1 else concat_batches(batches)
     trained = train_lanes(lead.model, batch, keys[0] if len(keys) == 1 else CohortKeys.cat(keys),
-                          lanes, local)
+                          lanes, local, received_loss=True)
+    for r, (_, _, reported) in enumerate(trained):
+        if reported is not None:
+            losses[r] = reported
     counts = {r: batches[g].counts for g, members in enumerate(groups.values()) for r in members}
     return [sim._aggregate(ids, share, loss, counts[r], lane.objective, update, state)
-            for r, (sim, ids, share, loss, lane, (update, state))
+            for r, (sim, ids, share, loss, lane, (update, state, _))
             in enumerate(zip(sims, cohorts, shares, losses, lanes, trained))]

@@ -29,6 +29,11 @@ class ValidationSplit(FederatedDataset):
         self.num_classes, self.sample_shape = dataset.num_classes, dataset.sample_shape
         self.vocab_size, self.label_shape = dataset.vocab_size, dataset.label_shape
 
+    @property
+    def fixed_data(self) -> bool:
+        """The wrapped data set's: a split of fresh samples is fresh too."""
+        return self.base.fixed_data
+
     def held_out(self, counts: np.ndarray) -> np.ndarray:
         """``[m]`` validation samples of clients with ``counts [m]`` training samples."""
         return np.floor(self.fraction * np.asarray(counts, dtype=np.int64)).astype(np.int64)
