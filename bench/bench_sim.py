@@ -53,18 +53,19 @@ def simulator(clients: int) -> Simulator:
 
 
 def _per_client_loop(s: Simulator, clients: int):
-    """A round as a plain PyTorch loop: per client, its data, the loss of the received model,
-    one epoch of minibatch SGD on its own copy; then the AAggFF-D reference rule and the
-    weighted update of the global model."""
+    """A round as a plain PyTorch loop: per client, the loss of the received model on its data
+    (generated once, held in memory as the simulator holds a cohort that repeats), one epoch of
+    minibatch SGD on its own copy; then the AAggFF-D reference rule and the weighted update of
+    the global model."""
     F, C = s.num_features, s.num_classes
+    data = [s.train_data(k) for k in range(clients)]
     W, b = torch.zeros(F, C), torch.zeros(C)
     state = {"G": np.zeros(clients), "p": np.full(clients, 1.0 / clients), "t": 0}
     gen = torch.Generator().manual_seed(0)
 
     def round_():
         losses, updates = [], []
-        for k in range(clients):
-            x, y = s.train_data(k)
+        for k, (x, y) in enumerate(data):
             Wk, bk = W.clone().requires_grad_(True), b.clone().requires_grad_(True)
             with torch.no_grad():
                 losses.append(float(torch.nn.functional.cross_entropy(x @ W + b, y)))
