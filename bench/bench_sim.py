@@ -24,7 +24,7 @@ import torch
 from bench.conftest import interleaved, sizes
 from fastfair.reference import aggregators as ref
 
-CLIENTS = sizes(100, 10)
+CLIENTS = sizes(1000, 10)
 LR, BATCH = 0.1, 32
 
 
