@@ -33,8 +33,7 @@ from fastfair.sim.distributed import Distributed
 from fastfair.sim.models import FlatModel, check_model
 from fastfair.sim.runner import Runner
 from fastfair.sim.seeding import CohortKeys, Stream, raw_seed, torch_seed
-from fastfair.sim.training import (Lane, LocalTrainingConfig, evaluate_clients, train_lanes,
-                                   trains_by_kernel)
+from fastfair.sim.training import Lane, LocalTrainingConfig, evaluate_clients, train_lanes
 from fastfair.sim.validation import ValidationSplit
 from fastfair.sim.zoo import model_for
 
@@ -98,9 +97,8 @@ class Simulation(Runner):
                                                config.availability_options)
         self.round = 0
         self.history: List[Dict[str, Any]] = []
-        # (data set, device, ids, batch) of the last cohort this run generated (_train_batch).
-        self._last_train: Optional[Tuple[FederatedDataset, torch.device, np.ndarray,
-                                         ClientBatch]] = None
+        # (ids, batch) of the last cohort this run generated, when its data are fixed.
+        self._last_train: Optional[Tuple[np.ndarray, ClientBatch]] = None
         other = evaluate_like
         if other is not None and other.dataset is self.dataset and all(
                 getattr(other.config, f) == getattr(config, f)
@@ -143,19 +141,18 @@ class Simulation(Runner):
         return play_round([self], t, [ids])[0]
 
     def _train_batch(self, ids: np.ndarray, device: torch.device) -> ClientBatch:
-        """The training data of clients ``ids`` on ``device``: the batch of the last call again
-        when it asked for the same ids in the same order on a data set of fixed samples, else
-        the data set's ``client_data``. Only the last cohort's batch is kept (one round holds it
-        anyway); training only reads it. Checkpoints leave it out: it is a function of the ids
+        """The training data of clients ``ids`` on ``device`` (the run's): the batch of the last
+        call again when it asked for the same ids in the same order (kept only from a data set of
+        fixed samples), else the data set's ``client_data``. Only the last cohort's batch is
+        kept (one round holds it anyway); training only reads it. Checkpoints leave it out: it is a function of the ids
         and the data set, so a run resumed from one makes the same batches."""
-        dataset, last = self.dataset, self._last_train
-        if dataset.fixed_data and last is not None and last[0] is dataset \
-                and last[1] == device and np.array_equal(last[2], ids):
-            return last[3]
+        last = self._last_train
+        if last is not None and np.array_equal(last[0], ids):
+            return last[1]
         self._last_train = None  # dropped first: one cohort's batch in memory, never two
-        batch = dataset.client_data(ids, "train", device=device)
-        if dataset.fixed_data:
-            self._last_train = (dataset, device, ids.copy(), batch)
+        batch = self.dataset.client_data(ids, "train", device=device)
+        if self.dataset.fixed_data:
+            self._last_train = (ids.copy(), batch)
         return batch
 
     def _round_inputs(self, objective: Optional[ClientObjective], state: Any,
@@ -289,7 +286,6 @@ def play_round(sims: Sequence[Simulation], t: int,
     for r, (sim, ids) in enumerate(zip(sims, cohorts)):
         groups.setdefault((id(sim.dataset), sim.config.seed, ids.tobytes()), []).append(r)
     batches, keys, lanes = [], [], [None] * len(sims)
-    losses: List[np.ndarray] = [np.zeros(0)] * len(sims)
     first = 0
     for members in groups.values():
         r0 = members[0]
@@ -299,23 +295,23 @@ def play_round(sims: Sequence[Simulation], t: int,
         for r in members:
             lanes[r] = Lane(sims[r].params, first + np.arange(len(ids)),
                             sims[r].rule.client_objective())
-        # The received models' losses: the kernel's lanes report them from training.
-        scored = [r for r in members if not trains_by_kernel(lead.model, lanes[r], batch)]
-        if scored:
-            mine, _ = evaluate_clients(lead.model, torch.stack([sims[r].params for r in scored]),
-                                       batch, accuracy=False)
-            for j, r in enumerate(scored):
-                losses[r] = mine[j]
         batches.append(batch)
         keys.append(CohortKeys.of(seed, ids, device))
         first += len(ids)
     batch = batches[0] if len(batches) == 1 else concat_batches(batches)
     trained = train_lanes(lead.model, batch, keys[0] if len(keys) == 1 else CohortKeys.cat(keys),
                           lanes, local, received_loss=True)
-    for r, (_, _, reported) in enumerate(trained):
-        if reported is not None:
-            losses[r] = reported
+    # The received models' losses: reported by training where the kernel trained (it computes
+    # them on the way), else one evaluation pass per group (training leaves the params as they
+    # were).
+    for g, members in enumerate(groups.values()):
+        scored = [r for r in members if trained[r][2] is None]
+        if scored:
+            mine, _ = evaluate_clients(lead.model, torch.stack([sims[r].params for r in scored]),
+                                       batches[g], accuracy=False)
+            for j, r in enumerate(scored):
+                trained[r] = trained[r][:2] + (mine[j],)
     counts = {r: batches[g].counts for g, members in enumerate(groups.values()) for r in members}
     return [sim._aggregate(ids, share, loss, counts[r], lane.objective, update, state)
-            for r, (sim, ids, share, loss, lane, (update, state, _))
-            in enumerate(zip(sims, cohorts, shares, losses, lanes, trained))]
+            for r, (sim, ids, share, lane, (update, state, loss))
+            in enumerate(zip(sims, cohorts, shares, lanes, trained))]
