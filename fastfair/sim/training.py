@@ -249,7 +249,8 @@ def train_lanes(model: FlatModel, batch: ClientBatch, keys: CohortKeys, lanes: S
             out[r] = result + ((None,) if received_loss else ())
     mine = [r for r, k in enumerate(by_kernel) if k]
     if mine:
-        trained = _train_softmax_regression(batch, keys, [lanes[r] for r in mine], config)
+        trained = _train_softmax_regression(batch, keys, [lanes[r] for r in mine], config,
+                                            received_loss)
         for r, (updates, loss) in zip(mine, trained):
             out[r] = (updates, None) + ((loss,) if received_loss else ())
     return out
@@ -266,17 +267,17 @@ def trains_by_kernel(model: FlatModel, lane: Lane, batch: ClientBatch) -> bool:
 
 
 def _train_softmax_regression(batch: ClientBatch, keys: CohortKeys, lanes: Sequence[Lane],
-                              config: LocalTrainingConfig
-                              ) -> List[Tuple[torch.Tensor, np.ndarray]]:
-    """Each lane's updates ``[m_r, P]`` and its received models' losses ``[m_r]`` from one
-    kernel call over all the lanes' clients."""
+                              config: LocalTrainingConfig, received_loss: bool
+                              ) -> List[Tuple[torch.Tensor, Optional[np.ndarray]]]:
+    """Each lane's updates ``[m_r, P]`` and, with ``received_loss``, its received models'
+    losses ``[m_r]`` (else None) from one kernel call over all the lanes' clients."""
     sizes = [len(lane.clients) for lane in lanes]
     clients = np.concatenate([np.asarray(lane.clients, dtype=np.int64) for lane in lanes])
     received = torch.cat([lane.global_params.detach().reshape(1, -1).float().expand(m_r, -1)
                           for lane, m_r in zip(lanes, sizes)])
     params = received.clone()
     steps = local_steps(batch.counts, config)[clients]
-    losses = torch.empty(len(clients), dtype=torch.float64)
+    losses = torch.empty(len(clients), dtype=torch.float64) if received_loss else None
     ops.softmax_regression_sgd(batch.x.reshape(batch.x.shape[0], -1).contiguous(), batch.y,
                                torch.from_numpy(np.ascontiguousarray(batch.offsets,
                                                                      dtype=np.int64)),
@@ -284,6 +285,8 @@ def _train_softmax_regression(batch: ClientBatch, keys: CohortKeys, lanes: Seque
                                params, batch_size=config.batch_size, lr=config.lr,
                                received_loss=losses)
     updates = params.neg_().add_(received).split(sizes)
+    if losses is None:
+        return [(u, None) for u in updates]
     return list(zip(updates, np.split(losses.numpy(), np.cumsum(sizes)[:-1])))
 
 

@@ -68,15 +68,17 @@ struct Trainer {
   V b[NB];
   std::vector<float> xb;   // [B][Fp] the step's rows, zero-padded features
   std::vector<V> z;        // [B + R][NB] logits, then the gradient of the step's mean loss
+  std::vector<const float*> xs;  // [B] the rows a forward pass reads
   std::vector<std::pair<uint64_t, int64_t>> keys;
   std::vector<int64_t> order;
 
   explicit Trainer(const SoftmaxRegressionArgs& args)
       : a(args), F(args.features), Fp((args.features + FB - 1) / FB * FB), C(args.classes),
-        W(size_t(Fp) * NB), xb(size_t(args.batch_size + R) * Fp), z(size_t(args.batch_size + R) * NB) {}
+        W(size_t(Fp) * NB), xb(size_t(args.batch_size + R) * Fp),
+        z(size_t(args.batch_size + R) * NB), xs(size_t(args.batch_size)) {}
 
   // Logits of rows xs[0 .. v) into z, R rows at a time (a short last group repeats its rows).
-  void forward(const float* const* xs, int64_t v) {
+  void forward(int64_t v) {
     for (int64_t i0 = 0; i0 < v; i0 += R) {
       const float* xr[R];
       for (int r = 0; r < R; ++r) xr[r] = xs[std::min<int64_t>(i0 + r, v - 1)];
@@ -135,11 +137,10 @@ struct Trainer {
   double mean_loss(const float* x0, const int64_t* y0, int64_t n) {
     double total = 0.0;
     const int64_t B = a.batch_size;
-    std::vector<const float*> xs(B);
     for (int64_t lo = 0; lo < n; lo += B) {
       const int64_t v = std::min(B, n - lo);
       for (int64_t i = 0; i < v; ++i) xs[i] = x0 + (lo + i) * F;
-      forward(xs.data(), v);
+      forward(v);
       for (int64_t i = 0; i < v; ++i) {
         const float zy = logit(i, y0[lo + i]);
         const auto [top, sum] = exponentials(i);
@@ -151,20 +152,13 @@ struct Trainer {
 
   // One SGD step on the rows `rows[0 .. v)` of the client (x0, y0).
   void step(const float* x0, const int64_t* y0, const int64_t* rows, int64_t v) {
-    const float* xs[512];
-    std::vector<const float*> many;
-    const float** ptr = xs;
-    if (v > 512) {
-      many.resize(v);
-      ptr = many.data();
-    }
     for (int64_t i = 0; i < v; ++i) {
       float* dst = xb.data() + i * Fp;
       const float* src = x0 + rows[i] * F;
       std::copy(src, src + F, dst);
-      ptr[i] = dst;
+      xs[i] = dst;
     }
-    forward(ptr, v);
+    forward(v);
     const float inv_v = 1.0f / float(v);
     for (int64_t i = 0; i < v; ++i) {
       const int64_t y = y0[rows[i]];
