@@ -144,8 +144,9 @@ class Simulation(Runner):
         """The training data of clients ``ids`` on ``device`` (the run's): the batch of the last
         call again when it asked for the same ids in the same order (kept only from a data set of
         fixed samples), else the data set's ``client_data``. Only the last cohort's batch is
-        kept (one round holds it anyway); training only reads it. Checkpoints leave it out: it is a function of the ids
-        and the data set, so a run resumed from one makes the same batches."""
+        kept (one round holds it anyway); training only reads it. Checkpoints leave it out: it
+        is a function of the ids and the data set, so a run resumed from one makes the same
+        batches."""
         last = self._last_train
         if last is not None and np.array_equal(last[0], ids):
             return last[1]
