@@ -4,7 +4,7 @@
 # touching the C++ core:
 #
 #   scripts/sanitize.sh                  # the whole test suite
-#   scripts/sanitize.sh tests/test_ons.py -k step   # arguments go to pytest
+#   scripts/sanitize.sh tests/ops/test_ons.py -k step   # arguments go to pytest
 #
 # Environment: BUILD (default build/sanitize), JOBS (parallel compile jobs, default 2), PYTHON
 # (default python). CUDA is off: the sanitizers see the host code only.

@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 
 import pytest
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BLOCKS = [(doc.name, k, code) for doc in DOCS
           for k, code in enumerate(re.findall(r"```python\n(.*?)```", doc.read_text(), re.S))]

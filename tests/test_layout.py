@@ -8,8 +8,9 @@ import re
 from pathlib import Path
 
 from fastfair import aggregators
+from tests.helpers import ROOT
 
-PACKAGE = Path(__file__).resolve().parents[1] / "fastfair"
+PACKAGE = ROOT / "fastfair"
 
 
 def _modules():
