@@ -2,6 +2,13 @@
 
 Subpackages: ``fastfair.ops`` (compiled kernels over DLPack arrays), ``fastfair.aggregators``
 (the aggregation rules), ``fastfair.reference`` (readable float64 oracles of every kernel and rule).
+
+These, and ``import fastfair`` itself, need NumPy alone. PyTorch is imported only where it is truly
+needed: the simulator (``fastfair.sim``, ``pip install "fastfair[sim]"``), FedEvg
+(``fastfair.methods.fedevg``), SuPerFed's local-model initialisation and the autograd reference
+``fastfair.reference.superfed_gradients`` (``pip install "fastfair[torch]"``; without torch the
+last three raise an ``ImportError`` that says so). Ops and rules also take torch tensors when torch
+is installed, and return results in the framework of their inputs.
 """
 
 from fastfair import aggregators, ops, reference

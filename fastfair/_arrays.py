@@ -20,6 +20,45 @@ _KDL_CUDA_MANAGED = 13
 FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
 
 
+def import_torch(what: str, *, extra: str = "torch") -> Any:
+    """The ``torch`` module, for code that truly needs PyTorch (autograd, ``torch.nn``).
+
+    fastfair's core (``fastfair``, ``fastfair.ops``, ``fastfair.aggregators``,
+    ``fastfair.reference``) needs NumPy alone; the few places that need torch call this where
+    they need it, so a NumPy-only install fails there with a message that says what to install.
+
+    Parameters
+    ----------
+    what
+        What needs torch, as the user called it (e.g. ``"fastfair.methods.fedevg"``).
+    extra
+        The package extra that installs it (``pip install "fastfair[<extra>]"``).
+
+    Returns
+    -------
+    module
+        The imported ``torch``.
+
+    Raises
+    ------
+    ModuleNotFoundError
+        (an ``ImportError``, ``name='torch'``) when torch is not installed, naming ``what``,
+        PyTorch and the extra to install. Errors raised while importing an installed torch
+        propagate unchanged.
+    """
+    try:
+        import torch
+    except ModuleNotFoundError as exc:
+        if exc.name != "torch":
+            raise
+        raise ModuleNotFoundError(
+            f"{what} needs PyTorch (torch), which is not installed: "
+            f'pip install "fastfair[{extra}]" (or pip install torch). The NumPy-only core '
+            "(fastfair.ops, fastfair.aggregators, fastfair.reference) works without it.",
+            name="torch") from exc
+    return torch
+
+
 def framework(x: Any) -> str:
     """Name of the array library of ``x``: 'numpy', 'torch', 'cupy' or 'dlpack' (any other)."""
     mod = type(x).__module__.split(".")[0]

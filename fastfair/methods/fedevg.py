@@ -9,7 +9,7 @@ set (:func:`server_classifier`) and testing it on the clients' held-out data.
 Thesis values are the defaults; ``variant='reference_code'`` switches every setting where the
 thesis and its reference code disagree to the code's value (server noise 1e-4 with a [0, 1]
 clamp, beta_end = 1, client gradient clip 3). The simulator runs it as
-:class:`fastfair.sim.fedevg.FedEvgSimulation`.
+:class:`fastfair.sim.rounds.fedevg.FedEvgSimulation`.
 """
 
 from __future__ import annotations
@@ -18,9 +18,13 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 import numpy as np
-import torch
 
 from fastfair import ops
+from fastfair._arrays import import_torch
+
+# FedEvg trains torch models (autograd, torch.nn) throughout: without torch, importing this
+# module says what to install.
+torch = import_torch("fastfair.methods.fedevg (FedEvg)")
 
 
 @dataclass

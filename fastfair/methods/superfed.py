@@ -7,19 +7,22 @@ averages the federated models. Personalised accuracy is the best mixture on a la
 
 This module holds the method's options and draws; the fused client passes are
 :func:`fastfair.ops.superfed_reduce` / :func:`fastfair.ops.superfed_step`, and the simulator runs
-the method as :class:`fastfair.sim.superfed.SuperFedSimulation`.
+the method as :class:`fastfair.sim.rounds.superfed.SuperFedSimulation`.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Optional, Sequence, Tuple
 
 import numpy as np
-import torch
 
 from fastfair import ops
+from fastfair._arrays import import_torch
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass
@@ -71,8 +74,31 @@ def draw_lambdas(rng: np.random.Generator, m: int, num_segments: int, mode: str,
 
 def initial_local_model(shapes: Sequence[Tuple[int, ...]], layout: ops.SegmentLayout,
                         generator: torch.Generator) -> torch.Tensor:
-    """A client's local model ``[P]`` at first use, as the reference code initialises it:
-    Xavier-normal weights on the twinned (personalised) layers, zero elsewhere."""
+    r"""A client's local model at first use, as the reference code initialises it:
+    Xavier-normal weights on the twinned (personalised) layers, zero elsewhere.
+
+    Parameters
+    ----------
+    shapes
+        The S parameter shapes of the model, in the order of ``layout``'s segments.
+    layout
+        The segment layout (``offsets [S + 1]``, ``twinned [S]``).
+    generator
+        The torch generator the normal draws come from.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[P]`` in torch's default float dtype; on a twinned segment of shape
+        ``(fan_out, *rest)`` the entries are
+        :math:`N(0, 2 / (\mathrm{fan\_out} + \prod \mathrm{rest}))`, zero elsewhere.
+
+    Raises
+    ------
+    ModuleNotFoundError
+        When PyTorch is not installed (``pip install "fastfair[torch]"``).
+    """
+    torch = import_torch("fastfair.methods.superfed.initial_local_model")
     row = torch.zeros(int(layout.offsets[-1]))
     for s, shape in enumerate(shapes):
         a, b = int(layout.offsets[s]), int(layout.offsets[s + 1])
