@@ -64,6 +64,23 @@ class ServerOptimizer:
         self.state: Dict[str, Optional[List[Any]]] = {name: None for name in self._buffers}
         self.steps = 0
 
+    @property
+    def is_plain_step(self) -> bool:
+        r"""Whether a step is exactly :math:`w \leftarrow w - \eta g` with no state.
+
+        A caller that forms :math:`g = \sum_i c_i X_i` itself may then fuse the step into that
+        pass (:math:`w' = (1 - \eta \sum_i c_i) w + \sum_i \eta c_i w_i`, with
+        :math:`\eta` = ``lr``) instead of calling :meth:`step`, and count it with
+        ``steps += 1``.
+
+        Returns
+        -------
+        bool
+            True for :class:`SGD` itself (a subclass that overrides its step is not plain);
+            False for every optimiser with moment buffers.
+        """
+        return False
+
     def step(self, params: Any, pseudo_gradient: Any) -> Any:
         """One step: ``params`` move against ``pseudo_gradient`` (see the class formula)."""
         ps = list(params) if isinstance(params, (list, tuple)) else [params]
@@ -181,6 +198,12 @@ class SGD(ServerOptimizer):
 
     def __init__(self, *, lr: float = 1.0) -> None:
         super().__init__(lr=lr)
+
+    @property
+    def is_plain_step(self) -> bool:
+        """True unless a subclass changes the step (see :attr:`ServerOptimizer.is_plain_step`)."""
+        cls = type(self)
+        return cls.step is ServerOptimizer.step and cls._step is SGD._step
 
     def _step(self, k: int, param: Any, delta: Any) -> None:
         param += self.lr * delta

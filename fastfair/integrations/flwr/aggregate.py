@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from fastfair import ops
-from fastfair.aggregators.server_opt import SGD, ServerOptimizer
+from fastfair.aggregators.server_opt import ServerOptimizer
 
 _FLOAT_DTYPES = ("float16", "float32", "float64")
 
@@ -95,13 +95,14 @@ def server_step(optimizer: ServerOptimizer, global_arrays: Sequence[np.ndarray],
                 out: Optional[List[np.ndarray]] = None) -> List[np.ndarray]:
     r"""The new global model: ``optimizer``'s step on the combined pseudo-gradient.
 
-    :class:`~fastfair.aggregators.SGD` is :func:`aggregate_arrays` with its ``lr`` (one fused
+    An optimiser whose step is plain (:attr:`~fastfair.aggregators.ServerOptimizer.is_plain_step`:
+    :class:`~fastfair.aggregators.SGD`) is :func:`aggregate_arrays` with its ``lr`` (one fused
     pass), counted as one step of the optimiser. Any other optimiser gets
     :func:`pseudo_gradient` of the float arrays (one pass) and steps on copies of them; integer
     arrays are averaged as by :func:`aggregate_arrays` with lr = 1. Shapes and ``out`` (the
     results of the float arrays) as :func:`aggregate_arrays`; returns L new arrays.
     """
-    if type(optimizer) is SGD:
+    if optimizer.is_plain_step:
         fused = aggregate_arrays(global_arrays, local_arrays, coefficients, lr=optimizer.lr,
                                  out=out)
         optimizer.steps += 1
