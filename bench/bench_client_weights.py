@@ -18,9 +18,8 @@ import math
 import numpy as np
 import pytest
 
-from bench.conftest import best_time, gpu_time, sizes
-
 import fastfair
+from bench.conftest import best_time, gpu_time, sizes
 from fastfair import ops
 
 torch = pytest.importorskip("torch")

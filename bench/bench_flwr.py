@@ -18,8 +18,16 @@ import pytest  # noqa: E402
 
 pytest.importorskip("flwr")
 
-from flwr.app import (Array, ArrayRecord, ConfigRecord, Message, MessageType,  # noqa: E402
-                      Metadata, MetricRecord, RecordDict)
+from flwr.app import (  # noqa: E402
+    Array,
+    ArrayRecord,
+    ConfigRecord,
+    Message,
+    MessageType,
+    Metadata,
+    MetricRecord,
+    RecordDict,
+)
 from flwr.serverapp.strategy import FedAvg as FlowerFedAvg  # noqa: E402
 from flwr.serverapp.strategy import QFedAvg as FlowerQFedAvg  # noqa: E402
 from flwr.supercore.task_identity import TaskIdentity  # noqa: E402

@@ -7,10 +7,10 @@ Run: ``OMP_NUM_THREADS=1 python -m pytest bench/bench_models.py -q -s`` (``-k tr
 
 - ``train``: 100 clients with FEMNIST's train sizes (about 200 samples each), 1 epoch, batch 10
   or 32, one cohort step from the same global model, for each network. ``fastfair batched``:
-  ``train_clients`` on a :class:`~fastfair.sim.models.ModuleModel` (one ``vmap`` program for
+  ``train_clients`` on a :class:`~fastfair.sim.models.module.ModuleModel` (one ``vmap`` program for
   the cohort). ``torch per-client loop`` (the reference): each client in turn, the module
   loaded with the global weights, ``torch.optim.SGD`` on the same minibatches. The two run
-  interleaved (A B A B) under :func:`~fastfair.sim.runner.kept_heap`, as ``Experiment.run``
+  interleaved (A B A B) under :func:`~fastfair.sim.process.kept_heap`, as ``Experiment.run``
   trains; min and median are printed. The floor is a compute floor: one epoch of
   one model over all the cohort's samples in batches of 1,024, the arithmetic the cohort cannot
   avoid.
@@ -34,12 +34,13 @@ import pytest
 import torch
 
 from bench.conftest import best_time, interleaved, sizes
-from fastfair.sim.datasets.leaf import LeafDataset
-from fastfair.sim.datasets.leaf_json import LeafFile
-from fastfair.sim.models import ModuleModel
-from fastfair.sim.runner import kept_heap
-from fastfair.sim.training import LocalTrainingConfig, minibatch_schedule, train_clients
-from fastfair.sim.zoo import BUILDERS, Dense
+from fastfair.sim.data.leaf import LeafDataset
+from fastfair.sim.data.leaf_json import LeafFile
+from fastfair.sim.models.module import ModuleModel
+from fastfair.sim.models.zoo import BUILDERS, Dense
+from fastfair.sim.process import kept_heap
+from fastfair.sim.training.local import train_clients
+from fastfair.sim.training.schedule import LocalTrainingConfig, minibatch_schedule
 
 CLIENTS = sizes(100, 3)
 USERS = sizes(3500, 30)

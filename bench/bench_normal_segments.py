@@ -20,9 +20,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.conftest import best_time, gpu_time
-
 import fastfair
+from bench.conftest import best_time, gpu_time
 from fastfair import ops
 
 torch = pytest.importorskip("torch")

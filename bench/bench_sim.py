@@ -8,7 +8,7 @@ the float64 reference rule. The floor here is a **compute** floor, not a copy fl
 real samples trained as one dense, pre-generated batch (one forward, backward and SGD step of
 one model over all of them per epoch, in the fastest formulation we know), the arithmetic a
 round cannot avoid; the same step written as the usual ``cross_entropy(x @ W + b, y)`` is
-reported beside it. Every contender runs under :func:`fastfair.sim.runner.kept_heap`, as
+reported beside it. Every contender runs under :func:`fastfair.sim.process.kept_heap`, as
 ``Experiment.run`` runs a simulation.
 
 Run: ``python -m pytest bench/bench_sim.py -q -s``.
@@ -39,7 +39,7 @@ def simulator(clients: int) -> Simulator:
     """The one place this file uses ``fastfair.sim`` (whose API is being reshaped): an AAggFF-D
     simulation over ``clients`` clients that samples all of them every round, without
     evaluation rounds; ``train_data(k)`` is client k's training data."""
-    from fastfair.sim.engine import Simulation, SimulationConfig
+    from fastfair.sim.rounds.engine import Simulation, SimulationConfig
 
     sim = Simulation(SimulationConfig(rule="aaggff-d", clients=clients, per_round=clients,
                                       rounds=10**6, eval_every=10**6, eval_clients=1, lr=LR,
@@ -115,7 +115,7 @@ def _dense_steps(s: Simulator, clients: int) -> Dict[str, Callable[[], None]]:
 
 
 def test_simulator_round(floor_report):
-    from fastfair.sim.runner import kept_heap
+    from fastfair.sim.process import kept_heap
 
     with kept_heap():  # as Experiment.run runs: every contender reuses freed memory
         _simulator_round(floor_report)

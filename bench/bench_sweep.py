@@ -65,8 +65,8 @@ def test_sweep_in_process(floor_report):
     import dataclasses
 
     from fastfair.sim import Simulation, SimulationConfig
-    from fastfair.sim.runner import torch_threads
-    from fastfair.sim.sweep import Sweep
+    from fastfair.sim.experiments.sweep import Sweep
+    from fastfair.sim.process import torch_threads
 
     config = SimulationConfig(rounds=ROUNDS)
 

@@ -55,7 +55,7 @@ def report(impl: str, seconds: List[float], **extra) -> None:
 def fastfair_fedavg():
     """``bench_sim.simulator(CLIENTS)``'s simulation with FedAvg for its rule (the same data,
     model and local training)."""
-    from fastfair.sim.engine import Simulation, SimulationConfig
+    from fastfair.sim.rounds.engine import Simulation, SimulationConfig
 
     return Simulation(SimulationConfig(rule="fedavg", clients=CLIENTS, per_round=CLIENTS,
                                        rounds=10**6, eval_every=10**6, eval_clients=1, lr=LR,
@@ -75,7 +75,7 @@ def run_fastfair(export: str, rounds: int) -> None:
     per-client loop, interleaved, after one warm-up round each."""
     from bench.bench_sim import _per_client_loop, simulator
     from bench.conftest import interleaved
-    from fastfair.sim.runner import kept_heap
+    from fastfair.sim.process import kept_heap
 
     torch.set_num_threads(1)
     with kept_heap():  # as bench_sim and Experiment.run run
@@ -128,8 +128,7 @@ class LogisticRegression(torch.nn.Module):
 def run_pfl(path: str, rounds: int) -> None:
     """Trains ``rounds + 1`` central iterations of pfl's FedAvg on the clients of ``path`` (the
     first a warm-up) and reports the seconds of the rest."""
-    from pfl.aggregate.base import (get_num_datapoints_weight_name,
-                                    get_num_devices_weight_name)
+    from pfl.aggregate.base import get_num_datapoints_weight_name, get_num_devices_weight_name
     from pfl.aggregate.simulate import SimulatedBackend
     from pfl.aggregate.weighting import WeightByDatapoints
     from pfl.algorithm import FederatedAveraging, NNAlgorithmParams

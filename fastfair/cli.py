@@ -109,9 +109,9 @@ def _run_options(p: argparse.ArgumentParser, d: Any) -> None:
     and execution."""
     from fastfair.aggregators.server_opt import SERVER_OPTIMIZERS
     from fastfair.methods import METHODS
-    from fastfair.sim.availability import AVAILABILITY
+    from fastfair.sim.rounds.availability import AVAILABILITY
     from fastfair.sim.config import DATASETS, MODELS, PARTITIONS
-    from fastfair.sim.datasets import DATASETS as DATASETS_SPECS
+    from fastfair.sim.data.registry import DATASETS as DATASETS_SPECS
 
     g = p.add_argument_group("population and data")
     g.add_argument("--clients", type=int,
@@ -208,7 +208,7 @@ def _fresh_folder(command: str) -> Path:
 
 def _rules(args: argparse.Namespace) -> List[str]:
     """The rules of ``--rule`` / ``--compare`` (the default comparison when neither is given)."""
-    from fastfair.sim.report import parse_rules
+    from fastfair.sim.reporting.report import parse_rules
 
     if getattr(args, "rule", None) and args.compare:
         raise ValueError("pass --rule or --compare, not both")
@@ -263,9 +263,8 @@ def _experiment(args: argparse.Namespace, dist: Any) -> Any:
     """The experiment the options describe (or the one saved in ``--resume DIR``): an
     :class:`~fastfair.sim.Experiment` for one seed, a :class:`~fastfair.sim.Sweep` for several
     (and for ``fastfair sweep``)."""
-    from fastfair.sim.experiment import Experiment
-    from fastfair.sim.runner import idle_cores
-    from fastfair.sim.sweep import Sweep
+    from fastfair.sim.experiments import Experiment, Sweep
+    from fastfair.sim.process import idle_cores
 
     if args.command == "simulate" and args.resume is not None:
         return Experiment.resume(args.resume, progress=not args.quiet, dist=dist,
@@ -308,7 +307,7 @@ def _grid(pairs: Sequence[str], rules: Sequence[str]) -> Dict[str, Dict[str, Lis
 def _callbacks(args: argparse.Namespace, out: Path) -> List[Any]:
     """The loggers of ``--log`` writing into ``out``, after a line per evaluation round at the
     debug level."""
-    from fastfair.sim.callbacks import LoggingCallback, build_callbacks
+    from fastfair.sim.reporting.callbacks import LoggingCallback, build_callbacks
 
     names = [name.strip() for name in args.log.split(",") if name.strip()]
     return [LoggingCallback(logging.DEBUG), *build_callbacks(names, out)]
@@ -318,7 +317,7 @@ def _clients(args: argparse.Namespace, dataset: str) -> int:
     """``--clients``, or by default every user of a data set with its own clients (read from
     the files' headers) and the configuration's default otherwise."""
     from fastfair.sim.config import SimulationConfig
-    from fastfair.sim.datasets import DATASETS, count_clients
+    from fastfair.sim.data import DATASETS, count_clients
 
     if args.clients is not None:
         return args.clients

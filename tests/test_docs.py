@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from tests.helpers import ROOT
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -30,8 +30,7 @@ from flwr.serverapp import Grid, ServerApp  # noqa: E402
 from flwr.simulation import run_simulation  # noqa: E402
 
 from fastfair import aggregators as agg  # noqa: E402
-from fastfair.integrations.flwr import (RECEIVED_LOSS_KEY, ClientObjective,  # noqa: E402
-                                        FastFairStrategy)
+from fastfair.integrations.flwr import RECEIVED_LOSS_KEY, ClientObjective, FastFairStrategy  # noqa: E402
 
 NUM_CLIENTS, PER_ROUND, ROUNDS, ALPHA, SEED = 30, 10, 30, 0.3, 0
 LR, BATCH = 0.5, 16
@@ -55,7 +54,7 @@ def partitions(num_clients: int):
     cache here would not survive between messages.)"""
     from sklearn.datasets import load_digits
 
-    from fastfair.sim.data import partition_labels
+    from fastfair.sim.data.arrays import partition_labels
 
     digits = load_digits()
     x = torch.tensor(digits.data / 16.0, dtype=torch.float32)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
 from fastfair._options import check_options, dataclass_options
-from fastfair.sim.datasets import registry
+from fastfair.sim.data import registry
 
 DATASETS = tuple(registry.DATASETS)
 MODELS = tuple(registry.MODELS)
@@ -27,7 +27,7 @@ class SimulationConfig:
     with ``lr = server_lr`` by default) takes the server step of the rules, with
     ``server_options`` (its ``lr`` defaults to ``server_lr``). Data sets read from files take
     ``data_dir`` (vision ones may ``download`` missing files); ``model`` None is the data set's
-    default (:data:`fastfair.sim.datasets.DATASETS`). Every value is checked here:
+    default (:data:`fastfair.sim.data.registry.DATASETS`). Every value is checked here:
     a wrong type is a ``TypeError`` and a value out of range a ``ValueError``, both naming the
     field.
     """

@@ -8,12 +8,24 @@ import pytest
 import torch
 
 from fastfair import ops
-from fastfair.aggregators import (SGD, TERM, FairAvg, FedAdagrad, FedAdam, FedAvg, FedAvgM,
-                                  FedMABA, FedMGDA, FedProx, FedYogi, PropFair, QFedAvg)
+from fastfair.aggregators import (
+    SGD,
+    TERM,
+    FairAvg,
+    FedAdagrad,
+    FedAdam,
+    FedAvg,
+    FedAvgM,
+    FedMABA,
+    FedMGDA,
+    FedProx,
+    FedYogi,
+    PropFair,
+    QFedAvg,
+)
 from fastfair.aggregators.fedmgda import min_norm_box_qp
 from fastfair.reference import aggregators as ref
 from tests.helpers.tolerances import assert_rule_close
-
 
 # ----------------------------------------------------------------------------- FedAvg, FairAvg
 

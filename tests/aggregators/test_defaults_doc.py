@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import math
 import re
-from pathlib import Path
 
 import pytest
 

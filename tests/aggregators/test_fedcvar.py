@@ -7,8 +7,12 @@ import pytest
 import torch
 
 from fastfair.aggregators import FedCVaRAvg
-from fastfair.aggregators.fedcvar import (cvar_coefficients, cvar_discrete, cvar_dual_weights,
-                                          relay_clients)
+from fastfair.aggregators.fedcvar import (
+    cvar_coefficients,
+    cvar_discrete,
+    cvar_dual_weights,
+    relay_clients,
+)
 from fastfair.reference import aggregators as ref
 from tests.helpers.tolerances import assert_rule_close
 

@@ -6,10 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.helpers.arrays import requires_cuda, torch
 from fastfair.ops import OnlineNewtonStep, ons_project, ons_project_batched
-from fastfair.reference import (kkt_residual, online_newton_step, simplex_qp_cvxpy,
-                                simplex_qp_enumerate)
+from fastfair.reference import (
+    kkt_residual,
+    online_newton_step,
+    simplex_qp_cvxpy,
+    simplex_qp_enumerate,
+)
+from tests.helpers.arrays import requires_cuda, torch
 from tests.helpers.tolerances import QP_TOLERANCES as TOL
 
 

@@ -27,8 +27,14 @@ from hypothesis import strategies as st
 
 from fastfair import ops, reference
 from tests.helpers.arrays import make_array
-from tests.helpers.tolerances import (GAUSSIAN_F32_ATOL, QP_TOLERANCES, TOLERANCES, assert_close,
-                              assert_softmax_close, to_numpy64)
+from tests.helpers.tolerances import (
+    GAUSSIAN_F32_ATOL,
+    QP_TOLERANCES,
+    TOLERANCES,
+    assert_close,
+    assert_softmax_close,
+    to_numpy64,
+)
 
 
 def props(examples: int):

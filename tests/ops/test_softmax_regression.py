@@ -9,12 +9,14 @@ import torch
 
 from fastfair import ops, reference
 from fastfair.aggregators.objectives import ProximalObjective
-from fastfair.sim.data import ArrayDataset, SyntheticDataset
-from fastfair.sim.lane_objectives import Lane
-from fastfair.sim.models import LogisticRegression, MLP
+from fastfair.sim.data.arrays import ArrayDataset
+from fastfair.sim.data.synthetic import SyntheticDataset
+from fastfair.sim.models.flat import MLP, LogisticRegression
 from fastfair.sim.seeding import CohortKeys
-from fastfair.sim.training import (LocalTrainingConfig, _train_by_autograd, evaluate_clients,
-                                   local_steps, train_lanes, trains_by_kernel)
+from fastfair.sim.training.evaluate import evaluate_clients
+from fastfair.sim.training.lanes import Lane
+from fastfair.sim.training.local import _train_by_autograd, train_lanes, trains_by_kernel
+from fastfair.sim.training.schedule import LocalTrainingConfig, local_steps
 
 
 def _cohort(classes: int, features: int, clients: int = 12, seed: int = 0):

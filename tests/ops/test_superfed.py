@@ -8,7 +8,7 @@ import pytest
 
 from fastfair import _C, ops
 from fastfair.reference.superfed import superfed_gradients
-from fastfair.sim.models import MLP
+from fastfair.sim.models.flat import MLP
 
 torch = pytest.importorskip("torch")
 

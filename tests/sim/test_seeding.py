@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,7 +10,6 @@ import pytest
 from fastfair.sim import seeding
 from fastfair.sim.seeding import Derivation, Stream
 from tests.helpers import ROOT
-
 
 
 def test_no_two_streams_share_derivation_and_tag():

@@ -10,7 +10,6 @@ import os
 import pickle
 import subprocess
 import sys
-from pathlib import Path
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -23,18 +22,34 @@ import pytest  # noqa: E402
 
 pytest.importorskip("flwr")
 
-from flwr.app import (Array, ArrayRecord, ConfigRecord, Error, Message,  # noqa: E402
-                      MessageType, Metadata, MetricRecord, RecordDict)
+from flwr.app import (  # noqa: E402
+    Array,
+    ArrayRecord,
+    ConfigRecord,
+    Error,
+    Message,
+    MessageType,
+    Metadata,
+    MetricRecord,
+    RecordDict,
+)
 from flwr.serverapp.exception import AggregationError  # noqa: E402
 
 from fastfair import aggregators as agg  # noqa: E402
 from fastfair.aggregators.objectives import PropFairObjective  # noqa: E402
-from fastfair.integrations.flwr import (RECEIVED_LOSS_KEY, THRESHOLD_KEY,  # noqa: E402
-                                        ClientObjective, FastFairStrategy, aggregate_arrays,
-                                        array_to_numpy, client_config, numpy_to_array,
-                                        pseudo_gradient)
-from tests.helpers.tolerances import assert_close, assert_rule_close  # noqa: E402
+from fastfair.integrations.flwr import (  # noqa: E402
+    RECEIVED_LOSS_KEY,
+    THRESHOLD_KEY,
+    ClientObjective,
+    FastFairStrategy,
+    aggregate_arrays,
+    array_to_numpy,
+    client_config,
+    numpy_to_array,
+    pseudo_gradient,
+)
 from tests.helpers import ROOT
+from tests.helpers.tolerances import assert_close, assert_rule_close  # noqa: E402
 
 K = 10
 SHAPES = [(6, 4), (4,)]

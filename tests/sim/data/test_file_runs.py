@@ -11,8 +11,9 @@ import torch
 
 from fastfair.cli import main
 from fastfair.sim import Experiment, SimulationConfig
-from fastfair.sim.datasets import DATASETS, open_files
-from fastfair.sim.zoo import model_for
+from fastfair.sim.data.catalog import open_files
+from fastfair.sim.data.registry import DATASETS
+from fastfair.sim.rounds.build import model_for
 from tests.helpers import sim_files as sf
 
 TINY = ["--rounds", "2", "--per-round", "2", "--eval-every", "1", "--batch-size", "16",

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from fastfair.sim.datasets import count_clients, open_files
-from fastfair.sim.datasets.leaf_json import LeafFile, parse_unit_pixels
-from fastfair.sim.datasets.vision import read_cifar_batch, read_idx
+from fastfair.sim.data.catalog import count_clients, open_files
+from fastfair.sim.data.leaf_json import LeafFile, parse_unit_pixels
+from fastfair.sim.data.vision import read_cifar_batch, read_idx
 from tests.helpers import sim_files as sf
 
 

@@ -9,7 +9,7 @@ import torch
 
 from fastfair.cli import main
 from fastfair.sim import Simulation, SimulationConfig
-from fastfair.sim.grouped import GroupedSyntheticDataset
+from fastfair.sim.data.grouped import GroupedSyntheticDataset
 
 
 def test_group_shares_follow_the_power_law():

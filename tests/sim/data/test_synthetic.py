@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from fastfair.sim.data import (ArrayDataset, SyntheticDataset, digits_dataset,
-                               partition_labels)
+from fastfair.sim.data.arrays import ArrayDataset, digits_dataset, partition_labels
+from fastfair.sim.data.synthetic import SyntheticDataset
 
 
 def test_synthetic_is_reproducible_per_client_in_any_order():

@@ -99,7 +99,7 @@ def test_threads_and_heap_settings_last_only_while_a_run_does():
     import torch
 
     import fastfair
-    from fastfair.sim.runner import kept_heap, run_tuned
+    from fastfair.sim.process import kept_heap, run_tuned
 
     before = torch.get_num_threads(), fastfair.get_num_threads()
     seen = run_tuned(1, lambda: (torch.get_num_threads(), fastfair.get_num_threads()))

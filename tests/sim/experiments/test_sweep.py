@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from fastfair.sim import ArrayDataset, ModuleModel, Simulation, SimulationConfig
-from fastfair.sim.runner import torch_threads
-from fastfair.sim.stats import LOWER_IS_BETTER
-from fastfair.sim.sweep import Sweep, grid_points
+from fastfair.sim.experiments.sweep import Sweep, grid_points
+from fastfair.sim.process import torch_threads
+from fastfair.sim.reporting.stats import LOWER_IS_BETTER
 
 SMALL = SimulationConfig(clients=30, per_round=6, rounds=6, eval_every=2)
 
@@ -51,7 +51,7 @@ def test_every_run_of_a_batched_sweep_is_the_run_alone(base):
 @pytest.mark.parametrize("big", [False, True], ids=["batched", "one-at-a-time"])
 def test_module_model_runs_in_a_sweep_as_alone(conv, big, monkeypatch):
     if big:  # a model too big to batch on the CPU: plain module calls, in any company
-        monkeypatch.setattr("fastfair.sim.models.CPU_PASS_BYTES", 1)
+        monkeypatch.setattr("fastfair.sim.models.flat.CPU_PASS_BYTES", 1)
     rng = np.random.default_rng(0)
     clients = [(rng.normal(size=(n, 36)).astype(np.float32), rng.integers(0, 3, n))
                for n in (9, 14, 5, 11, 7, 13)]

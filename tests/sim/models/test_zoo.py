@@ -13,10 +13,12 @@ import torch
 from torch import nn
 
 from fastfair.sim import seeding
-from fastfair.sim.datasets.registry import DATASETS, check_pair
-from fastfair.sim.models import ModuleModel, TrainingStep, check_model
-from fastfair.sim.training import LocalTrainingConfig, minibatch_schedule, train_clients
-from fastfair.sim.zoo import BUILDERS, LSTM, build_model
+from fastfair.sim.data.registry import DATASETS, check_pair
+from fastfair.sim.models.flat import TrainingStep, check_model
+from fastfair.sim.models.module import ModuleModel
+from fastfair.sim.models.zoo import BUILDERS, LSTM, build_model
+from fastfair.sim.training.local import train_clients
+from fastfair.sim.training.schedule import LocalTrainingConfig, minibatch_schedule
 
 
 @pytest.fixture(params=["together", "one at a time"])
@@ -24,7 +26,7 @@ def passes(request, monkeypatch):
     """Runs a test with the cohort's copies batched by vmap, and again as a model too big to
     batch on the CPU runs them (one plain module call per copy)."""
     if request.param == "one at a time":
-        monkeypatch.setattr("fastfair.sim.models.CPU_PASS_BYTES", 1)
+        monkeypatch.setattr("fastfair.sim.models.flat.CPU_PASS_BYTES", 1)
     return request.param
 
 

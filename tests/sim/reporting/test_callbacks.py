@@ -15,8 +15,14 @@ import pytest
 
 from fastfair.cli import main
 from fastfair.sim import Experiment, SimulationConfig
-from fastfair.sim.callbacks import (CSVLogger, RoundCallback, TensorBoardLogger, WandbLogger,
-                                    build_callbacks, folder_name)
+from fastfair.sim.reporting.callbacks import (
+    CSVLogger,
+    RoundCallback,
+    TensorBoardLogger,
+    WandbLogger,
+    build_callbacks,
+    folder_name,
+)
 
 CONFIG = SimulationConfig(rounds=3, eval_every=1, clients=20, per_round=5)
 RULES = ["fedavg", "term"]

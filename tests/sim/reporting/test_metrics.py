@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fastfair.sim.metrics import acf, best_frac_mean, fairness_metrics, gini, worst_frac_mean
+from fastfair.sim.reporting.metrics import (
+    acf,
+    best_frac_mean,
+    fairness_metrics,
+    gini,
+    worst_frac_mean,
+)
 
 
 def test_fractions_by_hand():

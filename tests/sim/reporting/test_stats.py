@@ -8,9 +8,19 @@ import math
 import numpy as np
 import pytest
 
-from fastfair.sim.stats import (LOWER_IS_BETTER, SweepRun, by_point, lower_is_better, mean_ci,
-                                options_json, paired_difference, point_label, select,
-                                summarize, validation_metric)
+from fastfair.sim.reporting.stats import (
+    LOWER_IS_BETTER,
+    SweepRun,
+    by_point,
+    lower_is_better,
+    mean_ci,
+    options_json,
+    paired_difference,
+    point_label,
+    select,
+    summarize,
+    validation_metric,
+)
 
 
 def _run(rule, seed, options=None, **last):

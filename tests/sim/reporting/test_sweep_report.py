@@ -10,9 +10,15 @@ import math
 import numpy as np
 import pytest
 
-from fastfair.sim.stats import SweepRun, select, summarize
-from fastfair.sim.sweep_report import (curve_band, label, plot_curves, scale, sweep_table,
-                                       write_sweep)
+from fastfair.sim.reporting.stats import SweepRun, select, summarize
+from fastfair.sim.reporting.sweep_report import (
+    curve_band,
+    label,
+    plot_curves,
+    scale,
+    sweep_table,
+    write_sweep,
+)
 
 T2 = 12.706205  # t(1, .975): the interval of two seeds
 T3 = 4.302653   # t(2, .975)

@@ -5,9 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fastfair.sim.availability import (BernoulliAvailability, RandomAccessAvailability,
-                                       UniformAvailability, build_availability, ram_draw,
-                                       ram_probabilities)
+from fastfair.sim.rounds.availability import (
+    BernoulliAvailability,
+    RandomAccessAvailability,
+    UniformAvailability,
+    build_availability,
+    ram_draw,
+    ram_probabilities,
+)
 
 
 def test_ram_sampler_vector_tv6():

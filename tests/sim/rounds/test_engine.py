@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,10 +18,10 @@ import torch
 from fastfair.cli import main
 from fastfair.sim import ArrayDataset, ModuleModel, Simulation, SimulationConfig
 from fastfair.sim import checkpoint as checkpoint_module
-from fastfair.sim.data import SyntheticDataset
-from fastfair.sim.models import MLP, LogisticRegression
-from fastfair.sim.sweep import Sweep
-from fastfair.sim.validation import ValidationSplit
+from fastfair.sim.data.synthetic import SyntheticDataset
+from fastfair.sim.data.validation import ValidationSplit
+from fastfair.sim.experiments.sweep import Sweep
+from fastfair.sim.models.flat import MLP, LogisticRegression
 from tests.helpers import ROOT
 from tests.helpers.runs import assert_runs_match
 

@@ -8,7 +8,6 @@ import os
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,11 +15,12 @@ import torch
 
 import fastfair
 from fastfair.sim import Experiment, Simulation, SimulationConfig, SyntheticDataset
-from fastfair.sim.models import LogisticRegression
+from fastfair.sim.models.flat import LogisticRegression
 from fastfair.sim.seeding import splitmix64, splitmix64_torch
-from fastfair.sim.training import LocalTrainingConfig, local_steps, train_clients
-from tests.helpers.runs import assert_runs_match
+from fastfair.sim.training.local import train_clients
+from fastfair.sim.training.schedule import LocalTrainingConfig, local_steps
 from tests.helpers import ROOT
+from tests.helpers.runs import assert_runs_match
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

@@ -6,11 +6,15 @@ import numpy as np
 import pytest
 import torch
 
-from fastfair.sim.data import ArrayDataset, SyntheticDataset, take_rows
-from fastfair.sim.models import MLP, LogisticRegression, ModuleModel, make_model
+from fastfair.sim.data.arrays import ArrayDataset
+from fastfair.sim.data.base import take_rows
+from fastfair.sim.data.synthetic import SyntheticDataset
+from fastfair.sim.models.flat import MLP, LogisticRegression, make_model
+from fastfair.sim.models.module import ModuleModel
 from fastfair.sim.products import affine
-from fastfair.sim.training import (LocalTrainingConfig, evaluate_clients, minibatch_schedule,
-                                   train_clients)
+from fastfair.sim.training.evaluate import evaluate_clients
+from fastfair.sim.training.local import train_clients
+from fastfair.sim.training.schedule import LocalTrainingConfig, minibatch_schedule
 
 
 def _cohort():
@@ -171,7 +175,8 @@ def test_chunks_of_a_training_pass_do_not_change_any_number(chunk):
     # different step counts, trained in chunks of 1, 2 or 5 rows against one pass of all 12.
     from fastfair.aggregators.objectives import CVaRObjective, ProximalObjective
     from fastfair.sim.seeding import CohortKeys
-    from fastfair.sim.training import Lane, train_lanes
+    from fastfair.sim.training.lanes import Lane
+    from fastfair.sim.training.local import train_lanes
 
     d, batch = _cohort()
     ids = np.array([3, 77, 500, 999, 12])
@@ -196,7 +201,7 @@ def test_a_schedule_over_some_clients_ends_with_their_last_step():
     counts = np.array([100, 30, 10])
     config = LocalTrainingConfig(epochs=1, batch_size=10)
     from fastfair.sim.seeding import shuffle_client_keys
-    from fastfair.sim.training import keyed_schedule
+    from fastfair.sim.training.schedule import keyed_schedule
 
     keys = shuffle_client_keys(0, np.arange(3))
     assert [t.shape[0] for t, _ in keyed_schedule(counts, config, keys, np.array([1, 2]))] == \

@@ -1,0 +1,130 @@
+"""What every federated data set is: per-client sample counts and ragged batches of clients'
+samples (:class:`ClientBatch`), answered for any set of client ids in O(number of ids), and the
+train/test prefix split of a client's generated samples (:class:`PrefixSplit`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+TRAIN_FRACTION = 0.8
+
+
+def take_rows(t: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``t[index]`` for ``t [N, *rest]`` and integer ``index [*shape]``: ``[*shape, *rest]``.
+    Through ``index_select`` of the flattened index: the same copy as advanced indexing, which
+    on the CPU computes every element's address and runs 2.5x slower on rows of 60 floats."""
+    return t.index_select(0, index.reshape(-1)).view(*index.shape, *t.shape[1:])
+
+
+@dataclass
+class ClientBatch:
+    """Samples of several clients, concatenated.
+
+    x: ``[N, *sample_shape]``, float32 (feature vectors ``[F]``, images ``[C, H, W]``) or int64
+    (token ids ``[T]``); y: ``[N]`` int64 class labels, or ``[N, T]`` for a label per position
+    (next-character prediction); offsets: ``[m + 1]`` int64, client k owns rows
+    ``offsets[k]:offsets[k + 1]``.
+    """
+
+    x: torch.Tensor
+    y: torch.Tensor
+    offsets: np.ndarray
+
+    @property
+    def counts(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def to(self, device: torch.device) -> "ClientBatch":
+        """The batch with ``x`` and ``y`` on ``device`` (offsets stay on the host)."""
+        return ClientBatch(self.x.to(device), self.y.to(device), self.offsets)
+
+
+def concat_batches(batches: Sequence[ClientBatch]) -> ClientBatch:
+    """One batch of the clients of ``batches`` (in order): x and y concatenated, offsets
+    shifted."""
+    counts = np.concatenate([b.counts for b in batches])
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return ClientBatch(torch.cat([b.x for b in batches]), torch.cat([b.y for b in batches]),
+                       offsets)
+
+
+class FederatedDataset:
+    """Interface of every data set: ``num_clients``, ``num_features`` (the product of
+    ``sample_shape``, the shape of one sample), ``num_classes``, ``vocab_size`` (token data: x
+    holds ids in ``[0, vocab_size)``; None for float features), ``label_shape`` (``()``, or
+    ``(T,)`` for a label per position), ``fixed_data``, ``num_samples(ids)`` and
+    ``client_data(ids, split, device)``.
+
+    ``fixed_data``: ``client_data`` returns the same samples for the same ids and split on every
+    call (every built-in data set); a data set that draws fresh samples per call (augmentation)
+    sets it False, and the simulator then never reuses a cohort's batch."""
+
+    num_clients: int
+    num_features: int
+    num_classes: int
+    sample_shape: Tuple[int, ...]
+    vocab_size: Optional[int] = None
+    label_shape: Tuple[int, ...] = ()
+    fixed_data: bool = True
+
+    def num_samples(self, ids: np.ndarray) -> np.ndarray:
+        """Training-sample counts of clients ``ids`` ([m] int64 -> [m] int64)."""
+        raise NotImplementedError
+
+    def client_data(self, ids: np.ndarray, split: str = "train",
+                    device: Optional[torch.device] = None) -> ClientBatch:
+        """The ``split`` ('train' or 'test') samples of clients ``ids``, in the order of ``ids``,
+        on ``device`` (default CPU; generated there where the data set can)."""
+        raise NotImplementedError
+
+    def groups(self, ids) -> Optional[np.ndarray]:
+        """``[m]`` latent group of each client where the data set has groups (None otherwise);
+        the report then adds per-group accuracy."""
+        return None
+
+    def _check_ids(self, ids) -> np.ndarray:
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        if ids.size and (ids.min() < 0 or ids.max() >= self.num_clients):
+            bad = int(ids[(ids < 0) | (ids >= self.num_clients)][0])
+            raise ValueError(f"client id {bad} is out of range [0, {self.num_clients})")
+        return ids
+
+
+def split_sizes(total: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Per-client 80/20 train/test sizes; at least one training sample each."""
+    train = np.maximum(1, np.floor(TRAIN_FRACTION * total + 0.5).astype(np.int64))
+    train = np.minimum(train, total)
+    return train, total - train
+
+
+class PrefixSplit:
+    """Which rows of a generated cohort a split needs, for data sets whose client k's samples
+    are the prefix of its own keyed stream, the first ``train[k]`` of its ``totals[k]``
+    (:func:`split_sizes`) training and the rest test: the training split (every round's data)
+    draws only its own rows, the test split draws them all and keeps the rest.
+
+    ``drawn [m]``: rows to draw per client; ``starts [m + 1]``: their offsets in the drawn
+    batch; :meth:`batch` turns the drawn ``x``, ``y`` into the split's :class:`ClientBatch`.
+    """
+
+    def __init__(self, totals: np.ndarray, split: str) -> None:
+        if split not in ("train", "test"):
+            raise ValueError(f"split must be 'train' or 'test'; got {split!r}")
+        self.totals, self.split = totals, split
+        self.train, _ = split_sizes(totals)
+        self.drawn = self.train if split == "train" else totals
+        self.starts = np.concatenate([[0], np.cumsum(self.drawn)]).astype(np.int64)
+
+    def batch(self, x: torch.Tensor, y: torch.Tensor) -> ClientBatch:
+        """The split's batch from the drawn rows ``x [sum drawn, ...]``, ``y``."""
+        if self.split == "train":
+            return ClientBatch(x, y, self.starts)
+        position = torch.arange(x.shape[0], device=x.device) - torch.from_numpy(
+            np.repeat(self.starts[:-1], self.totals)).to(x.device)
+        keep = position >= torch.from_numpy(np.repeat(self.train, self.totals)).to(x.device)
+        offsets = np.concatenate([[0], np.cumsum(self.totals - self.train)]).astype(np.int64)
+        return ClientBatch(x[keep], y[keep], offsets)

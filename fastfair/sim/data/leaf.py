@@ -1,0 +1,181 @@
+"""LEAF's federated data sets, read from the JSON files LEAF's ``preprocess.sh`` writes
+(``DIR/train/*.json`` and ``DIR/test/*.json``, split by sample with ``-t sample``): one client per
+user, each with its own train and test samples.
+
+=============  ==============================================================================
+femnist        x: 784 pixels in [0, 1] per sample -> ``[1, 28, 28]`` float32; y: 62 classes
+shakespeare    x: 80-character strings, y: the next character -> ids ``[80]`` of LEAF's 80
+               letters (81st id: any other character); labels per position ``[80]``: the
+               string shifted by one and the next character (next-character prediction)
+sent140        x: ``[id, date, query, user, text]``, y: 0/1 -> the text's first 25 words
+               (LEAF's split, lower-cased) hashed to ids in [1, 16384), left-padded with 0
+celeba         x: image file names in ``DIR/raw/img_align_celeba`` (or
+               ``DIR/img_align_celeba``), y: smiling 0/1 -> ``[3, 84, 84]`` float32 (resized
+               as LEAF does; needs Pillow)
+=============  ==============================================================================
+
+Opening reads the top of every file only (users and sample counts); a client's entry is read
+and decoded when the client is sampled (:mod:`fastfair.sim.data.leaf_json`).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import zlib
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from fastfair.sim.data.client_files import ClientFiles, choose_clients
+from fastfair.sim.data.leaf_json import LeafFile, parse_unit_pixels
+
+LETTERS = "\n !\"&'(),-.0123456789:;>?ABCDEFGHIJKLMNOPQRSTUVWXYZ[]abcdefghijklmnopqrstuvwxyz}"
+SEQUENCE = 80
+WORDS = 25
+VOCAB = 1 << 14
+IMAGE = 84
+_WORD = re.compile(r"[\w']+|[.,!?;]")
+
+#: name -> (sample shape, classes, kind, vocabulary, label shape)
+SHAPES = {
+    "femnist": ((1, 28, 28), 62, "image", None, ()),
+    "shakespeare": ((SEQUENCE,), len(LETTERS) + 1, "tokens", len(LETTERS) + 1, (SEQUENCE,)),
+    "sent140": ((WORDS,), 2, "tokens", VOCAB, ()),
+    "celeba": ((3, IMAGE, IMAGE), 2, "image", None, ()),
+}
+
+
+class LeafSplit:
+    """The users of one split folder (``*.json``, in name order): where each user's entry is."""
+
+    def __init__(self, folder: str) -> None:
+        paths = sorted(glob.glob(os.path.join(folder, "*.json")))
+        if not paths:
+            raise ValueError(f"{folder} holds no .json files: point --data-dir at the folder "
+                             "with LEAF's train/ and test/ (preprocess.sh -t sample)")
+        self.files = [LeafFile(p) for p in paths]
+        self.where: Dict[str, Tuple[int, int]] = {}
+        for f, leaf in enumerate(self.files):
+            for i, user in enumerate(leaf.users):
+                if user in self.where:
+                    raise ValueError(f"user {user!r} appears in {leaf.path} and "
+                                     f"{self.files[self.where[user][0]].path}")
+                self.where[user] = (f, i)
+
+    def users(self) -> List[str]:
+        return [u for leaf in self.files for u in leaf.users]
+
+    def count(self, user: str) -> int:
+        if user not in self.where:
+            return 0
+        f, i = self.where[user]
+        return int(self.files[f].num_samples[i])
+
+
+def count_users(data_dir: str) -> int:
+    """The number of users in ``data_dir/train`` (reads the files' headers only)."""
+    return len(LeafSplit(os.path.join(data_dir, "train")).where)
+
+
+class LeafDataset(ClientFiles):
+    """LEAF data set ``name`` in ``data_dir``; ``clients`` users (all when None, else a seeded
+    random subset, in file order) are the clients."""
+
+    def __init__(self, name: str, data_dir: str, clients: Optional[int] = None, *, seed: int = 0,
+                 cache_bytes: int = 1 << 30) -> None:
+        if name not in SHAPES:
+            raise ValueError(f"unknown LEAF data set {name!r}; choose from {', '.join(SHAPES)}")
+        self.name, self.data_dir = name, data_dir
+        self.splits = {s: LeafSplit(os.path.join(data_dir, s)) for s in ("train", "test")}
+        self.users = users = choose_clients(self.splits["train"].users(), clients, seed,
+                                            f"users of {data_dir}")
+        if name == "celeba":
+            self.images = _image_folder(data_dir)
+        shape, classes, kind, vocab, labels = SHAPES[name]
+        counts = {s: np.array([self.splits[s].count(u) for u in users], dtype=np.int64)
+                  for s in self.splits}
+        super().__init__(counts, shape, classes, kind=kind, vocab_size=vocab, label_shape=labels,
+                         cache_bytes=cache_bytes)
+
+    def describe(self, k: int) -> str:
+        return f"user {self.users[k]!r} of {self.data_dir}"
+
+    def _read(self, split: str, k: int) -> Tuple[np.ndarray, np.ndarray]:
+        user = self.users[k]
+        if user not in self.splits[split].where:
+            return (np.empty((0,) + self.sample_shape, np.uint8),
+                    np.empty((0,) + self.label_shape, np.int64))
+        f, i = self.splits[split].where[user]
+        leaf = self.splits[split].files[f]
+        if self.name == "femnist":
+            x_text, y_text = leaf.numeric_entry(i)
+            try:
+                x = parse_unit_pixels(x_text, 784).reshape(-1, 1, 28, 28)
+            except ValueError as exc:
+                raise ValueError(f"{self.describe(k)}: {exc}") from None
+            return x, self._labels(json.loads(y_text), k)
+        entry = leaf.json_entry(i)
+        if self.name == "shakespeare":
+            ids = _char_ids(entry["x"], SEQUENCE, self.describe(k))
+            nxt = _char_ids(entry["y"], 1, self.describe(k))
+            return ids, np.concatenate([ids[:, 1:], nxt], axis=1)
+        if self.name == "sent140":
+            return _word_ids([row[4] for row in entry["x"]]), self._labels(entry["y"], k)
+        return self._images(entry["x"]), self._labels(entry["y"], k)
+
+    def _labels(self, values, k: int) -> np.ndarray:
+        y = np.asarray(values, dtype=np.float64).reshape(-1)
+        if y.size and ((y != np.round(y)).any() or y.min() < 0 or y.max() >= self.num_classes):
+            raise ValueError(f"{self.describe(k)}: labels must be integers in "
+                             f"[0, {self.num_classes})")
+        return y.astype(np.int64)
+
+    def _images(self, names: List[str]) -> np.ndarray:
+        from PIL import Image
+
+        out = np.empty((len(names), 3, IMAGE, IMAGE), dtype=np.uint8)
+        for j, name in enumerate(names):
+            with Image.open(os.path.join(self.images, name)) as img:
+                out[j] = np.asarray(img.resize((IMAGE, IMAGE)).convert("RGB")).transpose(2, 0, 1)
+        return out
+
+
+def _image_folder(data_dir: str) -> str:
+    for folder in (os.path.join(data_dir, "raw", "img_align_celeba"),
+                   os.path.join(data_dir, "img_align_celeba")):
+        if os.path.isdir(folder):
+            try:
+                import PIL  # noqa: F401
+            except ImportError:
+                raise ValueError("celeba reads JPEG images: install Pillow "
+                                 "(pip install pillow)") from None
+            return folder
+    raise ValueError(f"celeba needs the images: {data_dir}/raw/img_align_celeba (LEAF's layout) "
+                     f"or {data_dir}/img_align_celeba")
+
+
+def _char_ids(strings: List[str], length: int, who: str) -> np.ndarray:
+    """``[n, length]`` ids of ``strings`` in :data:`LETTERS` (other characters: the last id)."""
+    if any(len(s) != length for s in strings):
+        raise ValueError(f"{who}: every string must hold {length} characters")
+    codes = np.frombuffer("".join(strings).encode("utf-32-le"), dtype=np.uint32)
+    letters = np.frombuffer(LETTERS.encode("utf-32-le"), dtype=np.uint32)
+    order = np.argsort(letters)
+    pos = np.minimum(np.searchsorted(letters[order], codes), len(letters) - 1)
+    known = letters[order][pos] == codes
+    return np.where(known, order[pos], len(letters)).astype(np.int64).reshape(-1, length)
+
+
+def _word_ids(texts: List[str]) -> np.ndarray:
+    """``[n, WORDS]`` ids: each text's first :data:`WORDS` words (LEAF's split, lower-cased)
+    hashed by CRC-32 into [1, VOCAB), left-padded with 0."""
+    out = np.zeros((len(texts), WORDS), dtype=np.int64)
+    for j, text in enumerate(texts):
+        words = _WORD.findall(text.lower())[:WORDS]
+        if words:
+            out[j, WORDS - len(words):] = [zlib.crc32(w.encode()) % (VOCAB - 1) + 1
+                                           for w in words]
+    return out

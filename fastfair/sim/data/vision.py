@@ -1,0 +1,190 @@
+"""MNIST, Fashion-MNIST, CIFAR-10 and CIFAR-100 in the layouts torchvision writes, split across
+clients by a partition scheme.
+
+=========  ================================================================================
+mnist      ``DIR/MNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte`` (or ``.gz``)
+fmnist     the same names under ``DIR/FashionMNIST/raw``
+cifar10    ``DIR/cifar-10-batches-py/{data_batch_1..5,test_batch}`` (python pickles)
+cifar100   ``DIR/cifar-100-python/{train,test}`` (fine labels)
+=========  ================================================================================
+
+``DIR`` may also be the folder holding the files themselves. IDX images are memory-mapped and
+a client's rows are read when it is sampled; the pickles (at most 180 MB of uint8) are read
+once, by an unpickler that builds NumPy arrays and nothing else. The training set is split by
+:func:`fastfair.sim.data.arrays.partition_labels` (IID, Dirichlet(alpha) over labels, or ``c``
+classes per client); the test set follows each client's class mix (:func:`match_test_split`),
+so every client is evaluated on its own distribution. Nothing is downloaded unless asked
+(``download=True``, through torchvision's own downloaders).
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import pickle
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from fastfair.sim.data.arrays import partition_labels
+from fastfair.sim.data.client_files import ClientFiles
+from fastfair.sim.seeding import Stream, numpy_rng
+
+#: name -> (torchvision folder, sample shape, classes)
+LAYOUTS = {"mnist": ("MNIST", (1, 28, 28), 10), "fmnist": ("FashionMNIST", (1, 28, 28), 10),
+           "cifar10": ("cifar-10-batches-py", (3, 32, 32), 10),
+           "cifar100": ("cifar-100-python", (3, 32, 32), 100)}
+_IDX = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+        "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
+_CIFAR = {"cifar10": ({"train": [f"data_batch_{i}" for i in range(1, 6)], "test": ["test_batch"]},
+                      "labels"),
+          "cifar100": ({"train": ["train"], "test": ["test"]}, "fine_labels")}
+
+
+def read_idx(path: str) -> np.ndarray:
+    """An IDX file (big-endian header: two zero bytes, type 0x08 = uint8, rank, then the
+    sizes) as a uint8 array; uncompressed files are memory-mapped, ``.gz`` ones decompressed."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        magic = f.read(4)
+        if len(magic) < 4 or magic[:2] != b"\0\0" or magic[2] != 0x08:
+            raise ValueError(f"{path} is not an IDX file of uint8 (magic 00 00 08 rank)")
+        shape = tuple(int(d) for d in np.frombuffer(f.read(4 * magic[3]), dtype=">u4"))
+        raw = f.read() if opener is gzip.open else None
+    offset = 4 + 4 * len(shape)
+    data = (np.frombuffer(raw, dtype=np.uint8) if raw is not None
+            else np.memmap(path, dtype=np.uint8, mode="r", offset=offset))
+    if data.size != int(np.prod(shape)):
+        raise ValueError(f"{path} holds {data.size} values; its header promises {list(shape)}")
+    return data.reshape(shape)
+
+
+class _ArraysOnly(pickle.Unpickler):
+    """Builds dicts, lists, strings, numbers and NumPy arrays; any other global is refused."""
+
+    def find_class(self, module: str, name: str):
+        if (module, name) in (("numpy.core.multiarray", "_reconstruct"),
+                              ("numpy._core.multiarray", "_reconstruct")):
+            return np.ndarray.__reduce__(np.zeros(0))[0]
+        if (module, name) == ("numpy", "ndarray"):
+            return np.ndarray
+        if (module, name) == ("numpy", "dtype"):
+            return np.dtype
+        if (module, name) == ("_codecs", "encode"):
+            return lambda text, encoding="utf-8": text.encode(encoding)
+        raise pickle.UnpicklingError(f"refusing to load {module}.{name}: a CIFAR batch holds "
+                                     "arrays only")
+
+
+def read_cifar_batch(path: str, label_key: str) -> Tuple[np.ndarray, np.ndarray]:
+    """``(images [n, 3, 32, 32] uint8, labels [n] int64)`` of one CIFAR python batch."""
+    with open(path, "rb") as f:
+        batch = _ArraysOnly(f, encoding="latin1").load()
+    data = np.asarray(batch["data"])
+    labels = np.asarray(batch[label_key], dtype=np.int64)
+    if data.dtype != np.uint8 or data.ndim != 2 or data.shape != (labels.size, 3 * 32 * 32):
+        raise ValueError(f"{path}: 'data' must be uint8 [n, 3072] with one label per row")
+    return data.reshape(-1, 3, 32, 32), labels
+
+
+def _first(paths: List[str]) -> Optional[str]:
+    return next((p for p in paths if os.path.exists(p)), None)
+
+
+def find_files(name: str, data_dir: str) -> Dict[str, List[str]]:
+    """The files of each split, or ValueError naming where they were looked for."""
+    folder = LAYOUTS[name][0]
+    found: Dict[str, List[str]] = {}
+    if name in _CIFAR:
+        names = _CIFAR[name][0]
+        for base in (os.path.join(data_dir, folder), data_dir):
+            if all(os.path.isfile(os.path.join(base, f)) for s in names for f in names[s]):
+                return {s: [os.path.join(base, f) for f in names[s]] for s in names}
+        raise ValueError(f"{name}: no {folder}/ with {', '.join(names['train'] + names['test'])} "
+                         f"in {data_dir}; pass --download or see the README")
+    bases = [os.path.join(data_dir, folder, "raw"), os.path.join(data_dir, "raw"), data_dir]
+    for split, pair in _IDX.items():
+        paths = [_first([os.path.join(b, f + ext) for b in bases for ext in ("", ".gz")])
+                 for f in pair]
+        if None in paths:
+            raise ValueError(f"{name}: no {' and '.join(pair)} (or .gz) in {bases[0]}; pass "
+                             "--download or see the README")
+        found[split] = paths  # type: ignore[assignment]
+    return found
+
+
+def download(name: str, data_dir: str) -> None:
+    """Fetches ``name`` into ``data_dir`` with torchvision's own downloader (torchvision must
+    import beside this torch)."""
+    try:
+        from torchvision import datasets as tv
+    except Exception as exc:  # an absent or mismatched torchvision fails in several ways
+        raise ValueError(f"--download uses torchvision's downloaders, which failed to import "
+                         f"({type(exc).__name__}: {exc}); install the torchvision built for "
+                         "your torch, or fetch the files as the README says") from None
+    cls = {"mnist": tv.MNIST, "fmnist": tv.FashionMNIST, "cifar10": tv.CIFAR10,
+           "cifar100": tv.CIFAR100}[name]
+    for train in (True, False):
+        cls(root=data_dir, train=train, download=True)
+
+
+def match_test_split(train_parts: List[np.ndarray], train_labels: np.ndarray,
+                     test_labels: np.ndarray, num_classes: int, seed: int) -> List[np.ndarray]:
+    """Test indices per client following each client's training classes: the test samples of
+    class c (in a seeded random order) go to the clients in proportion to their training
+    samples of c, by largest remainders. Returns ``[K]`` sorted index arrays."""
+    share = np.stack([np.bincount(train_labels[p], minlength=num_classes)
+                      for p in train_parts]).astype(np.float64)          # [K, C]
+    rng = numpy_rng(seed, Stream.VISION_TEST_SPLIT)
+    out: List[List[np.ndarray]] = [[] for _ in train_parts]
+    for c in range(num_classes):
+        idx = rng.permutation(np.flatnonzero(test_labels == c))
+        if share[:, c].sum() == 0 or idx.size == 0:
+            continue
+        exact = share[:, c] / share[:, c].sum() * idx.size
+        quota = np.floor(exact).astype(np.int64)
+        quota[np.argsort(quota - exact, kind="stable")[:idx.size - quota.sum()]] += 1
+        for k, chunk in enumerate(np.split(idx, np.cumsum(quota)[:-1])):
+            out[k].append(chunk)
+    return [np.sort(np.concatenate(o)) if o else np.zeros(0, np.int64) for o in out]
+
+
+class VisionDataset(ClientFiles):
+    """``name`` (mnist, fmnist, cifar10, cifar100) from ``data_dir``, split across ``clients``
+    by ``partition`` ('iid', 'dirichlet' with ``alpha``, 'pathological' with
+    ``classes_per_client``)."""
+
+    def __init__(self, name: str, data_dir: str, clients: int, *, partition: str = "dirichlet",
+                 alpha: float = 0.3, classes_per_client: int = 2, seed: int = 0,
+                 download_missing: bool = False) -> None:
+        if name not in LAYOUTS:
+            raise ValueError(f"unknown vision data set {name!r}; choose from {', '.join(LAYOUTS)}")
+        if download_missing:
+            download(name, data_dir)
+        files = find_files(name, data_dir)
+        _, shape, classes = LAYOUTS[name]
+        self.images: Dict[str, np.ndarray] = {}
+        self.labels: Dict[str, np.ndarray] = {}
+        for split, paths in files.items():
+            if name in _CIFAR:
+                pairs = [read_cifar_batch(p, _CIFAR[name][1]) for p in paths]
+                self.images[split] = np.concatenate([p[0] for p in pairs])
+                self.labels[split] = np.concatenate([p[1] for p in pairs])
+            else:
+                self.images[split] = read_idx(paths[0]).reshape((-1,) + shape)
+                self.labels[split] = np.asarray(read_idx(paths[1]), dtype=np.int64)
+            if len(self.images[split]) != len(self.labels[split]) or \
+                    self.labels[split].max(initial=0) >= classes:
+                raise ValueError(f"{name} {split}: {len(self.images[split])} images but "
+                                 f"{len(self.labels[split])} labels, or labels >= {classes}")
+        train = partition_labels(self.labels["train"], clients, partition, seed=seed,
+                                 alpha=alpha, classes_per_client=classes_per_client,
+                                 stream=Stream.VISION_PARTITION)
+        test = match_test_split(train, self.labels["train"], self.labels["test"], classes, seed)
+        self.parts = {"train": train, "test": test}
+        super().__init__({s: np.array([len(p) for p in self.parts[s]]) for s in self.parts},
+                         shape, classes, kind="image", cache_bytes=0)
+
+    def _read(self, split: str, k: int) -> Tuple[np.ndarray, np.ndarray]:
+        rows = self.parts[split][k]
+        return np.asarray(self.images[split][rows]), self.labels[split][rows]

@@ -1,0 +1,255 @@
+"""Experiments: one or several rules on identical data, client samples and seeds, with the outputs
+(metrics, summary, final per-client accuracy, plots), checkpoints and resume.
+
+.. code-block:: python
+
+    from fastfair.sim import Experiment, SimulationConfig
+
+    result = Experiment(SimulationConfig(rounds=50), rules=["fedavg", "aaggff-d"],
+                        rule_options={"aaggff-d": {"cdf": "frechet"}}, out="runs/x").run()
+    print(result.table())
+
+``fastfair simulate`` is a thin command-line layer over this class and writes the same files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+import numpy as np
+import torch
+
+from fastfair.sim import checkpoint
+from fastfair.sim.config import SimulationConfig
+from fastfair.sim.data.base import FederatedDataset
+from fastfair.sim.data.registry import DATASETS
+from fastfair.sim.distributed import Distributed
+from fastfair.sim.models.flat import FlatModel
+from fastfair.sim.process import run_tuned
+from fastfair.sim.reporting import report
+from fastfair.sim.reporting.callbacks import CallbackList, RoundCallback
+from fastfair.sim.rounds.registry import make_runner, runner_class
+from fastfair.sim.rounds.runner import Runner
+
+CHECKPOINT = "checkpoint.pt"
+CONFIG = "config.json"
+MODELS_FILE = "models.pt"
+
+
+@dataclass
+class ExperimentResult:
+    """What an experiment produced: per rule its round records (``histories``) and final
+    per-client accuracy on the evaluation clients ``eval_ids`` (``finals``), the summary of its
+    last evaluation and wall time (``summary``), the output folder (None when not written) and
+    its final global model as a ``state_dict`` (``models``; a module's own keys, ready for
+    ``module.load_state_dict``)."""
+
+    histories: Dict[str, List[Dict[str, Any]]]
+    finals: Dict[str, np.ndarray]
+    eval_ids: np.ndarray
+    summary: Dict[str, Dict[str, float]]
+    out: Optional[Path]
+    models: Dict[str, Dict[str, torch.Tensor]] = field(default_factory=dict)
+
+    def table(self) -> str:
+        """The summary side by side, as ``fastfair simulate`` prints it."""
+        return report.summary_table(self.summary)
+
+
+class Experiment:
+    """Runs ``rules`` (rule or method names) one after another from the same configuration.
+
+    Parameters
+    ----------
+    config
+        The shared configuration; its ``rule`` / ``rule_options`` are used when ``rules`` is
+        None.
+    rules
+        Names of rules (:data:`fastfair.aggregators.RULES`) and methods (FedEvg, SuPerFed).
+    rule_options
+        ``{rule: {option: value}}``; a rule without an entry runs with its defaults.
+    out
+        Output folder (created; must be empty or absent). None: nothing is written and
+        ``checkpoint_every`` must be 0.
+    checkpoint_every
+        Save a checkpoint every N rounds (0: never); :meth:`resume` continues from it exactly.
+    progress
+        A progress bar per rule on standard error.
+    dataset, model
+        Your own :class:`~fastfair.sim.data.base.FederatedDataset` / flat model instead of
+        ``config.dataset`` / ``config.model``.
+    dist
+        This process's place under ``torchrun`` (default: one process). Only rank 0 writes.
+    threads
+        Threads of torch and of fastfair's kernels while the experiment runs (restored after);
+        None keeps the process's settings. The default, 1, is the fastest choice on a shared or
+        busy machine and for small models; raise it for large cohorts of large models on idle
+        cores.
+    callbacks
+        Per-round hooks (:class:`~fastfair.sim.reporting.callbacks.RoundCallback`): each rule's start
+        with its config as a dict, every round's record and the rule's summary row, as they
+        happen, the run being named by the rule; closed when :meth:`run` returns or raises.
+        Only rank 0 calls them. A resumed experiment calls them for the rounds it plays, from
+        the checkpoint on (rounds before it are not replayed; those after it, lost with the
+        crash, are seen again).
+
+    Every rule name, option, value and configuration field is checked when the experiment is
+    made, before anything runs or is written.
+    """
+
+    def __init__(self, config: SimulationConfig, rules: Optional[Sequence[str]] = None,
+                 rule_options: Optional[Mapping[str, Mapping[str, Any]]] = None, *,
+                 out: Union[str, Path, None] = None, checkpoint_every: int = 0,
+                 progress: bool = False, dataset: Optional[FederatedDataset] = None,
+                 model: Optional[FlatModel] = None, dist: Optional[Distributed] = None,
+                 threads: Optional[int] = 1,
+                 callbacks: Optional[Sequence[RoundCallback]] = None) -> None:
+        if rules is None:
+            rules = [config.rule]
+            rule_options = {config.rule: dict(config.rule_options)}
+        rules = list(rules)
+        if not rules or len(set(rules)) != len(rules):
+            raise ValueError(f"rules must be distinct names, at least one; got {rules}")
+        options = {r: dict(o) for r, o in (rule_options or {}).items()}
+        extra = sorted(set(options) - set(rules))
+        if extra:
+            raise ValueError(f"rule_options names {', '.join(map(repr, extra))}, which is not run")
+        if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int) \
+                or checkpoint_every < 0:
+            raise ValueError(f"checkpoint_every must be an integer >= 0; got {checkpoint_every!r}")
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                    or threads < 1):
+            raise ValueError(f"threads must be an integer >= 1 or None; got {threads!r}")
+        if checkpoint_every and out is None:
+            raise ValueError("checkpoint_every needs an output folder: pass out=")
+        self.configs = {r: dataclasses.replace(config, rule=r, rule_options=options.get(r, {}))
+                        for r in rules}
+        for cfg in self.configs.values():
+            runner_class(cfg.rule).validate(cfg)
+        self.base = dataclasses.replace(config, rule=rules[0],
+                                        rule_options=options.get(rules[0], {}))
+        self.rules = rules
+        self.out = None if out is None else Path(out)
+        self.checkpoint_every = checkpoint_every
+        self.progress = progress
+        self.dataset, self.model = dataset, model
+        self.dist = dist or Distributed(device=torch.device(config.device))
+        self.threads = threads
+        self.callbacks = list(callbacks or [])
+        self._state: Optional[Dict[str, Any]] = None
+        self._fresh = True
+
+    @classmethod
+    def resume(cls, out: Union[str, Path], *, progress: bool = False,
+               dist: Optional[Distributed] = None, threads: Optional[int] = 1,
+               callbacks: Optional[Sequence[RoundCallback]] = None) -> "Experiment":
+        """The experiment saved in ``out``, to continue from its checkpoint with :meth:`run`
+        (bit-identical to an uninterrupted run), calling ``callbacks`` for the rounds it plays."""
+        out = Path(out)
+        if not (out / CONFIG).is_file():
+            raise ValueError(f"{out} holds no {CONFIG}: it is not a fastfair run folder")
+        try:
+            saved = json.loads((out / CONFIG).read_text())
+            base = SimulationConfig.from_dict(saved["config"])
+            rules, options, every = saved["rules"], saved["rule_options"], saved["checkpoint_every"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{out / CONFIG} is not a valid run configuration ({exc})") from None
+        state = checkpoint.load(out / CHECKPOINT)
+        exp = cls(base, rules, options, out=out, checkpoint_every=every, progress=progress,
+                  dist=dist, threads=threads, callbacks=callbacks)
+        if state.get("config") != saved:
+            raise ValueError(f"{out / CONFIG} changed since the checkpoint was written; restore "
+                             "it or start a new run")
+        exp._state, exp._fresh = state, False
+        return exp
+
+    def _saved_config(self) -> Dict[str, Any]:
+        return {"rules": self.rules, "config": self.base.to_dict(),
+                "rule_options": {r: c.rule_options for r, c in self.configs.items()},
+                "checkpoint_every": self.checkpoint_every}
+
+    def run(self) -> ExperimentResult:
+        """Runs every rule not finished yet and writes the outputs; returns them."""
+        return run_tuned(self.threads, self._run)
+
+    def _run(self) -> ExperimentResult:
+        lead = self.dist.rank == 0
+        if lead and self.out is not None and self._fresh:
+            if self.out.exists() and any(self.out.iterdir()):
+                raise ValueError(f"out folder {self.out} is not empty; pick a new folder or "
+                                 "resume it")
+            self.out.mkdir(parents=True, exist_ok=True)
+            (self.out / CONFIG).write_text(json.dumps(self._saved_config(), indent=1))
+        state = self._state or {}
+        histories: Dict[str, List[dict]] = dict(state.get("histories", {}))
+        finals: Dict[str, np.ndarray] = dict(state.get("finals", {}))
+        seconds: Dict[str, float] = dict(state.get("seconds", {}))
+        models: Dict[str, Dict[str, torch.Tensor]] = dict(state.get("models", {}))
+        eval_ids = np.zeros(0, dtype=np.int64)
+        hooks = CallbackList(self.callbacks if lead else [])
+        try:
+            for rule in self.rules:
+                runner = make_runner(self.configs[rule], self.dist, dataset=self.dataset,
+                                     model=self.model)
+                eval_ids = runner.eval_ids
+                if rule in finals:
+                    continue
+                if state.get("current_rule") == rule:
+                    runner.load_state_dict(state["current"])
+                self._play(rule, runner, histories, finals, seconds, models, lead, hooks)
+        finally:
+            hooks.close()
+        summary = report.summarize(histories, seconds)
+        if lead and self.out is not None:
+            self._write(histories, finals, eval_ids, summary, models)
+        return ExperimentResult(histories, finals, eval_ids, summary,
+                                self.out if lead else None, models)
+
+    def _play(self, rule: str, runner: Runner, histories, finals, seconds, models,
+              lead: bool, hooks: RoundCallback) -> None:
+        from tqdm import tqdm
+
+        rounds = self.configs[rule].rounds
+        started = time.perf_counter() - seconds.get(rule, 0.0)
+        bar = tqdm(total=rounds, initial=runner.round, desc=f"{rule:>10}", unit="round",
+                   disable=not (self.progress and lead), dynamic_ncols=True, file=sys.stderr)
+        hooks.on_run_start(rule, self.configs[rule].to_dict())
+        while runner.round < rounds:
+            rec = runner.step()
+            hooks.on_round(rule, rec)
+            bar.update(1)
+            if "acc_mean" in rec:
+                bar.set_postfix(mean=f"{100 * rec['acc_mean']:.1f}%",
+                                worst10=f"{100 * rec['acc_worst10']:.1f}%")
+            seconds[rule] = time.perf_counter() - started
+            if lead and self.checkpoint_every and runner.round % self.checkpoint_every == 0:
+                self._checkpoint(histories, finals, seconds, models, rule, runner.state_dict())
+        bar.close()
+        histories[rule] = runner.history
+        finals[rule] = runner.evaluate()[0]
+        models[rule] = dict(runner.global_state_dict())
+        seconds[rule] = time.perf_counter() - started
+        hooks.on_run_end(rule, report.summarize({rule: runner.history}, seconds).get(rule, {}))
+        if lead and self.checkpoint_every:
+            self._checkpoint(histories, finals, seconds, models, None, None)
+
+    def _checkpoint(self, histories, finals, seconds, models, rule, current) -> None:
+        checkpoint.save(self.out / CHECKPOINT, {
+            "config": self._saved_config(), "histories": histories, "finals": finals,
+            "seconds": seconds, "models": models, "current_rule": rule, "current": current})
+
+    def _write(self, histories, finals, eval_ids, summary, models) -> None:
+        report.write_metrics(self.out, histories)
+        report.write_final_accuracy(self.out, finals, eval_ids)
+        torch.save(models, self.out / MODELS_FILE)
+        b = self.base
+        model = b.model or DATASETS[b.dataset].default_model
+        title = f"{b.dataset}, K={b.clients}, m={b.per_round}, {model}, seed {b.seed}"
+        report.plot(self.out, histories, finals, title)
+        (self.out / "summary.json").write_text(json.dumps(summary, indent=1))

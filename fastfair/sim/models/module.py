@@ -1,0 +1,168 @@
+"""Any ``torch.nn.Module`` as a flat model (:class:`ModuleModel`): its parameters and buffers as
+one flat vector per client, a cohort trained batched through ``torch.func``."""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from typing import Callable, Dict, Optional, Sequence
+
+import torch
+
+from fastfair.sim.models.flat import FlatModel
+from fastfair.sim.models.layers import CohortMode
+
+_OTHER_RANDOMNESS = ("the module calls a random operation other than dropout; batched "
+                     "training reproduces only dropout per client (keyed masks)")
+
+
+class ModuleModel(FlatModel):
+    """Any ``torch.nn.Module``, trained for a whole cohort at once: ``torch.func.vmap`` over
+    ``functional_call`` runs m copies, each with its own parameters and buffers.
+
+    Inputs keep their shape: the module maps ``x [B, *sample_shape]`` (feature vectors, images
+    ``[C, H, W]``, token ids ``[T]``) to logits ``[B, C]``, or ``[B, T, C]`` with a label per
+    position. Dropout (``nn.Dropout*``, ``F.dropout*``) draws independent masks per client,
+    keyed by (seed, round, client, step), so a client trains identically in any cohort or
+    process; batch norm keeps per-client running statistics from the client's own rows (see
+    :mod:`fastfair.sim.models.layers`). Buffers ride in the flat vector after the parameters, so the
+    server averages them with the rule's coefficients like the parameters. Another random
+    operation inside ``forward`` is refused: it could not be reproduced per client.
+
+    Parameters
+    ----------
+    module
+        The network; its current parameters and buffers are the initial global model.
+    loss
+        Per-position loss ``loss(logits [N, C], target [N]) -> [N]`` (default cross-entropy,
+        e.g. ``functools.partial(F.cross_entropy, reduction="none", label_smoothing=0.1)``);
+        accuracy stays ``argmax == target``.
+    eval_rows
+        Samples per forward pass in evaluation.
+    """
+
+    def __init__(self, module: torch.nn.Module, *,
+                 loss: Optional[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = None,
+                 eval_rows: int = 1024) -> None:
+        for name, sub in module.named_modules():
+            if isinstance(sub, torch.nn.modules.batchnorm._BatchNorm) and sub.momentum is None \
+                    and sub.track_running_stats:
+                raise ValueError(f"{name or 'the module'}: batch norm with momentum=None (a "
+                                 "cumulative average) cannot run batched; give it a momentum")
+        params, buffers = list(module.named_parameters()), list(module.named_buffers())
+        if not params:
+            raise ValueError("the module has no parameters to train")
+        if eval_rows < 1:
+            raise ValueError(f"eval_rows must be >= 1; got {eval_rows}")
+        self.module, self.eval_rows, self._loss = module, int(eval_rows), loss
+        self.random = True  # dropout may hide in any forward (F.dropout): always pass keys
+        self.param_names = [n for n, _ in params]
+        self.buffer_names = [n for n, _ in buffers]
+        self.names = self.param_names + self.buffer_names
+        self.shapes = [tuple(t.shape) for _, t in params + buffers]
+        self._dtypes = [t.dtype for _, t in params + buffers]
+        self._sizes = [math.prod(s) for s in self.shapes]
+        self.num_buffers = sum(self._sizes[len(params):])
+        self._initial = torch.cat([t.detach().reshape(-1).float() for _, t in params + buffers])
+
+    def position_loss(self, logits, target):
+        """The ``loss`` given at construction, else cross-entropy."""
+        return super().position_loss(logits, target) if self._loss is None \
+            else self._loss(logits, target)
+
+    def _views(self, flat: torch.Tensor, names: Sequence[str],
+               first: int) -> Dict[str, torch.Tensor]:
+        """``{name: [m, *shape]}`` views of the columns of ``flat [m, sum of sizes]``."""
+        sizes = self._sizes[first:first + len(names)]
+        shapes = self.shapes[first:first + len(names)]
+        return {n: t.view(flat.shape[0], *s)
+                for n, t, s in zip(names, flat.split(sizes, dim=1), shapes)}
+
+    def forward(self, params, x, step=None):
+        """``params [m, P]`` (parameters, then buffers) on ``x [m, B, *sample_shape]``: training
+        mode with the step's masks, keys and buffers (updated in place for the clients with a
+        real row) when ``step`` is given, evaluation mode with the buffers of ``params``
+        otherwise."""
+        if step is not None:
+            return self.forward_pieces(self.trained_pieces(params), x, step)
+        m = params.shape[0]
+        buffers = params[:, params.shape[1] - self.num_buffers:].detach().clone()
+        valid = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
+        keys = torch.zeros(m, dtype=torch.int64, device=x.device)
+        return self._apply(self.trained_pieces(params), buffers, x, valid, keys, training=False)
+
+    def forward_pieces(self, pieces, x, step=None):
+        """Training mode from the parameter pieces, with the step's masks, keys and buffers
+        (updated in place for the clients with a real row); evaluation reads the buffers from
+        the flat row, through :meth:`forward`."""
+        if step is None:
+            raise ValueError("ModuleModel.forward_pieces trains (it needs a TrainingStep); "
+                             "evaluate through forward")
+        valid = step.valid.to(x.device)
+        before = step.buffers.clone()
+        out = self._apply(pieces, step.buffers, x, valid, step.keys, training=True)
+        if self.num_buffers:
+            active = valid.any(1, keepdim=True)
+            step.buffers.copy_(torch.where(active, step.buffers, before))
+        return out
+
+    def _apply(self, pieces, flat_buffers, x, valid, keys, training: bool):
+        """The m copies on their inputs, in training or evaluation mode."""
+        m = x.shape[0]
+        weights = dict(zip(self.param_names, pieces))
+        buffers = self._views(flat_buffers, self.buffer_names, len(self.param_names))
+        was_training = self.module.training
+        self.module.train(training)
+        try:
+            if self.rows_per_pass(x.device) == 1 and m:
+                return torch.cat([self._alone(weights, buffers, x, valid, keys, k)
+                                  for k in range(m)])
+            return self._one_by_vmap(weights, buffers, x, valid, keys)
+        finally:
+            self.module.train(was_training)
+
+    def _one(self, weights, buffers, x, valid, key):
+        from torch.func import functional_call
+
+        with CohortMode(key, valid):
+            return functional_call(self.module, (weights, buffers), (x,))
+
+    def _one_by_vmap(self, weights, buffers, x, valid, keys):
+        """The m copies as one ``vmap`` program."""
+        from torch.func import vmap
+
+        try:
+            return vmap(self._one, randomness="error")(weights, buffers, x, valid, keys)
+        except RuntimeError as exc:
+            if "randomness" not in str(exc):
+                raise
+            raise ValueError(_OTHER_RANDOMNESS) from None
+
+    def _alone(self, weights, buffers, x, valid, keys, k):
+        """Copy k run as the plain module (``[1, B, ...]`` out): a model too big to batch on
+        the CPU (:meth:`rows_per_pass`) skips ``vmap``, whose batched products and grouped
+        convolutions are slower than the module's own, and runs alone in any company, so its
+        numbers never depend on it. A draw from torch's generator shows a random operation
+        other than dropout, as ``vmap``'s check would."""
+        def row(t: torch.Tensor) -> torch.Tensor:
+            # One copy's slice; a view when it is the only one (in training), whose gradient
+            # needs no zero-filled [m, ...] tensor as an index's does.
+            return t.view(t.shape[1:]) if t.shape[0] == 1 else t[k]
+
+        state = torch.random.get_rng_state()
+        out = self._one({n: row(w) for n, w in weights.items()},
+                        {n: row(b) for n, b in buffers.items()}, row(x), row(valid), row(keys))
+        if not torch.equal(state, torch.random.get_rng_state()):
+            raise ValueError(_OTHER_RANDOMNESS)
+        return out.unsqueeze(0)
+
+    def init(self, generator):
+        return self._initial.clone()
+
+    def state_dict(self, params):
+        """The module's ``state_dict`` (its own keys and dtypes) holding ``params [P]``, ready
+        for ``module.load_state_dict``."""
+        flat = super().state_dict(params)
+        dtypes = dict(zip(self.names, self._dtypes))
+        return OrderedDict((n, flat[n].to(dtypes[n]) if dtypes[n].is_floating_point
+                            else flat[n].round().to(dtypes[n])) for n in self.module.state_dict())

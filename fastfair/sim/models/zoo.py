@@ -1,0 +1,204 @@
+"""The models of the papers, each the default of its data set, built for the data set's sample
+shape and classes and trained batched across the cohort as
+:class:`~fastfair.sim.models.module.ModuleModel`.
+
+========================  ==================================================================
+``femnist-cnn``           LEAF's FEMNIST CNN: two 5x5 convolutions (32, 64 channels, same
+                          padding) each with ReLU and 2x2 max pooling, a 2048-unit ReLU layer
+``cifar-cnn``             the same two-convolution network with a 512-unit layer (FedAvg's CNN)
+                          for 32x32 colour images
+``resnet8``               a small ResNet: a 3x3 stem and three stages of one basic block
+                          (16, 32, 64 channels, batch norm), global average pooling
+``celeba-cnn``            LEAF's CelebA CNN: four blocks of 3x3 convolution (32 channels),
+                          batch norm, 2x2 max pooling and ReLU, then one linear layer
+``char-lstm``             LEAF's Shakespeare model: an 8-dimensional character embedding, two
+                          LSTM layers of 256 units and a linear layer at every position
+``sent140-lstm``          LEAF's Sent140 model: a 100-dimensional word embedding (learned;
+                          LEAF loads GloVe), two LSTM layers of 100 units, the last position's
+                          output through a 128-unit ReLU layer and a linear layer
+========================  ==================================================================
+
+``logreg`` and ``mlp`` (:mod:`fastfair.sim.models.flat`) take any float samples, flattened.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Tuple
+
+import torch
+from torch import nn
+
+from fastfair.sim.data.registry import MODELS
+from fastfair.sim.models.flat import FlatModel, check_model, make_model
+from fastfair.sim.models.module import ModuleModel
+from fastfair.sim.seeding import Stream, raw_seed
+
+
+class Dense(nn.Module):
+    """``x W + b`` with ``W`` stored ``[in, out]`` and nn.Linear's initialisation. Under
+    ``vmap`` with per-client weights the gradient of ``W`` comes out of the batched matrix
+    product in this layout, where nn.Linear's ``[out, in]`` needs a transposing copy of every
+    client's gradient (a third of a step of LEAF's FEMNIST CNN on a CPU)."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True) -> None:
+        super().__init__()
+        bound = in_features ** -0.5
+        self.weight = nn.Parameter(torch.empty(in_features, out_features).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.empty(out_features).uniform_(-bound, bound)) if bias \
+            else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = x @ self.weight
+        return out if self.bias is None else out + self.bias
+
+
+class LSTM(nn.Module):
+    """A stacked LSTM over ``[B, T, D]`` (batch first) returning every position's output
+    ``[B, T, H]``, with nn.LSTM's gates (i, f, g, o) and initialisation, written with plain
+    tensor operations so that ``vmap`` batches it across clients (``aten::lstm`` has no
+    batching rule)."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int) -> None:
+        super().__init__()
+        self.hidden_size = hidden_size
+        sizes = [input_size] + [hidden_size] * (num_layers - 1)
+        self.ih = nn.ModuleList(Dense(d, 4 * hidden_size) for d in sizes)
+        self.hh = nn.ModuleList(Dense(hidden_size, 4 * hidden_size, bias=False) for _ in sizes)
+        bound = hidden_size ** -0.5
+        for p in self.parameters():
+            nn.init.uniform_(p, -bound, bound)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for ih, hh in zip(self.ih, self.hh):
+            gates_in = ih(x)                        # every position's input term at once
+            h = x.new_zeros(x.shape[0], self.hidden_size)
+            c = h
+            outputs = []
+            for t in range(x.shape[1]):
+                i, f, g, o = (gates_in[:, t] + hh(h)).chunk(4, dim=-1)
+                c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+                h = torch.sigmoid(o) * torch.tanh(c)
+                outputs.append(h)
+            x = torch.stack(outputs, dim=1)
+        return x
+
+
+def _image(shape: Tuple[int, ...], model: str) -> Tuple[int, int, int]:
+    if len(shape) != 3:
+        raise ValueError(f"model {model!r} takes images [C, H, W]; the data set's samples are "
+                         f"{list(shape)}")
+    return shape  # type: ignore[return-value]
+
+
+def _two_conv_cnn(shape, num_classes: int, hidden: int, model: str) -> nn.Module:
+    c, h, w = _image(shape, model)
+    return nn.Sequential(
+        nn.Conv2d(c, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+        Dense(64 * (h // 4) * (w // 4), hidden), nn.ReLU(), Dense(hidden, num_classes))
+
+
+class _Block(nn.Module):
+    """A basic residual block: two 3x3 convolutions with batch norm, a 1x1 projection when the
+    shape changes."""
+
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.skip = nn.Sequential() if stride == 1 and cin == cout else nn.Sequential(
+            nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(self.bn2(self.conv2(out)) + self.skip(x))
+
+
+def _resnet8(shape, num_classes: int) -> nn.Module:
+    c, _, _ = _image(shape, "resnet8")
+    return nn.Sequential(nn.Conv2d(c, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+                         _Block(16, 16, 1), _Block(16, 32, 2), _Block(32, 64, 2),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), Dense(64, num_classes))
+
+
+def _celeba_cnn(shape, num_classes: int) -> nn.Module:
+    c, h, w = _image(shape, "celeba-cnn")
+    layers = []
+    for k in range(4):
+        layers += [nn.Conv2d(c if k == 0 else 32, 32, 3, padding=1), nn.BatchNorm2d(32),
+                   nn.MaxPool2d(2, ceil_mode=True), nn.ReLU()]
+        h, w = -(-h // 2), -(-w // 2)
+    return nn.Sequential(*layers, nn.Flatten(), Dense(32 * h * w, num_classes))
+
+
+class CharLSTM(nn.Module):
+    """Next-character model: ids ``[B, T]`` -> logits ``[B, T, num_classes]``."""
+
+    def __init__(self, vocab_size: int, num_classes: int) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, 8)
+        self.lstm = LSTM(8, 256, 2)
+        self.out = Dense(256, num_classes)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.out(self.lstm(self.embed(ids)))
+
+
+class SentimentLSTM(nn.Module):
+    """Sequence classifier: ids ``[B, T]`` (left-padded) -> logits ``[B, num_classes]`` from
+    the last position."""
+
+    def __init__(self, vocab_size: int, num_classes: int) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, 100)
+        self.lstm = LSTM(100, 100, 2)
+        self.head = nn.Sequential(Dense(100, 128), nn.ReLU(), Dense(128, num_classes))
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.head(self.lstm(self.embed(ids))[:, -1])
+
+
+def _tokens(dataset, model: str) -> int:
+    if dataset.vocab_size is None:
+        raise ValueError(f"model {model!r} takes token ids; the data set's samples are float "
+                         "features")
+    return dataset.vocab_size
+
+
+#: name -> (builder(dataset) -> module, samples per evaluation forward pass)
+BUILDERS: Dict[str, Tuple[Callable[[Any], nn.Module], int]] = {
+    "femnist-cnn": (lambda d: _two_conv_cnn(d.sample_shape, d.num_classes, 2048,
+                                            "femnist-cnn"), 1024),
+    "cifar-cnn": (lambda d: _two_conv_cnn(d.sample_shape, d.num_classes, 512, "cifar-cnn"), 512),
+    "resnet8": (lambda d: _resnet8(d.sample_shape, d.num_classes), 256),
+    "celeba-cnn": (lambda d: _celeba_cnn(d.sample_shape, d.num_classes), 128),
+    "char-lstm": (lambda d: CharLSTM(_tokens(d, "char-lstm"), d.num_classes), 256),
+    "sent140-lstm": (lambda d: SentimentLSTM(_tokens(d, "sent140-lstm"), d.num_classes), 1024),
+}
+assert set(BUILDERS) | {"logreg", "mlp"} == set(MODELS)
+
+
+def build_model(name: str, dataset, *, hidden: int = 64, seed: int = 0) -> FlatModel:
+    """Model ``name`` for ``dataset`` (its sample shape, classes, vocabulary), checked against
+    it (:func:`~fastfair.sim.models.flat.check_model`).
+
+    ``logreg`` / ``mlp`` (``hidden`` units) take float samples of any shape; the others are
+    :class:`~fastfair.sim.models.module.ModuleModel` around the networks above, whose initial weights
+    come from ``seed`` (the ``MODEL_INIT`` stream).
+    """
+    if name in ("logreg", "mlp"):
+        if dataset.vocab_size is not None:
+            raise ValueError(f"model {name!r} takes float features; the data set's samples are "
+                             "token ids: choose a sequence model")
+        model = make_model(name, dataset.num_features, dataset.num_classes, hidden=hidden)
+    elif name in BUILDERS:
+        build, eval_rows = BUILDERS[name]
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(raw_seed(seed, Stream.MODEL_INIT))
+            model = ModuleModel(build(dataset), eval_rows=eval_rows)
+    else:
+        raise ValueError(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
+    check_model(model, dataset)
+    return model

@@ -1,0 +1,264 @@
+"""What a sweep leaves behind: the summary table (terminal), ``sweep_summary.csv`` / ``.json``
+(one row per grid point), ``sweep_runs.csv`` (one row per run) and two plots: the fairness
+trade-off of every chosen point with error bars, and per-round curves with bands over seeds
+(docs/sweeps.md §5)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from fastfair.sim.reporting.stats import (
+    SummaryRow,
+    SweepRun,
+    by_point,
+    mean_ci,
+    options_json,
+    summarize,
+    validation_metric,
+)
+
+LABELS = {"acc_mean": "mean acc", "acc_weighted_mean": "weighted", "acc_worst10": "worst 10%",
+          "acc_worst5": "worst 5%", "acc_best10": "best 10%", "acc_best5": "best 5%",
+          "acc_variance": "variance", "acc_gini": "Gini", "acc_parity_gap": "max-min",
+          "acc_worst_group": "worst grp", "test_loss": "test loss", "val_loss": "val loss"}
+#: The confidence of every interval a sweep reports (:func:`~fastfair.sim.reporting.stats.mean_ci`).
+CONFIDENCE = 0.95
+#: Below this many seeds the curves' band is the range over seeds: the t interval of 2 seeds
+#: (t = 12.7) would hide the curves.
+CI_BAND_SEEDS = 3
+#: Per-run record entries that are not metrics of the run (``seconds`` is the round's time).
+_NOT_METRICS = ("round", "seconds", "participants")
+
+
+def label(metric: str) -> str:
+    """The column heading of ``metric`` (``val_`` ones prefixed ``val``)."""
+    if metric in LABELS:
+        return LABELS[metric]
+    if metric.startswith("val_") and metric[4:] in LABELS:
+        return "val " + LABELS[metric[4:]]
+    return metric
+
+
+def scale(metric: str) -> float:
+    """The factor a metric is shown with: accuracies (``acc_*``, ``val_acc_*``) in % (100),
+    their variance in %^2 (1e4), Gini and everything else (losses) as recorded (1)."""
+    base = metric[4:] if metric.startswith("val_") else metric
+    if not base.startswith("acc_") or base == "acc_gini":
+        return 1.0
+    return 1e4 if base == "acc_variance" else 100.0
+
+
+def _cell(pair: Tuple[float, float], metric: str, signed: bool = False) -> str:
+    mean, half = pair
+    s = scale(metric)
+    digits = 3 if s == 1.0 else 2
+    text = f"{mean * s:{'+' if signed else ''}.{digits}f}"
+    return text if math.isnan(half) else f"{text} ± {half * s:.{digits}f}"
+
+
+def sweep_table(rows: Sequence[SummaryRow], metrics: Sequence[str],
+                baseline: Optional[str]) -> str:
+    """The summary for a terminal: per grid point its seeds n, mean ± 95 % CI half-width of
+    each of ``metrics``, then (with differences) the difference ``point - baseline`` paired on
+    seeds ± its half-width; where some rule had several points, ``*`` marks the chosen ones.
+    Accuracies in %, variance in %^2, Gini and losses with 3 decimals."""
+    if not rows:
+        raise ValueError("rows is empty")
+    diff = baseline is not None and any(r.differences for r in rows)
+    choice = not all(r.selected for r in rows)
+    names = [label(m) for m in metrics]
+    heads = names + ([f"Δ {n}" for n in names] if diff else [])
+    cells = [[_cell(r.values[m], m) for m in metrics]
+             + ([_cell(r.differences[m], m, signed=True) if r.differences else "baseline"
+                 for m in metrics] if diff else []) for r in rows]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) + 2 for i, h in enumerate(heads)]
+    first = max([len(r.point) + 2 for r in rows] + [len("point") + 2])
+    header = f"{'point':<{first}}{'n':>3}" + "".join(f"{h:>{w}}" for h, w in zip(heads, widths))
+    lines = [header, "-" * len(header)]
+    for row, cs in zip(rows, cells):
+        name = ("*" if choice and row.selected else " ") + row.point
+        lines.append(f"{name:<{first}}{row.n:>3}"
+                     + "".join(f"{c:>{w}}" for c, w in zip(cs, widths)))
+    lines.append(f"(mean ± half-width of the {CONFIDENCE:.0%} Student-t interval over the n "
+                 "seeds, none for one seed; accuracies in %, variance in %^2)")
+    if diff:
+        lines.append(f"(Δ: the point minus {baseline}, paired on seeds: runs of a seed share "
+                     "data, initial model and client samples; ± its "
+                     f"{CONFIDENCE:.0%} interval)")
+    if choice:
+        lines.append("(*: the grid point of each rule chosen on the validation split, never on "
+                     "the test split)")
+    return "\n".join(lines)
+
+
+def write_sweep(out: Path, runs: Sequence[SweepRun], rows: Sequence[SummaryRow],
+                selection: Mapping[str, Mapping[str, Any]], metrics: Sequence[str],
+                baseline: Optional[str], select_metric: str = "acc_mean") -> List[Path]:
+    """Writes into ``out`` and returns the paths of:
+
+    - ``sweep_summary.csv``, one row per grid point: ``point, rule, options`` (JSON), ``n,
+      selected``, per metric ``<m>_mean, <m>_ci`` (the CI half-width), then ``<m>_diff,
+      <m>_diff_ci`` (paired on seeds against ``baseline``; empty without); NaN as empty;
+    - ``sweep_summary.json``: the same rows (options as objects, NaN as null) under
+      ``points``, with ``baseline``, ``select`` (``select_metric``), ``select_on`` (the
+      validation metric read), ``confidence``, ``metrics`` and ``selection``;
+    - ``sweep_runs.csv``, one row per run: ``rule, point, options, seed, seconds`` and the last
+      value of every metric any run recorded (empty where this one did not);
+    - ``tradeoff.png`` (:func:`plot_tradeoff`) and ``curves.png`` (:func:`plot_curves`) of
+      the selected points."""
+    if not rows:
+        raise ValueError("rows is empty")
+    out = Path(out)
+    paths = [out / "sweep_summary.csv", out / "sweep_summary.json", out / "sweep_runs.csv"]
+    records = [_row_record(r, metrics) for r in rows]
+    with open(paths[0], "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(records[0]))
+        writer.writeheader()
+        writer.writerows(records)
+    paths[1].write_text(json.dumps(
+        {"baseline": baseline, "select": select_metric,
+         "select_on": validation_metric(select_metric), "confidence": CONFIDENCE,
+         "metrics": list(metrics),
+         "selection": {rule: json.loads(options_json(o)) for rule, o in selection.items()},
+         "points": [{**r, "options": json.loads(r["options"])} for r in records]},
+        indent=1, allow_nan=False))
+    _write_runs(paths[2], runs)
+    chosen = {r.point for r in rows if r.selected}
+    mine = [run for run in runs if run.point in chosen]
+    paths.append(plot_tradeoff(out / "tradeoff.png", mine))
+    paths.append(plot_curves(out / "curves.png", mine))
+    return paths
+
+
+def _number(x: Optional[float]) -> Optional[float]:
+    """None (an empty CSV cell, JSON null) for a missing or non-finite number."""
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def _row_record(row: SummaryRow, metrics: Sequence[str]) -> Dict[str, Any]:
+    record: Dict[str, Any] = {"point": row.point, "rule": row.rule,
+                              "options": options_json(row.options),
+                              "n": row.n, "selected": row.selected}
+    for m in metrics:
+        record[f"{m}_mean"], record[f"{m}_ci"] = map(_number, row.values[m])
+    for m in metrics:
+        record[f"{m}_diff"], record[f"{m}_diff_ci"] = map(_number,
+                                                           row.differences.get(m, (None, None)))
+    return record
+
+
+def _write_runs(path: Path, runs: Sequence[SweepRun]) -> None:
+    columns: List[str] = []
+    for run in runs:
+        for record in run.history:
+            columns += [k for k in record if k not in _NOT_METRICS and k not in columns]
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["rule", "point", "options", "seed", "seconds", *columns])
+        for run in runs:
+            last = {}
+            for record in run.history:  # later records overwrite: each metric's last value
+                last.update(record)
+            writer.writerow([run.rule, run.point,
+                             options_json(run.options), run.seed,
+                             f"{run.seconds:.3f}", *[_csv_value(last.get(k)) for k in columns]])
+
+
+def _csv_value(value: Any) -> str:
+    return "" if value is None else f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_tradeoff(path: Path, runs: Sequence[SweepRun]) -> Path:
+    """Two panels, one labelled marker per grid point of ``runs``: mean accuracy (x) against
+    worst-10 % accuracy, and against Gini, each at the mean over seeds of the runs' last values
+    with 95 % CI error bars on both axes (none for one seed)."""
+    plt = _pyplot()
+    rows = summarize(runs, ["acc_mean", "acc_worst10", "acc_gini"])
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
+    for ax, other, name in ((axes[0], "acc_worst10", "worst-10% client accuracy (%)"),
+                            (axes[1], "acc_gini", "Gini of client accuracy")):
+        for row in rows:
+            (x, xe), (y, ye) = row.values["acc_mean"], row.values[other]
+            s = scale(other)
+            bars = ax.errorbar(100 * x, s * y, xerr=None if math.isnan(xe) else 100 * xe,
+                               yerr=None if math.isnan(ye) else s * ye, fmt="o", capsize=3,
+                               label=row.point)
+            # Labels beside the markers, and a legend for where close points overlap them.
+            ax.annotate(row.point, (100 * x, s * y), textcoords="offset points", xytext=(5, 5),
+                        fontsize=8, color=bars.lines[0].get_color())
+        ax.set(xlabel="mean client accuracy (%)", ylabel=name)
+        ax.grid(alpha=0.3)
+    axes[0].set_title("higher and to the right is better")
+    axes[1].set_title("lower and to the right is better")
+    axes[1].legend(fontsize=8)
+    fig.suptitle(f"last evaluation, mean over seeds (error bars: {CONFIDENCE:.0%} CI)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def curve_band(values: np.ndarray, kind: str) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(mean [T], low [T], high [T])`` of ``values [n, T]`` (n seeds, T rounds): the mean over
+    seeds and either (``kind="CI"``) its 95 % Student-t interval ``mean ± t s / sqrt(n)`` per
+    round (:func:`~fastfair.sim.reporting.stats.mean_ci`; NaN for one seed) or (``"min-max"``) the range
+    over seeds."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim != 2 or v.shape[0] == 0:
+        raise ValueError(f"values must be [seeds, rounds] with a seed; got shape {v.shape}")
+    if kind == "min-max":
+        return v.mean(axis=0), v.min(axis=0), v.max(axis=0)
+    if kind != "CI":
+        raise ValueError(f"kind must be 'CI' or 'min-max'; got {kind!r}")
+    stats = np.array([mean_ci(v[:, j], CONFIDENCE) for j in range(v.shape[1])]).reshape(-1, 2)
+    mean, half = stats[:, 0], stats[:, 1]
+    return mean, mean - half, mean + half
+
+
+def plot_curves(path: Path, runs: Sequence[SweepRun]) -> Path:
+    """Per-round mean and worst-10 % test accuracy of each grid point of ``runs``: the mean
+    over its seeds as a line and a band (:func:`curve_band`: the 95 % CI when every point has
+    at least :data:`CI_BAND_SEEDS` seeds, else the range over seeds; the title says which),
+    on the evaluation rounds all its seeds share."""
+    plt = _pyplot()
+    points = by_point(runs)
+    kind = "CI" if min(len(g) for g in points.values()) >= CI_BAND_SEEDS else "min-max"
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharex=True)
+    for point, group in points.items():
+        color = None
+        for ax, metric in zip(axes, ("acc_mean", "acc_worst10")):
+            curves = [dict(zip(*run.curve(metric))) for run in group]
+            rounds = sorted(set.intersection(*(set(c) for c in curves)))
+            values = 100 * np.array([[c[t] for t in rounds] for c in curves]).reshape(
+                len(curves), len(rounds))
+            mean, low, high = curve_band(values, kind)
+            line, = ax.plot(rounds, mean, label=point, color=color)
+            color = line.get_color()
+            ax.fill_between(rounds, low, high, color=color, alpha=0.2)
+    axes[0].set(xlabel="round", ylabel="test accuracy (%)", title="mean client accuracy")
+    axes[1].set(xlabel="round", ylabel="test accuracy (%)", title="worst-10% clients")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    band = (f"{CONFIDENCE:.0%} CI over seeds" if kind == "CI" else
+            f"min-max over seeds (fewer than {CI_BAND_SEEDS} seeds for a CI)")
+    fig.suptitle(f"mean over seeds, band: {band}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,300 @@
+"""The simulation engine: one object that runs federated rounds of any fastfair rule.
+
+A round samples a cohort (an availability model), lets every sampled client report the loss of
+the received model on its training data, trains the cohort in one batched pass on the rule's
+client objective, asks the rule for mixing coefficients (with the round inputs it declares),
+averages the updates with them through the averaging kernel, and lets the server optimiser step
+on the result: weights -> weighted_average -> all-reduce -> optimiser step. A cohort that
+repeats from one round to the next (full participation) trains on the batch of client data it
+had, unless its data set draws fresh samples per call (``FederatedDataset.fixed_data``). Under
+``torch.distributed`` each process trains a contiguous slice of the cohort, and one all-reduce
+sums the weighted updates.
+
+All randomness derives from (seed, round, client id) through :mod:`fastfair.sim.seeding`, so a
+run resumed from a checkpoint, or run on any number of processes, makes the same choices as an
+uninterrupted single-process run.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+from fastfair import ops
+from fastfair.aggregators.objectives import ClientObjective
+from fastfair.sim.config import SimulationConfig
+from fastfair.sim.data.base import ClientBatch, FederatedDataset, concat_batches
+from fastfair.sim.data.catalog import build_dataset
+from fastfair.sim.data.validation import ValidationSplit
+from fastfair.sim.distributed import Distributed
+from fastfair.sim.models.flat import FlatModel, check_model
+from fastfair.sim.rounds.availability import build_availability
+from fastfair.sim.rounds.build import build_rule, build_server_optimizer, model_for
+from fastfair.sim.rounds.runner import Runner
+from fastfair.sim.seeding import CohortKeys, Stream, raw_seed, torch_seed
+from fastfair.sim.training.evaluate import evaluate_clients
+from fastfair.sim.training.lanes import Lane
+from fastfair.sim.training.local import train_lanes
+from fastfair.sim.training.schedule import LocalTrainingConfig
+
+
+class Simulation(Runner):
+    """A federated run of one rule: ``step()`` plays one round, ``evaluate()`` scores the global
+    model on the evaluation clients, ``state_dict()`` captures everything needed to continue.
+    Several runs on one model play their rounds as one batched program through
+    :func:`play_round` (a sweep, :class:`~fastfair.sim.experiments.sweep.Sweep`); a run alone is its one
+    lane."""
+
+    def __init__(self, config: SimulationConfig, dist: Optional[Distributed] = None, *,
+                 dataset: Optional[FederatedDataset] = None,
+                 model: Optional[FlatModel] = None,
+                 evaluate_like: Optional["Simulation"] = None) -> None:
+        """``dataset`` (e.g. an :class:`~fastfair.sim.data.arrays.ArrayDataset` of your own per-client
+        arrays) replaces ``config.dataset``, and ``model`` (e.g. a
+        :class:`~fastfair.sim.models.module.ModuleModel` around your module) replaces ``config.model``.
+        With ``config.validation`` > 0 the clients train on the rest of their training data and
+        evaluation rounds also score the held-out part (``val_*`` metrics). ``evaluate_like``,
+        a run on the same data set object with the same seed and evaluation settings, lends
+        this run its evaluation data instead of building them again (a sweep's runs)."""
+        self.config = config
+        self.dist = dist or Distributed(device=torch.device(config.device))
+        self.device = self.dist.device if self.dist.world_size > 1 else torch.device(config.device)
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"device {config.device!r}: this torch sees no CUDA GPU; pass "
+                             "device='cpu' (--device cpu)")
+        self.rule = build_rule(config)
+        self.optimizer = build_server_optimizer(config)
+        self.dataset = with_validation(build_dataset(config) if dataset is None else dataset,
+                                       config.validation)
+        if self.dataset.num_clients != config.clients:
+            raise ValueError(f"config.clients is {config.clients} but the dataset has "
+                             f"{self.dataset.num_clients} clients")
+        self.model: FlatModel = model or model_for(config, self.dataset)
+        init = torch.Generator().manual_seed(raw_seed(config.seed, Stream.MODEL_INIT))
+        self.params = self.model.init(init).float().to(self.device)
+        self.availability = build_availability(config.availability, config.clients,
+                                               config.per_round, config.seed,
+                                               config.availability_options)
+        self.round = 0
+        self.history: List[Dict[str, Any]] = []
+        # (ids, batch) of the last cohort this run generated, when its data are fixed.
+        self._last_train: Optional[Tuple[np.ndarray, ClientBatch]] = None
+        other = evaluate_like
+        if other is not None and other.dataset is self.dataset and all(
+                getattr(other.config, f) == getattr(config, f)
+                for f in ("seed", "eval_clients", "validation", "device")):
+            self.eval_ids, self.val_ids = other.eval_ids, other.val_ids
+            self._eval_batch, self._val_batch = other._eval_batch, other._val_batch
+        else:
+            self._eval_batch = self._pick_eval_clients(self.dataset, self.device)
+            self._val_batch, self.val_ids = self._validation_batch()
+        self._check_model(self._eval_batch)
+
+    def _validation_batch(self) -> Tuple[Optional[ClientBatch], Optional[np.ndarray]]:
+        """The validation samples of the evaluation clients that have any (None without a
+        validation split)."""
+        if not self.config.validation:
+            return None, None
+        batch = self.dataset.client_data(self.eval_ids, "val", self.device)
+        has = batch.counts > 0
+        if not has.any():
+            raise ValueError("no evaluation client has validation samples; raise validation "
+                             "(--validation) or --eval-clients")
+        if has.all():
+            return batch, self.eval_ids
+        ids = self.eval_ids[has]
+        return self.dataset.client_data(ids, "val", self.device), ids
+
+    def _check_model(self, batch: ClientBatch) -> None:
+        """Raises ValueError unless the model maps one sample of ``batch`` to logits of the data
+        set's classes (:func:`~fastfair.sim.models.flat.check_model`, on the run's device)."""
+        check_model(self.model, self.dataset, self.params, batch.x)
+
+    @classmethod
+    def validate(cls, config: SimulationConfig) -> None:
+        super().validate(config)
+        build_rule(config)
+        build_server_optimizer(config)
+
+    # ------------------------------------------------------------------ one round
+    def _play(self, t: int, ids: np.ndarray) -> Dict[str, Any]:
+        return play_round([self], t, [ids])[0]
+
+    def _train_batch(self, ids: np.ndarray, device: torch.device) -> ClientBatch:
+        """The training data of clients ``ids`` on ``device`` (the run's): the batch of the last
+        call again when it asked for the same ids in the same order (kept only from a data set of
+        fixed samples), else the data set's ``client_data``. Only the last cohort's batch is
+        kept (one round holds it anyway); training only reads it. Checkpoints leave it out: it
+        is a function of the ids and the data set, so a run resumed from one makes the same
+        batches."""
+        last = self._last_train
+        if last is not None and np.array_equal(last[0], ids):
+            return last[1]
+        self._last_train = None  # dropped first: one cohort's batch in memory, never two
+        batch = self.dataset.client_data(ids, "train", device=device)
+        if self.dataset.fixed_data:
+            self._last_train = (ids.copy(), batch)
+        return batch
+
+    def _round_inputs(self, objective: Optional[ClientObjective], state: Any,
+                      updates: torch.Tensor, m: int) -> Dict[str, Any]:
+        """The round inputs the rule declares, for the whole cohort: ``updates`` gathered from
+        every process, ``sq_norms`` computed where the updates are, the rest reported by the
+        clients' objective."""
+        reported = objective.report(state) if objective is not None and state is not None else {}
+        inputs: Dict[str, Any] = {}
+        for name in self.rule.round_inputs:
+            if name == "updates":
+                inputs[name] = self.dist.gather_rows(updates, m)
+            elif name == "sq_norms":
+                inputs[name] = self.dist.gather(updates.double().pow(2).sum(1).cpu().numpy(), m)
+            elif name in reported:
+                inputs[name] = self.dist.gather(np.asarray(reported[name], dtype=np.float64), m)
+            else:
+                raise ValueError(f"rule {self.rule.name!r} needs the round input {name!r}, which "
+                                 "neither the updates nor its client objective provide")
+        return inputs
+
+    def _evaluate(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return _scores(self.model, self.params, self._eval_batch)
+
+    def evaluate_validation(self) -> Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        return None if self._val_batch is None else _scores(self.model, self.params,
+                                                            self._val_batch)
+
+    def _aggregate(self, ids: np.ndarray, share: slice, losses_mine: np.ndarray,
+                   counts_mine: np.ndarray, objective: Optional[ClientObjective],
+                   updates: torch.Tensor, state: Optional[torch.Tensor]) -> Dict[str, Any]:
+        """The server side of a round: the cohort's losses and counts gathered from every
+        process, the rule's coefficients, the weighted average of this process's ``updates``
+        (its ``share`` of the cohort ``ids``) summed over processes, the optimiser's step."""
+        m = ids.shape[0]
+        losses = self.dist.gather(losses_mine, m)
+        counts = self.dist.gather(counts_mine.astype(np.float64), m)
+        inputs = self._round_inputs(objective, state, updates, m)
+        coef = np.asarray(self.rule.weights(ids, losses, num_samples=counts, **inputs),
+                          dtype=np.float64)
+        direction = torch.zeros_like(self.params)
+        if updates.shape[0]:
+            ops.weighted_average(updates, torch.from_numpy(coef[share]).to(self.device),
+                                 out=direction)
+        self.optimizer.step(self.params, self.dist.sum(direction))
+        return {"participants": int(m), "train_loss": float(np.mean(losses)),
+                "max_coefficient": float(np.max(coef)), **mixture_summary(self.rule.last_mixture)}
+
+    # ------------------------------------------------------------------ checkpoints
+    def _state(self) -> Dict[str, Any]:
+        return {"params": self.params.clone(), "rule": self.rule.state_dict(),
+                "optimizer": self.optimizer.state_dict()}
+
+    def _load(self, state: Dict[str, Any]) -> None:
+        params = torch.as_tensor(state["params"]).float().to(self.device)
+        if params.shape != self.params.shape:
+            raise ValueError(f"checkpoint parameters have shape {tuple(params.shape)}; the "
+                             f"model has {tuple(self.params.shape)}")
+        rule, optimizer = build_rule(self.config), build_server_optimizer(self.config)
+        rule.load_state_dict(state["rule"])
+        optimizer.load_state_dict(state["optimizer"])
+        self.rule, self.optimizer, self.params = rule, optimizer, params.clone()
+
+
+def _scores(model: FlatModel, params: torch.Tensor,
+            batch: ClientBatch) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(accuracy, loss, counts)`` of the model ``params [P]`` (``[E]`` each), or of L models
+    ``params [L, P]`` (``[L, E]`` accuracy and loss), on the clients of ``batch``."""
+    loss, acc = evaluate_clients(model, params, batch)
+    return acc, loss, batch.counts
+
+
+def evaluate_runs(sims: Sequence[Simulation]) -> List[Any]:
+    """Every run's ``(test, validation)`` evaluation as :meth:`Simulation.evaluate` and
+    :meth:`Simulation.evaluate_validation` give them: runs holding the same evaluation data
+    (``evaluate_like``) are scored together, their global models ``[L, P]`` in one pass."""
+    out: List[Any] = [None] * len(sims)
+    groups: Dict[int, List[int]] = {}
+    for r, sim in enumerate(sims):
+        groups.setdefault(id(sim._eval_batch), []).append(r)
+    for members in groups.values():
+        lead = sims[members[0]]
+        params = torch.stack([sims[r].params for r in members])
+        test = _scores(lead.model, params, lead._eval_batch)
+        val = None if lead._val_batch is None else _scores(lead.model, params, lead._val_batch)
+        for j, r in enumerate(members):
+            out[r] = ((test[0][j], test[1][j], test[2]),
+                      None if val is None else (val[0][j], val[1][j], val[2]))
+    return out
+
+
+def mixture_summary(mixture: np.ndarray) -> Dict[str, float]:
+    r"""What a round's mixing weights ``mixture [m]`` (the rule's ``last_mixture``: each client's
+    share of the combined direction, on the simplex, for every rule alike, where raw
+    coefficients are step sizes in q-FedAvg and 1/norm-scaled in FedMGDA) say: ``max_share``
+    (:math:`\max_k w_k`, 1/m when uniform) and ``effective_clients``
+    (:math:`1 / \sum_k w_k^2`, m when uniform, 1 when one client takes everything); NaN and 0
+    for a round that takes no step."""
+    w = np.asarray(mixture, dtype=np.float64)
+    if not w.sum() > 0:
+        return {"max_share": float("nan"), "effective_clients": 0.0}
+    return {"max_share": float(w.max()), "effective_clients": float(1.0 / np.dot(w, w))}
+
+
+def with_validation(dataset: FederatedDataset, fraction: float) -> FederatedDataset:
+    """``dataset`` with a :class:`~fastfair.sim.data.validation.ValidationSplit` of ``fraction``
+    (unchanged for 0, or when it already holds that split)."""
+    if not fraction or (isinstance(dataset, ValidationSplit) and dataset.fraction == fraction):
+        return dataset
+    return ValidationSplit(dataset, fraction)
+
+
+def play_round(sims: Sequence[Simulation], t: int,
+               cohorts: Sequence[np.ndarray]) -> List[Dict[str, Any]]:
+    """Round ``t`` of several runs at once; ``cohorts[r]`` (m_r >= 1 ids) are run r's sampled
+    clients. Returns each run's round record.
+
+    The runs share one model architecture, device and local-training settings (a sweep's
+    runs). Runs on the same data set with the same seed and cohort share one batch of client
+    data; every run's cohort trains in one :func:`~fastfair.sim.training.local.train_lanes` pass (its
+    own global model, objective and keys), then each run's rule weights its own updates and its
+    server optimiser steps. Every per-client computation is the one the run makes alone.
+    A group's first run keeps its cohort's batch for the next round: a cohort that repeats
+    (full participation) trains on it again (:meth:`Simulation._train_batch`)."""
+    lead = sims[0]
+    cfg, dist, device = lead.config, lead.dist, lead.device
+    local = LocalTrainingConfig(epochs=cfg.epochs, steps=cfg.local_steps,
+                                batch_size=cfg.batch_size, lr=cfg.lr * cfg.lr_decay ** (t - 1))
+    shares = [dist.my_slice(ids.shape[0]) for ids in cohorts]
+    groups: Dict[Tuple[int, int, bytes], List[int]] = {}
+    for r, (sim, ids) in enumerate(zip(sims, cohorts)):
+        groups.setdefault((id(sim.dataset), sim.config.seed, ids.tobytes()), []).append(r)
+    batches, keys, lanes = [], [], [None] * len(sims)
+    first = 0
+    for members in groups.values():
+        r0 = members[0]
+        ids = cohorts[r0][shares[r0]]
+        batch = sims[r0]._train_batch(ids, device)
+        seed = torch_seed(sims[r0].config.seed, Stream.ROUND_TRAINING, t)
+        for r in members:
+            lanes[r] = Lane(sims[r].params, first + np.arange(len(ids)),
+                            sims[r].rule.client_objective())
+        batches.append(batch)
+        keys.append(CohortKeys.of(seed, ids, device))
+        first += len(ids)
+    batch = batches[0] if len(batches) == 1 else concat_batches(batches)
+    trained = train_lanes(lead.model, batch, keys[0] if len(keys) == 1 else CohortKeys.cat(keys),
+                          lanes, local, received_loss=True)
+    # The received models' losses: reported by training where the kernel trained (it computes
+    # them on the way), else one evaluation pass per group (training leaves the params as they
+    # were).
+    for g, members in enumerate(groups.values()):
+        scored = [r for r in members if trained[r][2] is None]
+        if scored:
+            mine, _ = evaluate_clients(lead.model, torch.stack([sims[r].params for r in scored]),
+                                       batches[g], accuracy=False)
+            for j, r in enumerate(scored):
+                trained[r] = trained[r][:2] + (mine[j],)
+    counts = {r: batches[g].counts for g, members in enumerate(groups.values()) for r in members}
+    return [sim._aggregate(ids, share, loss, counts[r], lane.objective, update, state)
+            for r, (sim, ids, share, lane, (update, state, loss))
+            in enumerate(zip(sims, cohorts, shares, lanes, trained))]

@@ -1,0 +1,45 @@
+"""The round runner of every rule and method name (:data:`RUNNERS`): every rule of the
+aggregators' registry runs in :class:`~fastfair.sim.rounds.engine.Simulation`, FedEvg and SuPerFed
+in their own runners."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Type
+
+from fastfair._options import check_name
+from fastfair.aggregators.registry import RULES
+from fastfair.methods import METHODS
+from fastfair.sim.config import SimulationConfig
+from fastfair.sim.data.base import FederatedDataset
+from fastfair.sim.distributed import Distributed
+from fastfair.sim.models.flat import FlatModel
+from fastfair.sim.rounds.engine import Simulation
+from fastfair.sim.rounds.fedevg import FedEvgSimulation
+from fastfair.sim.rounds.runner import Runner
+from fastfair.sim.rounds.superfed import SuperFedSimulation
+
+#: The runner of each method; every rule of the registry runs in :class:`Simulation`.
+RUNNERS: Dict[str, Type[Runner]] = {
+    "fedevg": FedEvgSimulation, "superfed-mm": SuperFedSimulation,
+    "superfed-lm": SuperFedSimulation}
+assert set(RUNNERS) == set(METHODS)
+
+
+def runner_class(rule: str) -> Type[Runner]:
+    """The runner class of a rule or method name (ValueError listing them all if unknown)."""
+    check_name("rule", rule, [*RULES, *METHODS])
+    return RUNNERS.get(rule, Simulation)
+
+
+def make_runner(config: SimulationConfig, dist: Optional[Distributed] = None, *,
+                dataset: Optional[FederatedDataset] = None,
+                model: Optional[FlatModel] = None) -> Runner:
+    """The runner of ``config.rule`` (a :class:`Simulation` for the rules, the method's own
+    runner for FedEvg and SuPerFed) on ``dataset`` / ``model`` when given."""
+    cls = runner_class(config.rule)
+    kwargs: Dict[str, Any] = {"dataset": dataset}
+    if model is not None:
+        if cls is FedEvgSimulation:
+            raise ValueError("fedevg trains its own energy classifier; it takes no model")
+        kwargs["model"] = model
+    return cls(config, dist, **kwargs)

@@ -1,0 +1,61 @@
+"""Evaluation of one or several global models on every client of a batch, in large batches."""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import numpy as np
+import torch
+
+from fastfair.sim.data.base import ClientBatch
+from fastfair.sim.models.flat import FlatModel
+from fastfair.sim.training.schedule import segment_ids
+
+
+def evaluate_clients(model: FlatModel, params: torch.Tensor, batch: ClientBatch,
+                     chunk: Optional[int] = None, accuracy: bool = True
+                     ) -> Tuple[np.ndarray, Optional[np.ndarray]]:
+    """Loss and accuracy of a model ``params [P]``, or of L models ``params [L, P]``, on each
+    client's samples, ``chunk`` samples per forward pass (default ``model.eval_rows``).
+
+    Returns ``(loss, accuracy)`` as float64 NumPy arrays, ``[m]`` for one model and ``[L, m]``
+    for L: per-client means of the model's sample loss and accuracy (cross-entropy and
+    ``argmax == y`` by default, averaged over positions for a label per position; NaN for a
+    client with no samples; accuracy None when ``accuracy`` is False, for a round's losses).
+    The L models read the same inputs in one forward pass per chunk.
+    Runs on the device of ``params`` and ``batch``; only the results travel to the host.
+    """
+    chunk = chunk or model.eval_rows
+    counts = batch.counts
+    m = len(counts)
+    device = params.device
+    p = params.reshape(-1, params.shape[-1])
+    L = p.shape[0]
+    seg = segment_ids(counts, device)
+    loss_sum = torch.zeros(L, m, dtype=torch.float64, device=device)
+    hit_sum = torch.zeros(L, m, dtype=torch.float64, device=device)
+    with torch.no_grad():
+        for start in range(0, batch.x.shape[0], chunk):
+            xs, ys = batch.x[start:start + chunk], batch.y[start:start + chunk]
+            n = xs.shape[0]
+            # Whole multiples of 16 rows keep every model's block of outputs 64-byte aligned:
+            # BLAS kernels round differently at other alignments, and a run's numbers must not
+            # depend on how many models share the pass.
+            pad = -n % 16
+            if pad:
+                xs = torch.cat([xs, xs[:1].expand(pad, *xs.shape[1:])])
+                ys = torch.cat([ys, ys[:1].expand(pad, *ys.shape[1:])])
+            logits = model.forward(p, xs.unsqueeze(0).expand(L, *xs.shape))
+            ys = ys.unsqueeze(0).expand(L, *ys.shape)
+            loss = model.sample_loss(logits, ys)[:, :n].double()
+            segs = seg[start:start + n]
+            loss_sum.index_add_(1, segs, loss)
+            if accuracy:
+                hit_sum.index_add_(1, segs, model.sample_hits(logits, ys)[:, :n])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        n = counts.astype(np.float64)
+        loss = loss_sum.cpu().numpy() / n
+        acc = hit_sum.cpu().numpy() / n if accuracy else None
+    if params.dim() == 1:
+        return loss[0], None if acc is None else acc[0]
+    return loss, acc
