@@ -251,7 +251,7 @@ class Sweep:
         started = time.perf_counter()
         for t in self._rounds(rounds, specs):
             t0 = time.perf_counter()
-            cohorts = [sim.availability.sample(t) for sim in sims]
+            cohorts = [sim.sample(t) for sim in sims]
             playing = [r for r, ids in enumerate(cohorts) if ids.shape[0]]
             records = [{"participants": 0} for _ in sims]
             if playing:
@@ -260,7 +260,7 @@ class Sweep:
                     records[r] = record
             evaluations = evaluate_runs(sims) if sims[0].evaluation_due(t) else None
             for r, (sim, name) in enumerate(zip(sims, names)):
-                record = sim._finish(t, records[r], t0,
+                record = sim.finish(t, records[r], t0,
                                      None if evaluations is None else evaluations[r])
                 self._round(name, record)
         seconds = (time.perf_counter() - started) / len(sims)

@@ -26,14 +26,12 @@ from fastfair import ops
 from fastfair.aggregators.objectives import ClientObjective
 from fastfair.sim.config import SimulationConfig
 from fastfair.sim.data.base import ClientBatch, FederatedDataset, concat_batches
-from fastfair.sim.data.catalog import build_dataset
 from fastfair.sim.data.validation import ValidationSplit
 from fastfair.sim.distributed import Distributed
 from fastfair.sim.models.flat import FlatModel, check_model
-from fastfair.sim.rounds.availability import build_availability
-from fastfair.sim.rounds.build import build_rule, build_server_optimizer, model_for
+from fastfair.sim.rounds.build import build_rule, build_server_optimizer
 from fastfair.sim.rounds.runner import Runner
-from fastfair.sim.seeding import CohortKeys, Stream, raw_seed, torch_seed
+from fastfair.sim.seeding import CohortKeys, Stream, torch_seed
 from fastfair.sim.training.evaluate import evaluate_clients
 from fastfair.sim.training.lanes import Lane
 from fastfair.sim.training.local import train_lanes
@@ -51,37 +49,35 @@ class Simulation(Runner):
                  dataset: Optional[FederatedDataset] = None,
                  model: Optional[FlatModel] = None,
                  evaluate_like: Optional["Simulation"] = None) -> None:
-        """``dataset`` (e.g. an :class:`~fastfair.sim.data.arrays.ArrayDataset` of your own per-client
-        arrays) replaces ``config.dataset``, and ``model`` (e.g. a
-        :class:`~fastfair.sim.models.module.ModuleModel` around your module) replaces ``config.model``.
-        With ``config.validation`` > 0 the clients train on the rest of their training data and
+        """``dataset`` and ``model`` as for :class:`~fastfair.sim.rounds.runner.Runner`. With
+        ``config.validation`` > 0 the clients train on the rest of their training data and
         evaluation rounds also score the held-out part (``val_*`` metrics). ``evaluate_like``,
         a run on the same data set object with the same seed and evaluation settings, lends
         this run its evaluation data instead of building them again (a sweep's runs)."""
-        self.config = config
-        self.dist = dist or Distributed(device=torch.device(config.device))
-        self.device = self.dist.device if self.dist.world_size > 1 else torch.device(config.device)
+        self._evaluate_like = evaluate_like
+        super().__init__(config, dist, dataset=dataset, model=model)
+
+    def _process(self, dist: Optional[Distributed]) -> Distributed:
+        cfg = self.config
+        dist = dist or Distributed(device=torch.device(cfg.device))
+        self.device = dist.device if dist.world_size > 1 else torch.device(cfg.device)
         if self.device.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError(f"device {config.device!r}: this torch sees no CUDA GPU; pass "
+            raise ValueError(f"device {cfg.device!r}: this torch sees no CUDA GPU; pass "
                              "device='cpu' (--device cpu)")
-        self.rule = build_rule(config)
-        self.optimizer = build_server_optimizer(config)
-        self.dataset = with_validation(build_dataset(config) if dataset is None else dataset,
-                                       config.validation)
-        if self.dataset.num_clients != config.clients:
-            raise ValueError(f"config.clients is {config.clients} but the dataset has "
-                             f"{self.dataset.num_clients} clients")
-        self.model: FlatModel = model or model_for(config, self.dataset)
-        init = torch.Generator().manual_seed(raw_seed(config.seed, Stream.MODEL_INIT))
-        self.params = self.model.init(init).float().to(self.device)
-        self.availability = build_availability(config.availability, config.clients,
-                                               config.per_round, config.seed,
-                                               config.availability_options)
-        self.round = 0
-        self.history: List[Dict[str, Any]] = []
+        return dist
+
+    def _build(self) -> None:
+        self.rule = build_rule(self.config)
+        self.optimizer = build_server_optimizer(self.config)
+
+    def _dataset(self, dataset: Optional[FederatedDataset]) -> FederatedDataset:
+        return with_validation(super()._dataset(dataset), self.config.validation)
+
+    def _setup(self) -> None:
         # (ids, batch) of the last cohort this run generated, when its data are fixed.
         self._last_train: Optional[Tuple[np.ndarray, ClientBatch]] = None
-        other = evaluate_like
+        other, config = self._evaluate_like, self.config
+        del self._evaluate_like
         if other is not None and other.dataset is self.dataset and all(
                 getattr(other.config, f) == getattr(config, f)
                 for f in ("seed", "eval_clients", "validation", "device")):
@@ -190,14 +186,11 @@ class Simulation(Runner):
                 "optimizer": self.optimizer.state_dict()}
 
     def _load(self, state: Dict[str, Any]) -> None:
-        params = torch.as_tensor(state["params"]).float().to(self.device)
-        if params.shape != self.params.shape:
-            raise ValueError(f"checkpoint parameters have shape {tuple(params.shape)}; the "
-                             f"model has {tuple(self.params.shape)}")
+        params = self._checked(state, "params", self.params)
         rule, optimizer = build_rule(self.config), build_server_optimizer(self.config)
         rule.load_state_dict(state["rule"])
         optimizer.load_state_dict(state["optimizer"])
-        self.rule, self.optimizer, self.params = rule, optimizer, params.clone()
+        self.rule, self.optimizer, self.params = rule, optimizer, params
 
 
 def _scores(model: FlatModel, params: torch.Tensor,

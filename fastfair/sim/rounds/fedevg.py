@@ -13,9 +13,6 @@ from fastfair import ops
 from fastfair._options import check_options, dataclass_options
 from fastfair.methods.fedevg import FedEvgOptions, client_update, server_classifier
 from fastfair.sim.data.base import FederatedDataset
-from fastfair.sim.data.catalog import build_dataset
-from fastfair.sim.distributed import Distributed
-from fastfair.sim.rounds.availability import build_availability
 from fastfair.sim.rounds.runner import MethodRunner
 from fastfair.sim.seeding import Stream, torch_seed
 
@@ -41,29 +38,26 @@ class FedEvgSimulation(MethodRunner):
               "device": "FedEvg runs on the CPU",
               "validation": "FedEvg's options are not chosen on a validation split"}
 
-    def __init__(self, config: Any, dist: Optional[Distributed] = None, *,
-                 dataset: Optional[FederatedDataset] = None) -> None:
-        self.check_config(config)
-        self.config = config
-        self.single_process(dist)
-        self.opts = fedevg_options(dict(config.rule_options))
-        if dataset is None and config.dataset != "digits":
+    takes_model = False
+
+    def _build(self) -> None:
+        self.opts = fedevg_options(dict(self.config.rule_options))
+
+    def _dataset(self, dataset: Optional[FederatedDataset]) -> FederatedDataset:
+        if dataset is None and self.config.dataset != "digits":
             raise ValueError("fedevg synthesises inputs in [0, 1]; run it with --dataset digits")
-        self.dataset = build_dataset(config) if dataset is None else dataset
-        if self.dataset.num_clients != config.clients:
-            raise ValueError(f"config.clients is {config.clients} but the dataset has "
-                             f"{self.dataset.num_clients} clients")
-        o = self.opts
+        return super()._dataset(dataset)
+
+    def _model(self, model: None) -> None:
+        return None  # the global model is the classifier trained on the synthetic set
+
+    def _setup(self) -> None:
+        o, config = self.opts, self.config
         L, D = self.dataset.num_classes, self.dataset.num_features
         self.labels = torch.arange(L).repeat_interleave(o.spc)   # the code's balanced labels
         g = torch.Generator().manual_seed(torch_seed(config.seed, Stream.FEDEVG_SYNTHETIC_INIT))
         self.synthetic = torch.randn(L * o.spc, D, generator=g)  # eq. 4.12: x ~ N(0, I)
         self.betas = ops.cosine_beta_schedule(config.rounds, o.beta_start, o.beta_end)
-        self.availability = build_availability(config.availability, config.clients,
-                                               config.per_round, config.seed,
-                                               config.availability_options)
-        self.round = 0
-        self.history = []
         self._eval_batch = self._pick_eval_clients(self.dataset)
 
     @classmethod
@@ -132,8 +126,4 @@ class FedEvgSimulation(MethodRunner):
         return {"synthetic": self.synthetic.clone()}
 
     def _load(self, state: Dict[str, Any]) -> None:
-        x = torch.as_tensor(state["synthetic"]).float()
-        if x.shape != self.synthetic.shape:
-            raise ValueError(f"checkpoint synthetic set has shape {tuple(x.shape)}; expected "
-                             f"{tuple(self.synthetic.shape)}")
-        self.synthetic = x.clone()
+        self.synthetic = self._checked(state, "synthetic", self.synthetic)

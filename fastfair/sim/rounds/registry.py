@@ -4,7 +4,7 @@ in their own runners."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Type
+from typing import Dict, Optional, Type
 
 from fastfair._options import check_name
 from fastfair.aggregators.registry import RULES
@@ -36,10 +36,4 @@ def make_runner(config: SimulationConfig, dist: Optional[Distributed] = None, *,
                 model: Optional[FlatModel] = None) -> Runner:
     """The runner of ``config.rule`` (a :class:`Simulation` for the rules, the method's own
     runner for FedEvg and SuPerFed) on ``dataset`` / ``model`` when given."""
-    cls = runner_class(config.rule)
-    kwargs: Dict[str, Any] = {"dataset": dataset}
-    if model is not None:
-        if cls is FedEvgSimulation:
-            raise ValueError("fedevg trains its own energy classifier; it takes no model")
-        kwargs["model"] = model
-    return cls(config, dist, **kwargs)
+    return runner_class(config.rule)(config, dist, dataset=dataset, model=model)

@@ -13,11 +13,14 @@ import torch
 
 from fastfair.sim.checkpoint import from_plain, to_plain
 from fastfair.sim.data.base import ClientBatch, FederatedDataset
-from fastfair.sim.data.catalog import check_files
+from fastfair.sim.data.catalog import build_dataset, check_files
+from fastfair.sim.distributed import Distributed
+from fastfair.sim.models.flat import FlatModel
 from fastfair.sim.process import torch_threads
 from fastfair.sim.reporting.metrics import fairness_metrics
-from fastfair.sim.rounds.availability import check_availability
-from fastfair.sim.seeding import Stream, numpy_rng
+from fastfair.sim.rounds.availability import build_availability, check_availability
+from fastfair.sim.rounds.build import model_for
+from fastfair.sim.seeding import Stream, numpy_rng, raw_seed
 
 Result = Tuple[np.ndarray, np.ndarray, np.ndarray]
 #: A round's evaluation: (accuracy, loss, counts) on the test split, and on the validation
@@ -26,17 +29,83 @@ Evaluation = Tuple[Result, Optional[Result]]
 
 
 class Runner:
-    """Subclasses set ``config`` (with ``seed``, ``clients``, ``eval_clients``, ``eval_every``,
-    ``rounds``), ``availability``, ``history`` and ``round``, and implement ``_play`` (one round
-    with a non-empty cohort), ``_evaluate``, ``_state`` and ``_load``.
+    """What every round runner is: one template of construction, rounds, evaluation and
+    checkpoints, the method supplying only what differs.
+
+    Construction (:meth:`__init__`) checks the configuration, then :meth:`_build` (the rule,
+    the server optimiser, the method's options: everything that can be refused before data are
+    read), the data set (:meth:`_dataset`), the model (:meth:`_model`) and its initial
+    parameters from the seed, the availability model, and finally :meth:`_setup` (the method's
+    own state and its evaluation data). A round is :meth:`sample` then ``_play`` then
+    :meth:`finish` (:meth:`step` does all three; a sweep calls them for many runs at once).
+    Subclasses implement ``_play`` (one round with a non-empty cohort), ``_evaluate``,
+    ``_state`` and ``_load`` (with :meth:`_checked` for every array a checkpoint holds).
 
     ``unused`` names the configuration fields a runner does not use, each with what to do
     instead; a run that sets one of them to a non-default value is refused before it starts
-    (:meth:`check_config`)."""
+    (:meth:`check_config`). ``takes_model``: whether a user's model may replace
+    ``config.model``."""
 
     version = 2
     unused: Dict[str, str] = {}
+    takes_model = True
+    config: Any
+    history: List[Dict[str, Any]]
+    round: int
+    eval_ids: np.ndarray
+    device: torch.device = torch.device("cpu")
+    model: Optional[FlatModel]
 
+    def __init__(self, config: Any, dist: Optional[Distributed] = None, *,
+                 dataset: Optional[FederatedDataset] = None,
+                 model: Optional[FlatModel] = None) -> None:
+        """``dataset`` (e.g. an :class:`~fastfair.sim.data.arrays.ArrayDataset` of your own
+        per-client arrays) replaces ``config.dataset``, and ``model`` (e.g. a
+        :class:`~fastfair.sim.models.module.ModuleModel` around your module) replaces
+        ``config.model`` where the method trains a model (``takes_model``)."""
+        self.check_config(config)
+        if model is not None and not self.takes_model:
+            raise ValueError(f"rule {config.rule!r} trains a model of its own; it takes no model")
+        self.config = config
+        self.dist = self._process(dist)
+        self._build()
+        self.dataset = self._dataset(dataset)
+        if self.dataset.num_clients != config.clients:
+            raise ValueError(f"config.clients is {config.clients} but the dataset has "
+                             f"{self.dataset.num_clients} clients")
+        self.model = self._model(model)
+        if self.model is not None:
+            init = torch.Generator().manual_seed(raw_seed(config.seed, Stream.MODEL_INIT))
+            self.params = self.model.init(init).float().to(self.device)
+        self.availability = build_availability(config.availability, config.clients,
+                                               config.per_round, config.seed,
+                                               config.availability_options)
+        self.round = 0
+        self.history = []
+        self._setup()
+
+    # ------------------------------------------------------------------ what a method supplies
+    def _process(self, dist: Optional[Distributed]) -> Distributed:
+        """This process's place in the run (one process unless given)."""
+        return dist or Distributed()
+
+    def _build(self) -> None:
+        """Builds what the configuration names besides data and model (rule, server optimiser,
+        options), refusing bad ones before any data are read."""
+
+    def _dataset(self, dataset: Optional[FederatedDataset]) -> FederatedDataset:
+        """The data set the run trains on: the user's ``dataset``, else the configuration's."""
+        return build_dataset(self.config) if dataset is None else dataset
+
+    def _model(self, model: Optional[FlatModel]) -> Optional[FlatModel]:
+        """The flat model (``model``, else the configuration's for the data set); None for a
+        method whose global model is not a flat model."""
+        return model or model_for(self.config, self.dataset)
+
+    def _setup(self) -> None:
+        """The method's own state and its evaluation data, once everything else is built."""
+
+    # ------------------------------------------------------------------ the round
     @classmethod
     def check_config(cls, config: Any) -> None:
         """Raises ValueError naming the first field ``config`` sets that this runner ignores."""
@@ -54,20 +123,20 @@ class Runner:
         cls.check_config(config)
         check_availability(config.availability, config.availability_options)
         check_files(config)
-    config: Any
-    history: List[Dict[str, Any]]
-    round: int
-    eval_ids: np.ndarray
 
     def step(self) -> Dict[str, Any]:
         """Plays round ``self.round + 1``; returns its record (with evaluation metrics on
         evaluation rounds)."""
         t = self.round + 1
         started = time.perf_counter()
-        ids = self.availability.sample(t)
+        ids = self.sample(t)
         # Nobody available (Bernoulli availability): the model stays as it is.
         record = self._play(t, ids) if ids.shape[0] else {"participants": 0}
-        return self._finish(t, record, started)
+        return self.finish(t, record, started)
+
+    def sample(self, t: int) -> np.ndarray:
+        """The clients available and sampled in round ``t``: ``[m]`` int64 ids (m may be 0)."""
+        return self.availability.sample(t)
 
     def _play(self, t: int, ids: np.ndarray) -> Dict[str, Any]:
         """Round ``t`` with the sampled clients ``ids`` (m >= 1); returns the round's record."""
@@ -93,10 +162,12 @@ class Runner:
         self.eval_ids = ids
         return batch
 
-    def _finish(self, t: int, record: Dict[str, Any], started: float,
+    def finish(self, t: int, record: Dict[str, Any], started: float,
                 evaluation: Optional[Evaluation] = None) -> Dict[str, Any]:
-        """Closes round t: its record, with evaluation metrics on evaluation rounds (from
-        ``evaluation`` when the caller scored the model already)."""
+        """Closes round ``t`` (played from ``started``, a ``time.perf_counter()``): appends its
+        ``record`` to the history with evaluation metrics on evaluation rounds (from
+        ``evaluation`` when the caller scored the model already, as a sweep does) and the
+        seconds it took; returns the record."""
         self.round = t
         record = {"round": t, **record}
         if self.evaluation_due(t):
@@ -162,6 +233,21 @@ class Runner:
         """Installs a checkpoint's state; raises (changing nothing) when it does not fit."""
         raise NotImplementedError
 
+    @staticmethod
+    def _checked(state: Dict[str, Any], key: str, like: Any) -> Any:
+        """``state[key]`` as the type, dtype and device of ``like`` (a tensor or a NumPy
+        array), refused with ValueError naming ``key`` when its shape differs."""
+        if key not in state:
+            raise ValueError(f"checkpoint has no {key!r}")
+        if isinstance(like, torch.Tensor):
+            value = torch.as_tensor(state[key]).to(dtype=like.dtype, device=like.device)
+        else:
+            value = np.asarray(state[key], dtype=like.dtype)
+        if tuple(value.shape) != tuple(like.shape):
+            raise ValueError(f"checkpoint {key} has shape {tuple(value.shape)}; this run's has "
+                             f"{tuple(like.shape)}")
+        return value.clone() if isinstance(value, torch.Tensor) else value.copy()
+
     def state_dict(self) -> Dict[str, Any]:
         """Everything that changes between rounds; with the config it continues a run exactly.
         Only tensors and plain values (NumPy arrays as tagged tensors,
@@ -175,6 +261,12 @@ class Runner:
         state = from_plain(state)
         if state.get("version") != self.version:
             raise ValueError(f"checkpoint version {state.get('version')!r} is not {self.version}")
+        rounds, history = state.get("round"), state.get("history")
+        if isinstance(rounds, bool) or not isinstance(rounds, int) or not isinstance(
+                history, list) or not 0 <= rounds <= self.config.rounds or len(history) != rounds:
+            raise ValueError(f"checkpoint is inconsistent: round {rounds!r} with "
+                             f"{len(history) if isinstance(history, list) else history!r} "
+                             f"round records, of a run of {self.config.rounds} rounds")
         self._load(state)
         self.round = int(state["round"])
         self.history = [dict(r) for r in state["history"]]
@@ -192,8 +284,9 @@ class MethodRunner(Runner):
         with torch_threads(1):
             return self._evaluate()
 
-    def single_process(self, dist: Optional[Any]) -> None:
+    def _process(self, dist: Optional[Distributed]) -> Distributed:
         """Refuses a multi-process launch (the method keeps per-client state in one process)."""
         if dist is not None and dist.world_size > 1:
             raise ValueError(f"rule {self.config.rule!r} runs in one process; launch it "
                              "without torchrun")
+        return dist or Distributed()

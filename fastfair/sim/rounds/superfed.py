@@ -15,14 +15,11 @@ import torch
 from fastfair import ops
 from fastfair._options import check_options, dataclass_options
 from fastfair.methods.superfed import SuperFedOptions, draw_lambdas, initial_local_model
-from fastfair.sim.data.base import ClientBatch, FederatedDataset
-from fastfair.sim.data.catalog import build_dataset
-from fastfair.sim.distributed import Distributed
+from fastfair.sim.data.base import ClientBatch
 from fastfair.sim.models.flat import FlatModel
-from fastfair.sim.rounds.availability import build_availability
-from fastfair.sim.rounds.build import build_server_optimizer, model_for
+from fastfair.sim.rounds.build import build_server_optimizer
 from fastfair.sim.rounds.runner import MethodRunner
-from fastfair.sim.seeding import Stream, numpy_rng, raw_seed, torch_seed
+from fastfair.sim.seeding import Stream, numpy_rng, torch_seed
 from fastfair.sim.training.schedule import LocalTrainingConfig, masked_mean, minibatch_schedule
 
 
@@ -63,32 +60,21 @@ class SuperFedSimulation(MethodRunner):
     unused = {"device": "SuPerFed runs on the CPU",
               "validation": "SuPerFed's options are not chosen on a validation split"}
 
-    def __init__(self, config: Any, dist: Optional[Distributed] = None, *,
-                 dataset: Optional[FederatedDataset] = None,
-                 model: Optional[FlatModel] = None) -> None:
-        self.check_config(config)
-        self.config = config
-        self.single_process(dist)
-        self.opts = superfed_options(config.rule, dict(config.rule_options))
-        self.optimizer = build_server_optimizer(config)
-        self.dataset = build_dataset(config) if dataset is None else dataset
-        if self.dataset.num_clients != config.clients:
-            raise ValueError(f"config.clients is {config.clients} but the dataset has "
-                             f"{self.dataset.num_clients} clients")
-        self.model = model or model_for(config, self.dataset)
-        if self.model.num_buffers or self.dataset.label_shape:
+    def _build(self) -> None:
+        self.opts = superfed_options(self.config.rule, dict(self.config.rule_options))
+        self.optimizer = build_server_optimizer(self.config)
+
+    def _model(self, model: Optional[FlatModel]) -> FlatModel:
+        model = super()._model(model)
+        if model.num_buffers or self.dataset.label_shape:
             raise ValueError("superfed mixes models without buffers (batch norm) trained on one "
                              "label per sample")
+        return model
+
+    def _setup(self) -> None:
         self.layout = ops.SegmentLayout.from_shapes(self.model.shapes)
-        init = torch.Generator().manual_seed(raw_seed(config.seed, Stream.MODEL_INIT))
-        self.params = self.model.init(init).float()
-        self.local = torch.zeros(config.clients, self.params.numel())
-        self.has_local = np.zeros(config.clients, dtype=bool)
-        self.availability = build_availability(config.availability, config.clients,
-                                               config.per_round, config.seed,
-                                               config.availability_options)
-        self.round = 0
-        self.history = []
+        self.local = torch.zeros(self.config.clients, self.params.numel())
+        self.has_local = np.zeros(self.config.clients, dtype=bool)
         self._eval = _padded(self._pick_eval_clients(self.dataset))
         self._last: Dict[str, float] = {}
 
@@ -208,17 +194,9 @@ class SuperFedSimulation(MethodRunner):
                 "has_local": self.has_local.copy(), "optimizer": self.optimizer.state_dict()}
 
     def _load(self, state: Dict[str, Any]) -> None:
-        params = torch.as_tensor(state["params"]).float()
-        if params.shape != self.params.shape:
-            raise ValueError(f"checkpoint parameters have shape {tuple(params.shape)}; the model "
-                             f"has {tuple(self.params.shape)}")
-        local = torch.as_tensor(state["local"]).float()
-        has_local = np.asarray(state["has_local"], dtype=bool)
-        if local.shape != self.local.shape or has_local.shape != self.has_local.shape:
-            raise ValueError(f"checkpoint local models have shape {tuple(local.shape)} and "
-                             f"{has_local.shape}; expected {tuple(self.local.shape)} and "
-                             f"{self.has_local.shape}")
+        params = self._checked(state, "params", self.params)
+        local = self._checked(state, "local", self.local)
+        has_local = self._checked(state, "has_local", self.has_local)
         optimizer = build_server_optimizer(self.config)
         optimizer.load_state_dict(state["optimizer"])
-        self.params, self.local = params.clone(), local.clone()
-        self.has_local, self.optimizer = has_local.copy(), optimizer
+        self.params, self.local, self.has_local, self.optimizer = params, local, has_local, optimizer
