@@ -37,6 +37,48 @@ def test_no_code_outside_the_aggregators_tests_a_rule_class():
     assert not found, "\n".join(found)
 
 
+def _classes_by_module():
+    """{class name: the module that defines it} over the whole package."""
+    owners = {}
+    for path in _modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                owners.setdefault(node.name, set()).add(path)
+    return owners
+
+
+def _exact_type_tests(source: str):
+    """``(line, class name)`` of every ``type(x) is C``, ``type(x) is not C``, ``type(x) == C``
+    and ``type(x) != C`` in ``source`` (either side)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        if not any(isinstance(op, (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)) for op in node.ops):
+            continue
+        if any(isinstance(s, ast.Call) and isinstance(s.func, ast.Name) and s.func.id == "type"
+               for s in sides):
+            found += [(node.lineno, s.id) for s in sides if isinstance(s, ast.Name)]
+    return found
+
+
+def test_exact_type_tests_live_with_the_class():
+    """``type(x) is C`` decides on a concrete class: only C's own module may ask it (the class
+    answers others through a method, e.g. ``FlatModel.is_softmax_regression``)."""
+    owners = _classes_by_module()
+    found = [f"{path.relative_to(PACKAGE)}:{line}: type(...) is {name}"
+             for path in _modules() for line, name in _exact_type_tests(path.read_text())
+             if name in owners and path not in owners[name]]
+    assert not found, "\n".join(found)
+
+
+def test_the_type_test_finder_sees_every_form():
+    src = ("a = type(x) is Foo\nb = type(y) is not Foo\nc = Bar == type(z)\n"
+           "d = type(w) != Baz\ne = x is Foo\n")
+    assert [n for _, n in _exact_type_tests(src)] == ["Foo", "Foo", "Bar", "Baz"]
+
+
 def test_no_import_cycle():
     graph = {}
     for path in _modules():

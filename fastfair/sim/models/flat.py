@@ -51,6 +51,12 @@ class FlatModel:
     #: Whether training forward passes draw random numbers (dropout) from the step's keys.
     random: bool = False
 
+    def is_softmax_regression(self) -> bool:
+        """Whether the model is exactly multinomial logistic regression of flattened features,
+        ``logits = x W + b`` with ``W [F, C]`` first and ``b [C]`` second, trained on the plain
+        cross-entropy, so that :func:`fastfair.ops.softmax_regression_sgd` may train it."""
+        return False
+
     def rows_per_pass(self, device: torch.device) -> Optional[int]:
         """Copies of the model (rows of ``[m, P]`` parameters) that a training pass steps
         together: on the CPU as many as keep their parameters within :data:`CPU_PASS_BYTES`, at
@@ -147,6 +153,11 @@ class LogisticRegression(FlatModel):
 
     def init(self, generator):
         return torch.zeros(self.num_params)
+
+    def is_softmax_regression(self) -> bool:
+        # A subclass may change forward or add parameters: only the class itself is the
+        # kernel's model.
+        return type(self) is LogisticRegression
 
 
 class MLP(FlatModel):

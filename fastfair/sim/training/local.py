@@ -11,7 +11,7 @@ import torch
 from fastfair import ops
 from fastfair.aggregators.objectives import ClientObjective
 from fastfair.sim.data.base import ClientBatch, take_rows
-from fastfair.sim.models.flat import FlatModel, LogisticRegression, TrainingStep
+from fastfair.sim.models.flat import FlatModel, TrainingStep
 from fastfair.sim.seeding import CohortKeys, advance_keys
 from fastfair.sim.training.lanes import Lane, LaneObjectives
 from fastfair.sim.training.schedule import (
@@ -90,7 +90,7 @@ def trains_by_kernel(model: FlatModel, lane: Lane, batch: ClientBatch) -> bool:
     """Whether ``lane`` trains through :func:`fastfair.ops.softmax_regression_sgd`: the plain
     mean loss (no client objective) of a :class:`~fastfair.sim.models.flat.LogisticRegression` (the
     class itself) on float32 CPU data with one label per sample and at most 128 classes."""
-    return (type(model) is LogisticRegression and lane.objective is None
+    return (model.is_softmax_regression() and lane.objective is None
             and lane.global_params.device.type == "cpu" and batch.x.device.type == "cpu"
             and batch.x.dtype == torch.float32 and batch.y.dim() == 1
             and model.shapes[0][1] <= ops.softmax_regression.MAX_CLASSES)
