@@ -484,9 +484,13 @@ def test_cuda_explicit_stream_waits_for_the_current_one(rng):
 
 @requires_cuda
 def test_cuda_mixed_devices_error():
+    """An output on another device than the updates is refused, naming both (through the public
+    op: the binding's private signature is not this test's business)."""
     X = torch.randn(3, 4, device="cuda")
-    with pytest.raises(ValueError, match="w is on cpu but X is on cuda"):
-        _C.weighted_average_rows(X, np.ones(3), torch.empty(4, device="cuda"), "write", 1.0, 1)
+    with pytest.raises(ValueError, match="out is on cpu.* but X is on cuda"):
+        ops.weighted_average(X, np.full(3, 1 / 3), out=torch.empty(4))
+    with pytest.raises(ValueError, match="out.* is on cpu.* but X.* is on cuda"):
+        ops.weighted_average([[X[0]], [X[1]]], [0.5, 0.5], out=[torch.empty(4)])
 
 
 def test_empty_rows_need_no_contiguity():

@@ -50,8 +50,20 @@ def test_superfed_rounds_and_checkpoint(rule):
     last = a.step()
     assert "acc_mean" in last and 0.0 <= last["best_lambda"] <= 1.0
     assert {"acc_global", "acc_local"} <= set(last)
-    # Mixing trained the sampled clients' local models.
-    assert a.has_local.sum() >= 3
+    # Mixing trained the sampled clients' local models away from their first draws; a run that
+    # never mixes samples clients too, but keeps its local models as drawn.
+    assert _local_models_trained(a)
+    never = SuperFedSimulation(SimulationConfig(rule=rule, rule_options={"start": 1.0}, **TINY))
+    for _ in range(3):
+        assert never.step()["mixing"] == 0
+    assert never.has_local.any() and not _local_models_trained(never)
+
+
+def _local_models_trained(sim: SuperFedSimulation) -> bool:
+    """Whether some client's local model differs from the one it was first given."""
+    ids = np.flatnonzero(sim.has_local)
+    drawn = SuperFedSimulation(sim.config).local_models(ids)
+    return not torch.equal(sim.local[torch.as_tensor(ids)], drawn)
 
 
 def test_superfed_lm_draws_one_lambda_per_layer():
