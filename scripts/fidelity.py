@@ -24,7 +24,7 @@ from typing import Dict, List, Tuple
 import numpy as np
 
 from fastfair.sim import SimulationConfig, Sweep
-from fastfair.sim.stats import SummaryRow, summarize
+from fastfair.sim.reporting.stats import SummaryRow, summarize
 
 CROSS_DEVICE = ["fedavg", "fairavg", "fedprox", "aaggff-d", "fedmaba", "fedcvar", "qfedavg", "term",
                 "afl", "propfair", "fedmgda"]
@@ -59,7 +59,7 @@ def write_digits_clients(root: Path, clients: int) -> None:
     ``root/client_<k>.npz`` (x, y, x_test, y_test: each client's first 80 % to train)."""
     from sklearn.datasets import load_digits
 
-    from fastfair.sim.data import partition_labels
+    from fastfair.sim.data.arrays import partition_labels
 
     digits = load_digits()
     x, y = (digits.data / 16.0).astype(np.float32), digits.target.astype(np.int64)
