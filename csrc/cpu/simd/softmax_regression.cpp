@@ -12,8 +12,8 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -219,26 +219,37 @@ struct Trainer {
   }
 };
 
+// The labels of every client a row trains, all checked before any row is written: the first
+// label outside [0, C), if any, fails the call with params untouched.
+Status check_labels(const SoftmaxRegressionArgs& a) {
+  std::vector<uint8_t> trained(static_cast<size_t>(a.clients), 0);
+  for (int64_t r = 0; r < a.rows; ++r) trained[a.client[r]] = 1;
+  int64_t bad = std::numeric_limits<int64_t>::max();
+#pragma omp parallel for schedule(dynamic, 16) reduction(min : bad)
+  for (int64_t k = 0; k < a.clients; ++k) {
+    if (!trained[k]) continue;
+    for (int64_t i = a.offsets[k]; i < a.offsets[k + 1]; ++i)
+      if (a.y[i] < 0 || a.y[i] >= a.classes) {
+        bad = std::min(bad, i);
+        break;
+      }
+  }
+  if (bad == std::numeric_limits<int64_t>::max()) return Status::success();
+  const int64_t k = std::upper_bound(a.offsets, a.offsets + a.clients + 1, bad) - a.offsets - 1;
+  return Status::error("y[" + std::to_string(bad) + "] = " + std::to_string(a.y[bad]) +
+                       " is a class outside [0, C) = [0, " + std::to_string(a.classes) +
+                       ") (a row of client " + std::to_string(k) + "); pass labels in [0, C)");
+}
+
 template <int NB>
 Status run(const SoftmaxRegressionArgs& a) {
-  std::atomic<bool> bad_label{false};
+  if (Status st = check_labels(a); !st.ok) return st;
 #pragma omp parallel
   {
     Trainer<NB> trainer(a);
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t r = 0; r < a.rows; ++r) {
-      const int64_t k = a.client[r];
-      bool labels_ok = true;
-      for (int64_t i = a.offsets[k]; i < a.offsets[k + 1]; ++i)
-        labels_ok &= a.y[i] >= 0 && a.y[i] < a.classes;
-      if (!labels_ok) {
-        bad_label = true;
-        continue;
-      }
-      trainer.train_row(r);
-    }
+    for (int64_t r = 0; r < a.rows; ++r) trainer.train_row(r);
   }
-  if (bad_label) return Status::error("y holds a class outside [0, classes)");
   return Status::success();
 }
 

@@ -21,6 +21,11 @@
 //
 // Rows train independently, one row on one thread from start to end, so a row's numbers depend
 // neither on the other rows of the call nor on the thread count.
+//
+// Validation first: the labels of every client a row trains are checked before any row is
+// written, so a call that fails (a label outside [0, C), or C outside 1 .. 128) leaves params and
+// received_loss as they were. params and received_loss share no memory with the inputs or each
+// other (the binding refuses it).
 #pragma once
 
 #include <cstdint>
