@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any, List, Optional, Sequence, Union
 
 import numpy as np
@@ -117,9 +118,17 @@ class Accumulator:
     one array of shape ``[*S]`` or a list of L arrays; the first ``add`` fixes the structure.
     ``add_rows(X, w)`` folds N updates stacked as ``[N, *S]`` at once. Summation order is the order
     of the calls, so a replay of the same calls reproduces the result bit for bit.
+
+    Thread safety: ``add``, ``add_rows``, ``result`` and ``reset`` may be called from several
+    threads at once; a lock makes each call whole (no update is lost or half-added, and
+    ``count``/``total_weight`` always match the sum). Concurrent adds are folded in the order the
+    lock admits them, so float results of such runs may differ in the last bits from one run to
+    the next. For CUDA updates the lock orders the kernel launches, not the kernels: threads that
+    add on different CUDA streams must order those streams themselves (or use one stream).
     """
 
     def __init__(self) -> None:
+        self._lock = threading.Lock()
         self._sums: Optional[List[Array]] = None
         self._flat: Optional[Array] = None
         self._shapes: List[tuple] = []
@@ -162,7 +171,7 @@ class Accumulator:
 
     def add(self, update: Updates, weight: float = 1.0) -> None:
         """Adds ``weight * update``; ``update`` is ``[*S]`` or a list of L arrays. A call that
-        raises leaves the accumulator as it was."""
+        raises leaves the accumulator as it was. Safe to call from several threads at once."""
         weight = real(weight, "weight")
         list_form = _is_list_form(update)
         arrays = [detach(a) for a in update] if list_form else [detach(update)]
@@ -170,57 +179,62 @@ class Accumulator:
             raise ValueError("update is empty: pass at least one array")
         for a in arrays:
             framework(a)  # TypeError naming the type for non-arrays
-        fresh = self._buffers(arrays[0], [tuple(a.shape) for a in arrays], list_form, "update")
-        sums = fresh["_sums"] if fresh else self._sums
         weights = _weights([weight], arrays[0], 1, "weight")
-        _C.weighted_average_lists([arrays], weights, sums, "accumulate", 1.0,
-                                  current_stream(arrays[0], None),
-                                  ("update", "weight", "the running sum", False, list_form))
-        if fresh:
-            self.__dict__.update(fresh)
-        self._total_weight += weight
-        self._count += 1
+        with self._lock:
+            fresh = self._buffers(arrays[0], [tuple(a.shape) for a in arrays], list_form, "update")
+            sums = fresh["_sums"] if fresh else self._sums
+            _C.weighted_average_lists([arrays], weights, sums, "accumulate", 1.0,
+                                      current_stream(arrays[0], None),
+                                      ("update", "weight", "the running sum", False, list_form))
+            if fresh:
+                self.__dict__.update(fresh)
+            self._total_weight += weight
+            self._count += 1
 
     def add_rows(self, X: Array, w: Any) -> None:
         """Adds ``sum_i w[i] * X[i]`` for N updates stacked as ``X`` of shape ``[N, *S]``. A call
-        that raises leaves the accumulator as it was."""
+        that raises leaves the accumulator as it was. Safe to call from several threads at once."""
         X = detach(X)
         framework(X)
         if len(X.shape) < 1:
             raise ValueError("X must have a client axis: shape [N, *S]")
-        fresh = self._buffers(X, [tuple(X.shape[1:])], False, "rows of X")
-        flat = fresh["_flat"] if fresh else self._flat
         weights = _weights(w, X, X.shape[0])
-        _C.weighted_average_rows(X, weights, flat, "accumulate", 1.0, current_stream(X, None),
-                                 ("X", "w", "the running sum", True, True))
-        if fresh:
-            self.__dict__.update(fresh)
         # The running total lives on the host; for weights already on a GPU, reading it back
         # waits for them (the kernel itself is not waited for).
-        self._total_weight += float(weights.sum())
-        self._count += int(X.shape[0])
+        added = float(weights.sum())
+        with self._lock:
+            fresh = self._buffers(X, [tuple(X.shape[1:])], False, "rows of X")
+            flat = fresh["_flat"] if fresh else self._flat
+            _C.weighted_average_rows(X, weights, flat, "accumulate", 1.0, current_stream(X, None),
+                                     ("X", "w", "the running sum", True, True))
+            if fresh:
+                self.__dict__.update(fresh)
+            self._total_weight += added
+            self._count += int(X.shape[0])
 
     def result(self, *, normalize: bool = True) -> Updates:
         """The weighted mean (or, with ``normalize=False``, the weighted sum) of all updates, in
         the updates' dtype, framework and shapes."""
-        if self._sums is None:
-            raise ValueError("no update has been added yet")
-        scale = 1.0
-        if normalize:
-            if self._total_weight == 0.0:
-                raise ValueError("the total weight is zero; the weighted mean is undefined "
-                                 "(use result(normalize=False) for the sum)")
-            scale = 1.0 / self._total_weight
-        outs = [_cast(s * scale, self._dtype).reshape(shape)
-                for s, shape in zip(self._sums, self._shapes)]
+        with self._lock:
+            if self._sums is None:
+                raise ValueError("no update has been added yet")
+            scale = 1.0
+            if normalize:
+                if self._total_weight == 0.0:
+                    raise ValueError("the total weight is zero; the weighted mean is undefined "
+                                     "(use result(normalize=False) for the sum)")
+                scale = 1.0 / self._total_weight
+            outs = [_cast(s * scale, self._dtype).reshape(shape)
+                    for s, shape in zip(self._sums, self._shapes)]
         return outs if self._list_form else outs[0]
 
     def reset(self) -> None:
         """Zeroes the running sum, keeping the buffers for the next round."""
-        if self._flat is not None:
-            self._flat[...] = 0
-        self._total_weight = 0.0
-        self._count = 0
+        with self._lock:
+            if self._flat is not None:
+                self._flat[...] = 0
+            self._total_weight = 0.0
+            self._count = 0
 
 
 def _cast(a: Array, dtype: str) -> Array:
