@@ -141,37 +141,17 @@ void eg_step(py::handle G, py::handle g, py::handle ids, py::handle values,
   if (iv.ndim() != gv.ndim() || (gv.ndim() == 2 && iv.shape[0] != r.rows))
     throw py::value_error(gv.ndim() == 1 ? "ids must have shape [m] for G of shape [K]"
                                          : "ids must have shape [B, m] for G of shape [B, K]");
-  const int64_t m = iv.shape[iv.ndim() - 1];
-  auto* Gd = static_cast<double*>(gv.data);
-  const auto* id = static_cast<const int64_t*>(iv.data);
-  const auto* val = static_cast<const double*>(vv.data);
-
+  const SparseGradient sparse{static_cast<const int64_t*>(iv.data),
+                              static_cast<const double*>(vv.data), iv.shape[iv.ndim() - 1]};
   if (gv.device == Device::cpu) {
     for (int64_t b = 0; b < r.rows; ++b) {
       const std::string suffix = r.rows > 1 ? "[" + std::to_string(b) + "]" : "";
-      check_ids(id + b * m, m, r.cols, "ids" + suffix);
-      check_finite(val + b * m, m, "values" + suffix);
+      check_ids(sparse.ids + b * sparse.m, sparse.m, r.cols, "ids" + suffix);
+      check_finite(sparse.values + b * sparse.m, sparse.m, "values" + suffix);
     }
-    // Keep the old entries so that a failing softmax leaves G exactly as it was.
-    std::vector<double> old(static_cast<size_t>(r.rows * m));
-    for (int64_t b = 0; b < r.rows; ++b)
-      for (int64_t j = 0; j < m; ++j) old[b * m + j] = Gd[b * r.cols + id[b * m + j]];
-    for (int64_t b = 0; b < r.rows; ++b)
-      cpu::scatter_add(Gd + b * r.cols, id + b * m, val + b * m, m);
-    try {
-      run(a, gv, stream);
-    } catch (...) {
-      for (int64_t b = 0; b < r.rows; ++b)
-        for (int64_t j = 0; j < m; ++j) Gd[b * r.cols + id[b * m + j]] = old[b * m + j];
-      throw;
-    }
-    return;
   }
-  run_on_device(gv, stream, [] {}, [&](void* s) {  // CUDA only: the host case returned above
-    for (int64_t b = 0; b < r.rows; ++b)
-      throw_if_failed(cuda::scatter_add(Gd + b * r.cols, r.cols, id + b * m, val + b * m, m, s));
-  });
-  run(a, gv, stream);
+  run_on_device(gv, stream, [&] { throw_value_error_if_failed(cpu::eg_sparse_step(a, sparse)); },
+                [&](void* s) { throw_if_failed(cuda::eg_sparse_step(a, sparse, s)); });
 }
 
 void register_softmax(py::module_& m) {

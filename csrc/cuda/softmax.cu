@@ -171,21 +171,26 @@ Status softmax(const SoftmaxArgs& a, void* stream_ptr) {
 }
 
 namespace {
-__global__ void scatter_add_kernel(double* x, int64_t n, const int64_t* ids, const double* values,
-                                   int64_t m) {
-  const int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= m) return;
-  const int64_t i = ids[j];
-  if (i >= 0 && i < n) x[i] += values[j];
+// x[b, ids[b, j]] += values[b, j] over the [B, m] sparse gradient, one thread per entry.
+__global__ void scatter_add_kernel(double* x, int64_t cols, const int64_t* ids,
+                                   const double* values, int64_t m, int64_t n) {
+  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= n) return;
+  const int64_t i = ids[t];
+  if (i >= 0 && i < cols) x[(t / m) * cols + i] += values[t];
 }
 }  // namespace
 
-Status scatter_add(double* x, int64_t n, const int64_t* ids, const double* values, int64_t m,
-                   void* stream) {
-  if (m == 0) return Status::success();
-  const unsigned grid = unsigned((m + kThreads - 1) / kThreads);
-  scatter_add_kernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(x, n, ids, values, m);
-  return cuda_detail::check(cudaGetLastError(), "scatter_add kernel launch");
+Status eg_sparse_step(const SoftmaxArgs& a, const SparseGradient& g, void* stream) {
+  const int64_t n = a.rows * g.m;
+  if (n > 0) {
+    const unsigned grid = unsigned((n + kThreads - 1) / kThreads);
+    scatter_add_kernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        static_cast<double*>(a.x), a.cols, g.ids, g.values, g.m, n);
+    Status st = cuda_detail::check(cudaGetLastError(), "scatter_add kernel launch");
+    if (!st.ok) return st;
+  }
+  return softmax(a, stream);
 }
 
 }  // namespace cuda

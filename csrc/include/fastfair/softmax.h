@@ -51,17 +51,30 @@ inline int64_t softmax_workspace_len(int64_t rows, int64_t cols) {
   return 2 * rows * softmax_blocks(cols) + 2 * rows;
 }
 
+// The EG step with a sparse gradient, on a float64 state x with contiguous rows
+// (x_stride == cols, add == null):
+//
+//   per row b:   x[b, ids[b, j]] += values[b, j]   for j < m
+//   then softmax(args) of the updated state (lse, and out when given).
+//
+// ids and values are [B, m], C-contiguous. On the CPU the ids of a row are distinct and in
+// [0, cols) and the values finite (the caller validates them), and a softmax that fails restores
+// every entry the scatter changed: a call that fails leaves x exactly as it was. CUDA ids are not
+// inspected (that would synchronise): ids out of range are skipped, repeated ids race.
+struct SparseGradient {
+  const int64_t* ids;     // [B, m]
+  const double* values;   // [B, m]
+  int64_t m;
+};
+
 namespace cpu {
 Status softmax(const SoftmaxArgs& args);
-// x[ids[j]] += values[j] (float64 x, no duplicate ids; the caller validates).
-void scatter_add(double* x, const int64_t* ids, const double* values, int64_t m);
+Status eg_sparse_step(const SoftmaxArgs& args, const SparseGradient& g);
 }  // namespace cpu
 
 namespace cuda {
 Status softmax(const SoftmaxArgs& args, void* stream);
-// x[ids[j]] += values[j]; out-of-range ids are skipped (CUDA ids are not inspected).
-Status scatter_add(double* x, int64_t n, const int64_t* ids, const double* values, int64_t m,
-                   void* stream);
+Status eg_sparse_step(const SoftmaxArgs& args, const SparseGradient& g, void* stream);
 }  // namespace cuda
 
 }  // namespace fastfair
