@@ -1,6 +1,7 @@
 #include "array.h"
 
-#include <sstream>
+#include <algorithm>
+#include <cstdlib>
 #include <utility>
 
 #include "dlpack.h"
@@ -173,12 +174,25 @@ void set_float_dtype(ArrayView* v) {
   else v->is_float = false;
 }
 
+// An array without elements addresses nothing; exporters give its axes any strides (NumPy: 0).
+// Its strides become C-contiguous ones, so that layout checks judge it by its shape alone.
+void normalise_empty(ArrayView* v) {
+  if (v->numel() != 0) return;
+  int64_t expected = 1;
+  for (int k = v->ndim() - 1; k >= 0; --k) {
+    v->strides[k] = expected;
+    expected *= std::max<int64_t>(v->shape[k], 1);
+  }
+}
+
 }  // namespace
 
 ArrayView view(py::handle obj, const std::string& name, int64_t stream) {
   ArrayView v;
+  v.name = name;
   if (torch_view(obj, &v)) {
     set_float_dtype(&v);
+    normalise_empty(&v);
     return v;
   }
   bool cuda = false;
@@ -219,59 +233,131 @@ ArrayView view(py::handle obj, const std::string& name, int64_t stream) {
     expected *= t->shape[k];
   }
   v.data = static_cast<char*>(t->data) + t->byte_offset;
+  normalise_empty(&v);
   return v;
 }
 
-void require_float(const ArrayView& a, const std::string& name) {
+void require_float(const ArrayView& a) {
   if (!a.is_float)
-    throw py::value_error(name + " must be float32, float64, float16 or bfloat16; got " + a.dtype_str());
-}
-
-void require_writable(const ArrayView& a, const std::string& name) {
-  if (a.read_only) throw py::value_error(name + " is read-only; pass a writable array");
-}
-
-void require_same_device(const ArrayView& a, const std::string& name, const ArrayView& ref,
-                         const std::string& ref_name) {
-  if (a.device != ref.device || a.device_id != ref.device_id)
-    throw py::value_error(name + " is on " + a.device_str() + " but " + ref_name + " is on " +
-                          ref.device_str() + "; move them to one device");
-}
-
-void require_same_dtype(const ArrayView& a, const std::string& name, const ArrayView& ref,
-                        const std::string& ref_name) {
-  if (a.dlpack_code != ref.dlpack_code || a.dlpack_bits != ref.dlpack_bits)
-    throw py::value_error(name + " has dtype " + a.dtype_str() + " but " + ref_name + " has " +
-                          ref.dtype_str() + "; cast them to one dtype");
-}
-
-void require_dtype(const ArrayView& a, const std::string& name, DType t) {
-  if (!a.is_float || a.dtype != t)
-    throw py::value_error(name + " must have dtype " + std::string(dtype_name(t)) + "; got " +
+    throw py::value_error(a.name + " must be float32, float64, float16 or bfloat16; got " +
                           a.dtype_str());
 }
 
-void require_contiguous(const ArrayView& a, const std::string& name) {
-  if (!a.inner_contiguous(a.ndim()))
-    throw py::value_error(name + " must be C-contiguous; pass a contiguous copy "
-                          "(numpy.ascontiguousarray(" + name + ") or " + name + ".contiguous())");
+void require_writable(const ArrayView& a) {
+  if (a.read_only) throw py::value_error(a.name + " is read-only; pass a writable array");
 }
 
-void require_cuda_built(const ArrayView& a, const std::string& name) {
+void require_same_device(const ArrayView& a, const ArrayView& ref) {
+  if (a.device != ref.device || a.device_id != ref.device_id)
+    throw py::value_error(a.name + " is on " + a.device_str() + " but " + ref.name + " is on " +
+                          ref.device_str() + "; move them to one device");
+}
+
+void require_same_dtype(const ArrayView& a, const ArrayView& ref) {
+  if (a.dlpack_code != ref.dlpack_code || a.dlpack_bits != ref.dlpack_bits)
+    throw py::value_error(a.name + " has dtype " + a.dtype_str() + " but " + ref.name + " has " +
+                          ref.dtype_str() + "; cast them to one dtype");
+}
+
+void require_contiguous(const ArrayView& a) {
+  if (!a.inner_contiguous(a.ndim()))
+    throw py::value_error(a.name + " must be C-contiguous; pass a contiguous copy "
+                          "(numpy.ascontiguousarray(" + a.name + ") or " + a.name +
+                          ".contiguous())");
+}
+
+void require_cuda_built(const ArrayView& a) {
 #ifndef FASTFAIR_WITH_CUDA
   if (a.device == Device::cuda)
-    throw std::runtime_error("fastfair was built without CUDA, but " + name + " is on " +
+    throw std::runtime_error("fastfair was built without CUDA, but " + a.name + " is on " +
                              a.device_str() + "; rebuild with FASTFAIR_CUDA=ON or pass CPU arrays");
 #else
   if (a.device != Device::cuda) return;
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     cudaGetLastError();
-    throw std::runtime_error(name + " is on " + a.device_str() +
+    throw std::runtime_error(a.name + " is on " + a.device_str() +
                              ", but no CUDA device is usable by fastfair in this process");
   }
 #endif
 }
+
+namespace {
+
+unsigned elem_of(const ArrayView& a) {
+  const int code = a.dlpack_code, bits = a.dlpack_bits;
+  if (code == kDLFloat) return bits == 32 ? kF32 : bits == 64 ? kF64 : bits == 16 ? kF16 : 0u;
+  if (code == kDLBfloat) return bits == 16 ? kBF16 : 0u;
+  if (code == kDLBool) return bits == 8 ? kBool : 0u;
+  if (code == kDLUInt) return bits == 8 ? kU8 : bits == 64 ? kU64 : 0u;
+  if (code == kDLInt) return bits == 64 ? kI64 : 0u;
+  return 0u;
+}
+
+// "float32 or float64", "bool or uint8", ...
+std::string elem_names(unsigned set) {
+  static const char* names[] = {"float32", "float64", "float16", "bfloat16",
+                                "bool",    "uint8",   "uint64",  "int64"};
+  std::vector<std::string> parts;
+  for (int k = 0; k < 8; ++k)
+    if (set & (1u << k)) parts.push_back(names[k]);
+  std::string s;
+  for (size_t k = 0; k < parts.size(); ++k)
+    s += (k == 0 ? "" : k + 1 == parts.size() ? " or " : ", ") + parts[k];
+  return s;
+}
+
+std::string dims_str(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t k = 0; k < dims.size(); ++k)
+    s += (k ? ", " : "") + (dims[k] < 0 ? std::string("*") : std::to_string(dims[k]));
+  return s + "]";
+}
+
+}  // namespace
+
+void Spec::check(const ArrayView& v) const {
+  if (!cpu_only_.empty() && v.device != Device::cpu)
+    throw py::value_error(v.name + " is on " + v.device_str() + ": " + cpu_only_);
+  if (device_of_ != nullptr)
+    require_same_device(v, *device_of_);
+  else
+    require_cuda_built(v);
+  if (dtypes_ != 0 && (elem_of(v) & dtypes_) == 0) {
+    const bool floats = (dtypes_ & ~kAnyFloat) == 0 && (dtypes_ & (dtypes_ - 1)) != 0;
+    throw py::value_error(v.name + (floats ? " must be " : " must have dtype ") +
+                          elem_names(dtypes_) + "; got " + v.dtype_str());
+  }
+  if (has_shape_) {
+    bool ok = v.ndim() == static_cast<int>(dims_.size());
+    bool known = true;
+    for (size_t k = 0; k < dims_.size(); ++k) {
+      known = known && dims_[k] >= 0;
+      ok = ok && (dims_[k] < 0 || v.shape[k] == dims_[k]);
+    }
+    if (!ok) {
+      const std::string want = symbols_.empty() ? dims_str(dims_)
+                               : known          ? symbols_ + " = " + dims_str(dims_)
+                                                : symbols_;
+      throw py::value_error(v.name + " must have shape " + want + "; got " + dims_str(v.shape));
+    }
+  }
+  if (contiguous_axes_ < 0 || contiguous_axes_ >= v.ndim()) {
+    require_contiguous(v);
+  } else if (!v.inner_contiguous(contiguous_axes_)) {
+    throw py::value_error(v.name + " must be contiguous within each row (only the leading axis "
+                          "may be strided); pass numpy.ascontiguousarray(" + v.name + ") or " +
+                          v.name + ".contiguous()");
+  }
+  if (writable_) require_writable(v);
+}
+
+ArrayView typed(py::handle obj, const std::string& name, const Spec& spec, int64_t stream) {
+  ArrayView v = view(obj, name, stream);
+  spec.check(v);
+  return v;
+}
+
 
 DeviceGuard::DeviceGuard(const ArrayView& a) {
 #ifdef FASTFAIR_WITH_CUDA

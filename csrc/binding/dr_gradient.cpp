@@ -15,26 +15,12 @@ DrVariant parse_variant(const std::string& v) {
   throw py::value_error("variant must be 'paper' or 'reference_code'; got '" + v + "'");
 }
 
-ArrayView f64_vector(py::handle obj, const std::string& name, const ArrayView& ref,
-                     const std::string& ref_name, int64_t n, int64_t stream, bool writable) {
-  ArrayView v = view(obj, name, stream);
-  require_same_device(v, name, ref, ref_name);
-  require_dtype(v, name, DType::f64);
-  if (v.numel() > 0) require_contiguous(v, name);  // empty exports may carry any strides
-  if (writable) require_writable(v, name);
-  if (v.ndim() != 1 || v.shape[0] != n)
-    throw py::value_error(name + " must have shape [" + std::to_string(n) + "]");
-  return v;
-}
-
 // The per-client float64 vector [K] (K >= 1) a round reads or updates: p, or the lazy state D.
 ArrayView client_vector(py::handle obj, const std::string& name, int64_t stream, bool writable) {
-  ArrayView v = view(obj, name, stream);
-  require_cuda_built(v, name);
-  require_dtype(v, name, DType::f64);
-  require_contiguous(v, name);
-  if (writable) require_writable(v, name);
-  if (v.ndim() != 1 || v.shape[0] == 0) throw py::value_error(name + " must have shape [K], K >= 1");
+  Spec spec = Spec().dtype(kF64).shape({-1}, "[K]");
+  if (writable) spec.writable();
+  ArrayView v = typed(obj, name, spec, stream);
+  if (v.shape[0] == 0) throw py::value_error(name + " must have shape [K], K >= 1");
   return v;
 }
 
@@ -50,18 +36,15 @@ struct Sample {
   int64_t m;
 };
 
-Sample sample_of(py::handle ids, py::handle responses, const ArrayView& ref,
-                 const std::string& ref_name, int64_t K, int64_t stream) {
+Sample sample_of(py::handle ids, py::handle responses, const ArrayView& ref, int64_t K,
+                 int64_t stream) {
   Sample s;
-  s.ids = view(ids, "ids", stream);
-  require_same_device(s.ids, "ids", ref, ref_name);
-  require_int64(s.ids, "ids");
-  if (s.ids.ndim() != 1) throw py::value_error("ids must have shape [m]");
+  s.ids = typed(ids, "ids", Spec().on(ref).dtype(kI64).shape({-1}, "[m]"), stream);
   s.m = s.ids.shape[0];
-  s.responses = f64_vector(responses, "responses", ref, ref_name, s.m, stream, false);
+  s.responses = typed(responses, "responses", Spec().on(ref).dtype(kF64).shape({s.m}), stream);
   if (s.ids.device == Device::cpu) {
-    check_ids(static_cast<const int64_t*>(s.ids.data), s.m, K, "ids");
-    check_finite(static_cast<const double*>(s.responses.data), s.m, "responses");
+    check_ids(s.ids.as<const int64_t>(), s.m, K, "ids");
+    check_finite(s.responses.as<const double>(), s.m, "responses");
   }
   return s;
 }
@@ -73,25 +56,23 @@ void dr_gradient(py::handle responses, py::handle ids, py::handle p, double samp
   check_round(sample_prob);
   ArrayView pv = client_vector(p, "p", stream, false);
   const int64_t K = pv.shape[0];
-  const Sample sample = sample_of(ids, responses, pv, "p", K, stream);
+  const Sample sample = sample_of(ids, responses, pv, K, stream);
   const int64_t m = sample.m;
   if (m == 0) throw py::value_error("ids is empty: the DR estimate needs at least one sampled client");
-  ArrayView gv = f64_vector(grad, "out", pv, "p", K, stream, true);
-  DrDenseArgs a{K, m, static_cast<const int64_t*>(sample.ids.data),
-                static_cast<const double*>(sample.responses.data),
-                static_cast<const double*>(pv.data), sample_prob, var,
-                static_cast<double*>(gv.data), nullptr, nullptr};
+  const Spec out_spec = Spec().on(pv).dtype(kF64).shape({K}).writable();
+  ArrayView gv = typed(grad, "out", out_spec, stream);
+  DrDenseArgs a{K, m, sample.ids.as<const int64_t>(), sample.responses.as<const double>(),
+                pv.as<const double>(), sample_prob, var, gv.as<double>(), nullptr, nullptr};
   ArrayView ev, wv;
   if (!estimate.is_none()) {
-    ev = f64_vector(estimate, "estimate", pv, "p", K, stream, true);
-    a.estimate = static_cast<double*>(ev.data);
+    ev = typed(estimate, "estimate", out_spec, stream);
+    a.estimate = ev.as<double>();
   }
   if (pv.device == Device::cuda) {
-    wv = view(workspace, "workspace", stream);
-    require_dtype(wv, "workspace", DType::f64);
+    wv = typed(workspace, "workspace", Spec().on(pv).dtype(kF64).writable(), stream);
     if (wv.numel() < dr_dense_workspace_len(K))
       throw py::value_error("workspace is too small; allocate dr_dense_workspace_len(K) doubles");
-    a.workspace = static_cast<double*>(wv.data);
+    a.workspace = wv.as<double>();
   }
   run_on_device(pv, stream, [&] { throw_value_error_if_failed(cpu::dr_gradient(a)); },
                 [&](void* s) { throw_if_failed(cuda::dr_gradient(a, s)); });
@@ -108,13 +89,11 @@ void dr_lazy_step(py::handle state, py::handle ids, py::handle responses, double
                           std::to_string(prior_mass));
   ArrayView sv = client_vector(state, "state", stream, true);
   const int64_t K = sv.shape[0];
-  const Sample sample = sample_of(ids, responses, sv, "state", K, stream);
+  const Sample sample = sample_of(ids, responses, sv, K, stream);
   const int64_t m = sample.m;
-  ArrayView wv = f64_vector(weights, "out", sv, "state", m, stream, true);
-  DrLazyArgs a{K, m, static_cast<const int64_t*>(sample.ids.data),
-               static_cast<const double*>(sample.responses.data),
-               sample_prob, eta, prior_mass, var, static_cast<double*>(sv.data),
-               static_cast<double*>(wv.data)};
+  ArrayView wv = typed(weights, "out", Spec().on(sv).dtype(kF64).shape({m}).writable(), stream);
+  DrLazyArgs a{K, m, sample.ids.as<const int64_t>(), sample.responses.as<const double>(),
+               sample_prob, eta, prior_mass, var, sv.as<double>(), wv.as<double>()};
   run_on_device(sv, stream, [&] { throw_value_error_if_failed(cpu::dr_lazy_step(a)); },
                 [&](void* s) { throw_if_failed(cuda::dr_lazy_step(a, s)); });
 }

@@ -3,15 +3,7 @@
 #include <cmath>
 #include <vector>
 
-#include "dlpack.h"
-
 namespace fastfair::binding {
-
-void require_int64(const ArrayView& a, const std::string& name) {
-  if (a.dlpack_code != kDLInt || a.dlpack_bits != 64)
-    throw py::value_error(name + " must have dtype int64; got " + a.dtype_str());
-  if (a.numel() > 0) require_contiguous(a, name);  // empty exports may carry any strides
-}
 
 void check_ids(const int64_t* ids, int64_t m, int64_t num_clients, const std::string& name) {
   int64_t cap = 16;

@@ -8,9 +8,6 @@
 
 namespace fastfair::binding {
 
-// ids must be int64 and C-contiguous.
-void require_int64(const ArrayView& a, const std::string& name);
-
 // CPU ids: every id in [0, num_clients) and no id twice (expected O(m), hash set). Raises
 // ValueError naming `name`, the id and its position(s).
 void check_ids(const int64_t* ids, int64_t m, int64_t num_clients, const std::string& name);

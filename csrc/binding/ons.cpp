@@ -9,28 +9,9 @@
 namespace fastfair::binding {
 namespace {
 
-// A float64, C-contiguous array of exactly `shape`.
-ArrayView f64(py::handle obj, const std::string& name, const std::vector<int64_t>& shape,
-              bool writable, int64_t stream = -1) {
-  ArrayView v = view(obj, name, stream);
-  require_dtype(v, name, DType::f64);
-  require_cuda_built(v, name);
-  if (v.shape != shape) {
-    std::string want = "[";
-    for (size_t k = 0; k < shape.size(); ++k) want += (k ? ", " : "") + std::to_string(shape[k]);
-    throw py::value_error(name + " must have shape " + want + "]");
-  }
-  require_contiguous(v, name);
-  if (writable) require_writable(v, name);
-  return v;
-}
-
-ArrayView host_f64(py::handle obj, const std::string& name, const std::vector<int64_t>& shape,
-                   bool writable) {
-  ArrayView v = f64(obj, name, shape, writable);
-  if (v.device != Device::cpu)
-    throw py::value_error(name + " must be a CPU array for this solver; got " + v.device_str());
-  return v;
+// A float64 host array of `shape` (the active-set solver and the ONS round run on the CPU).
+Spec host_f64(std::vector<int64_t> shape) {
+  return Spec().cpu("this solver runs on the CPU; pass CPU arrays").dtype(kF64).shape(shape);
 }
 
 py::dict info_dict(const QpInfo& info) {
@@ -53,24 +34,15 @@ int64_t square_size(py::handle H) {
 
 py::dict simplex_qp(py::handle H, py::handle b, py::object warm, py::handle p, int64_t max_iter) {
   const int64_t K = square_size(H);
-  ArrayView hv = host_f64(H, "H", {K, K}, false);
-  ArrayView bv = host_f64(b, "b", {K}, false);
-  ArrayView pv = host_f64(p, "out", {K}, true);
+  const ArrayView hv = typed(H, "H", host_f64({K, K}));
+  const ArrayView bv = typed(b, "b", host_f64({K}));
+  const ArrayView pv = typed(p, "out", host_f64({K}).writable());
   ArrayView wv;
-  const double* warm_ptr = nullptr;
-  if (!warm.is_none()) {
-    wv = host_f64(warm, "warm_start", {K}, false);
-    warm_ptr = static_cast<const double*>(wv.data);
-  }
-  SimplexQpArgs args{static_cast<const double*>(hv.data), static_cast<const double*>(bv.data), K,
-                     warm_ptr, max_iter, static_cast<double*>(pv.data)};
+  if (!warm.is_none()) wv = typed(warm, "warm_start", host_f64({K}));
+  SimplexQpArgs args{hv.as<const double>(), bv.as<const double>(), K,
+                     wv.as<const double>(), max_iter, pv.as<double>()};
   QpInfo info;
-  Status st;
-  {
-    py::gil_scoped_release release;
-    st = cpu::simplex_qp(args, &info);
-  }
-  throw_if_failed(st);
+  throw_if_failed(released([&] { return cpu::simplex_qp(args, &info); }));
   return info_dict(info);
 }
 
@@ -81,27 +53,17 @@ void simplex_qp_batched(py::handle H, py::handle b, py::handle p, py::handle kkt
   if (hv0.ndim() != 3 || hv0.shape[1] != hv0.shape[2] || hv0.shape[1] < 1)
     throw py::value_error("H must have shape [B, K, K] with K >= 1");
   const int64_t B = hv0.shape[0], K = hv0.shape[1];
-  ArrayView hv = f64(H, "H", {B, K, K}, false, stream);
-  ArrayView bv = f64(b, "b", {B, K}, false, stream);
-  ArrayView pv = f64(p, "out", {B, K}, true, stream);
-  ArrayView kv = f64(kkt, "kkt", {B}, true, stream);
-  require_same_device(bv, "b", hv, "H");
-  require_same_device(pv, "out", hv, "H");
-  require_same_device(kv, "kkt", hv, "H");
-  ArrayView iv = view(iterations, "iterations", stream), sv = view(support, "support", stream);
-  for (ArrayView* v : {&iv, &sv}) {
-    const std::string name = v == &iv ? "iterations" : "support";
-    if (v->dlpack_code != 0 || v->dlpack_bits != 64 || v->shape != std::vector<int64_t>{B})
-      throw py::value_error(name + " must be an int64 array of shape [" + std::to_string(B) + "]");
-    require_same_device(*v, name, hv, "H");
-    require_contiguous(*v, name);
-    require_writable(*v, name);
-  }
+  const ArrayView hv = typed(H, "H", Spec().dtype(kF64).shape({B, K, K}), stream);
+  const ArrayView bv = typed(b, "b", Spec().on(hv).dtype(kF64).shape({B, K}), stream);
+  const ArrayView pv = typed(p, "out", Spec().on(hv).dtype(kF64).shape({B, K}).writable(), stream);
+  const ArrayView kv = typed(kkt, "kkt", Spec().on(hv).dtype(kF64).shape({B}).writable(), stream);
+  const Spec counts = Spec().on(hv).dtype(kI64).shape({B}).writable();
+  const ArrayView iv = typed(iterations, "iterations", counts, stream);
+  const ArrayView sv = typed(support, "support", counts, stream);
   if (method != 0 && method != 1) throw py::value_error("method must be 0 or 1");
-  SimplexQpBatchArgs args{static_cast<const double*>(hv.data), static_cast<const double*>(bv.data),
-                          B, K, method, max_iter, tol, static_cast<double*>(pv.data),
-                          static_cast<double*>(kv.data), static_cast<int64_t*>(iv.data),
-                          static_cast<int64_t*>(sv.data)};
+  SimplexQpBatchArgs args{hv.as<const double>(), bv.as<const double>(), B, K, method, max_iter,
+                          tol, pv.as<double>(), kv.as<double>(), iv.as<int64_t>(),
+                          sv.as<int64_t>()};
   if (B == 0) return;
   run_on_device(hv, stream, [&] { throw_if_failed(cpu::simplex_qp_batched(args)); },
                 [&](void* s) {
@@ -120,44 +82,38 @@ struct OnsState {
 OnsState ons_state(py::handle H, py::handle Hinv, py::handle pending_u, py::handle pending_c,
                    py::handle pending_g, py::handle b, py::handle p) {
   const int64_t K = square_size(H);
-  return OnsState{K, host_f64(H, "H", {K, K}, true), host_f64(Hinv, "Hinv", {K, K}, true),
-                  host_f64(pending_u, "pending_u", {K}, true),
-                  host_f64(pending_c, "pending_c", {1}, true),
-                  host_f64(pending_g, "pending_g", {K}, true), host_f64(b, "b", {K}, true),
-                  host_f64(p, "p", {K}, true)};
+  return OnsState{K, typed(H, "H", host_f64({K, K}).writable()),
+                  typed(Hinv, "Hinv", host_f64({K, K}).writable()),
+                  typed(pending_u, "pending_u", host_f64({K}).writable()),
+                  typed(pending_c, "pending_c", host_f64({1}).writable()),
+                  typed(pending_g, "pending_g", host_f64({K}).writable()),
+                  typed(b, "b", host_f64({K}).writable()), typed(p, "p", host_f64({K}).writable())};
 }
-
-double* f64_data(const ArrayView& v) { return static_cast<double*>(v.data); }
 
 py::dict ons_step(py::handle H, py::handle Hinv, py::handle pending_u, py::handle pending_c,
                   py::handle pending_g, py::handle b, py::handle p, py::handle g, double beta,
                   bool paper, double tol, int64_t max_iter) {
   const OnsState s = ons_state(H, Hinv, pending_u, pending_c, pending_g, b, p);
-  ArrayView gv = host_f64(g, "g", {s.K}, false);
-  OnsStepArgs args{s.K, f64_data(s.H), f64_data(s.Hinv), f64_data(s.pending_u),
-                   f64_data(s.pending_c), f64_data(s.pending_g), f64_data(s.b), f64_data(s.p),
-                   static_cast<const double*>(gv.data), beta, paper, tol, max_iter};
+  const ArrayView gv = typed(g, "g", host_f64({s.K}));
+  OnsStepArgs args{s.K, s.H.as<double>(), s.Hinv.as<double>(), s.pending_u.as<double>(),
+                   s.pending_c.as<double>(), s.pending_g.as<double>(), s.b.as<double>(),
+                   s.p.as<double>(), gv.as<const double>(), beta, paper, tol, max_iter};
   QpInfo info;
-  Status st;
-  {
-    py::gil_scoped_release release;
-    st = cpu::ons_step(args, &info);
-  }
-  throw_value_error_if_failed(st);
+  throw_value_error_if_failed(released([&] { return cpu::ons_step(args, &info); }));
   return info_dict(info);
 }
 
 void ons_settle(py::handle H, py::handle Hinv, py::handle pending_u, py::handle pending_c,
                 py::handle pending_g, double beta) {
   const int64_t K = square_size(H);
-  ArrayView hv = host_f64(H, "H", {K, K}, true), iv = host_f64(Hinv, "Hinv", {K, K}, true);
-  ArrayView uv = host_f64(pending_u, "pending_u", {K}, false);
-  ArrayView cv = host_f64(pending_c, "pending_c", {1}, true);
-  ArrayView gv = host_f64(pending_g, "pending_g", {K}, true);
-  OnsSettleArgs args{K, f64_data(hv), f64_data(iv), static_cast<const double*>(uv.data),
-                     f64_data(cv), f64_data(gv), beta};
-  py::gil_scoped_release release;
-  throw_if_failed(cpu::ons_settle(args));
+  const ArrayView hv = typed(H, "H", host_f64({K, K}).writable());
+  const ArrayView iv = typed(Hinv, "Hinv", host_f64({K, K}).writable());
+  const ArrayView uv = typed(pending_u, "pending_u", host_f64({K}));
+  const ArrayView cv = typed(pending_c, "pending_c", host_f64({1}).writable());
+  const ArrayView gv = typed(pending_g, "pending_g", host_f64({K}).writable());
+  OnsSettleArgs args{K, hv.as<double>(), iv.as<double>(), uv.as<const double>(), cv.as<double>(),
+                     gv.as<double>(), beta};
+  throw_if_failed(released([&] { return cpu::ons_settle(args); }));
 }
 
 void register_ons(py::module_& m) {

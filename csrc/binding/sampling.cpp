@@ -1,8 +1,6 @@
 // Binding of O(m) client sampling and Bernoulli availability.
 #include "array.h"
-#include "dlpack.h"
 #include "fastfair/sampling.h"
-#include "ids.h"
 #include "registry.h"
 
 namespace fastfair::binding {
@@ -20,13 +18,8 @@ void sample_clients(int64_t num_clients, int64_t m, uint64_t seed, int64_t round
   if (m < 0 || m > num_clients)
     throw py::value_error("m must be in [0, num_clients] = [0, " + std::to_string(num_clients) +
                           "] (sampling without replacement); got " + std::to_string(m));
-  ArrayView iv = view(ids, "out", stream);
-  require_cuda_built(iv, "out");
-  require_int64(iv, "out");
-  require_writable(iv, "out");
-  if (iv.ndim() != 1 || iv.numel() != m)
-    throw py::value_error("out must have shape [m] = [" + std::to_string(m) + "]");
-  auto* out = static_cast<int64_t*>(iv.data);
+  const ArrayView iv = typed(ids, "out", Spec().dtype(kI64).shape({m}, "[m]").writable(), stream);
+  auto* out = iv.as<int64_t>();
   run_on_device(
       iv, stream,
       [&] { throw_if_failed(cpu::sample_clients(num_clients, m, seed, uint32_t(round), out)); },
@@ -39,25 +32,14 @@ void sample_clients(int64_t num_clients, int64_t m, uint64_t seed, int64_t round
 void availability(py::handle prob, double prob_scalar, uint64_t seed, int64_t round,
                   py::handle mask, int64_t stream) {
   check_seed_round(round);
-  ArrayView mv = view(mask, "out", stream);
-  require_cuda_built(mv, "out");
-  if (!((mv.dlpack_code == kDLBool || mv.dlpack_code == kDLUInt) && mv.dlpack_bits == 8))
-    throw py::value_error("out must have dtype bool or uint8; got " + mv.dtype_str());
-  require_contiguous(mv, "out");
-  require_writable(mv, "out");
-  if (mv.ndim() != 1) throw py::value_error("out must have shape [K]");
+  const ArrayView mv = typed(mask, "out", Spec().dtype(kByte).shape({-1}, "[K]").writable(),
+                             stream);
   const int64_t K = mv.shape[0];
   AvailabilityArgs a{K, nullptr, DType::f64, prob_scalar, seed, uint32_t(round),
-                     static_cast<uint8_t*>(mv.data)};
+                     mv.as<uint8_t>()};
   ArrayView pv;
   if (!prob.is_none()) {
-    pv = view(prob, "prob", stream);
-    require_same_device(pv, "prob", mv, "out");
-    if (!pv.is_float || (pv.dtype != DType::f32 && pv.dtype != DType::f64))
-      throw py::value_error("prob must be float32 or float64; got " + pv.dtype_str());
-    require_contiguous(pv, "prob");
-    if (pv.ndim() != 1 || pv.shape[0] != K)
-      throw py::value_error("prob must have shape [K] = [" + std::to_string(K) + "]");
+    pv = typed(prob, "prob", Spec().on(mv).dtype(kF32or64).shape({K}, "[K]"), stream);
     a.prob = pv.data;
     a.prob_dtype = pv.dtype;
   } else if (!(prob_scalar >= 0.0 && prob_scalar <= 1.0)) {

@@ -11,34 +11,23 @@
 namespace fastfair::binding {
 namespace {
 
-// x, grad, out: C-contiguous float32/float64 arrays of one shape [N, ...] on one device.
-void check_state(const ArrayView& v, const std::string& name) {
-  if (!v.is_float || (v.dtype != DType::f32 && v.dtype != DType::f64))
-    throw py::value_error(name + " must be float32 or float64; got " + v.dtype_str());
-  require_contiguous(v, name);
+// x, grad, out (and G's clients): C-contiguous float32/float64 arrays of one shape [N, ...] on
+// one device.
+const Spec kState = Spec().dtype(kF32or64);
+
+// `v` must be an array of x's device, dtype and shape.
+void check_like(const ArrayView& v, const ArrayView& x) {
+  require_same_device(v, x);
+  require_same_dtype(v, x);
+  kState.check(v);
+  if (v.shape != x.shape) throw py::value_error(v.name + " must have the shape of " + x.name);
 }
 
-void check_like(const ArrayView& v, const std::string& name, const ArrayView& x,
-                const std::string& x_name) {
-  require_same_device(v, name, x, x_name);
-  require_same_dtype(v, name, x, x_name);
-  check_state(v, name);
-  if (v.shape != x.shape) throw py::value_error(name + " must have the shape of " + x_name);
-}
-
-// Optional per-sample vector: [N] float64 contiguous on x's device.
-const double* per_sample(py::handle obj, const std::string& name, const ArrayView& x, int64_t n,
-                         int64_t stream, std::vector<ArrayView>& keep) {
-  if (obj.is_none()) return nullptr;
-  keep.push_back(view(obj, name, stream));
-  const ArrayView& v = keep.back();
-  require_same_device(v, name, x, "x");
-  require_dtype(v, name, DType::f64);
-  require_contiguous(v, name);
-  if (v.ndim() != 1 || v.shape[0] != n)
-    throw py::value_error(name + " must be one number or have shape [N] = [" + std::to_string(n) +
-                          "]");
-  return static_cast<const double*>(v.data);
+// Optional per-sample vector: [N] float64 contiguous on x's device (an empty view for None).
+ArrayView per_sample(py::handle obj, const std::string& name, const ArrayView& x, int64_t n,
+                     int64_t stream) {
+  if (obj.is_none()) return ArrayView();
+  return typed(obj, name, Spec().on(x).dtype(kF64).shape({n}, "[N]"), stream);
 }
 
 LangevinArgs langevin(double step, double noise, double grad_clip, double lo, double hi,
@@ -59,20 +48,19 @@ LangevinArgs langevin(double step, double noise, double grad_clip, double lo, do
 void sgld_step(py::handle x, py::handle grad, py::handle out, double step, py::handle step_vec,
                double noise, py::handle noise_vec, double grad_clip, double lo, double hi,
                uint64_t seed, uint64_t offset, int64_t stream, const std::string& out_name) {
-  ArrayView xv = view(x, "x", stream);
-  require_cuda_built(xv, "x");
-  check_state(xv, "x");
+  const ArrayView xv = typed(x, "x", kState, stream);
   if (xv.ndim() < 1) throw py::value_error("x must have shape [N, ...]; got a 0-d array");
-  ArrayView gv = view(grad, "grad", stream), ov = view(out, out_name, stream);
-  check_like(gv, "grad", xv, "x");
-  check_like(ov, out_name, xv, "x");
-  require_writable(ov, out_name);
+  const ArrayView gv = view(grad, "grad", stream), ov = view(out, out_name, stream);
+  check_like(gv, xv);
+  check_like(ov, xv);
+  require_writable(ov);
   const int64_t n = xv.shape[0], total = xv.numel();
-  std::vector<ArrayView> keep;
   SgldArgs a{xv.dtype, n, n ? total / n : 0, xv.data, gv.data, ov.data,
              langevin(step, noise, grad_clip, lo, hi, seed, offset)};
-  a.u.step_vec = per_sample(step_vec, "step", xv, n, stream, keep);
-  a.u.noise_vec = per_sample(noise_vec, "noise_std", xv, n, stream, keep);
+  const ArrayView sv = per_sample(step_vec, "step", xv, n, stream);
+  const ArrayView nv = per_sample(noise_vec, "noise_std", xv, n, stream);
+  a.u.step_vec = sv.as<const double>();
+  a.u.noise_vec = nv.as<const double>();
   if (total == 0) return;
   run_on_device(xv, stream, [&] { throw_value_error_if_failed(cpu::sgld_step(a)); },
                 [&](void* s) { throw_if_failed(cuda::sgld_step(a, s)); });
@@ -82,40 +70,31 @@ void fedevg_server_step(py::handle x, py::handle G, py::handle e, py::handle w, 
                         double step, py::handle step_vec, double noise, py::handle noise_vec,
                         double grad_clip, double lo, double hi, uint64_t seed, uint64_t offset,
                         int64_t stream, const std::string& out_name) {
-  ArrayView xv = view(x, "x", stream);
-  require_cuda_built(xv, "x");
-  check_state(xv, "x");
+  const ArrayView xv = typed(x, "x", kState, stream);
   if (xv.ndim() < 1) throw py::value_error("x must have shape [M, ...]; got a 0-d array");
-  ArrayView Gv = view(G, "G", stream), ev = view(e, "e", stream), wv = view(w, "w", stream);
-  ArrayView ov = view(out, out_name, stream);
-  check_like(ov, out_name, xv, "x");
-  require_writable(ov, out_name);
-  require_same_device(Gv, "G", xv, "x");
-  require_same_dtype(Gv, "G", xv, "x");
-  check_state(Gv, "G");
+  const ArrayView ov = view(out, out_name, stream);
+  check_like(ov, xv);
+  require_writable(ov);
+  const ArrayView Gv = view(G, "G", stream);
+  require_same_device(Gv, xv);
+  require_same_dtype(Gv, xv);
+  kState.check(Gv);
   if (Gv.ndim() != xv.ndim() + 1 ||
       !std::equal(xv.shape.begin(), xv.shape.end(), Gv.shape.begin() + 1))
     throw py::value_error("G must have shape [m, *x.shape]: one energy gradient per client and "
                           "synthetic sample");
   const int64_t m = Gv.shape[0], M = xv.shape[0];
   if (m < 1) throw py::value_error("G must hold at least one client (m >= 1)");
-  for (auto [v, name] : {std::pair<const ArrayView*, const char*>{&ev, "e"}, {&wv, "w"}}) {
-    require_same_device(*v, name, xv, "x");
-    require_dtype(*v, name, DType::f64);
-    require_contiguous(*v, name);
-  }
-  if (ev.ndim() != 2 || ev.shape[0] != m || ev.shape[1] != M)
-    throw py::value_error("e must have shape [m, M] = [" + std::to_string(m) + ", " +
-                          std::to_string(M) + "]");
-  if (wv.ndim() != 1 || wv.shape[0] != m)
-    throw py::value_error("w must have shape [m] = [" + std::to_string(m) + "]");
-  std::vector<ArrayView> keep;
+  const ArrayView ev = typed(e, "e", Spec().on(xv).dtype(kF64).shape({m, M}, "[m, M]"), stream);
+  const ArrayView wv = typed(w, "w", Spec().on(xv).dtype(kF64).shape({m}, "[m]"), stream);
   const int64_t total = xv.numel();
-  FedEvgServerArgs a{xv.dtype, m, M, M ? total / M : 0, xv.data, Gv.data,
-                     static_cast<const double*>(ev.data), static_cast<const double*>(wv.data),
-                     ov.data, langevin(step, noise, grad_clip, lo, hi, seed, offset)};
-  a.u.step_vec = per_sample(step_vec, "step", xv, M, stream, keep);
-  a.u.noise_vec = per_sample(noise_vec, "noise_std", xv, M, stream, keep);
+  FedEvgServerArgs a{xv.dtype, m, M, M ? total / M : 0, xv.data, Gv.data, ev.as<const double>(),
+                     wv.as<const double>(), ov.data,
+                     langevin(step, noise, grad_clip, lo, hi, seed, offset)};
+  const ArrayView sv = per_sample(step_vec, "step", xv, M, stream);
+  const ArrayView nv = per_sample(noise_vec, "noise_std", xv, M, stream);
+  a.u.step_vec = sv.as<const double>();
+  a.u.noise_vec = nv.as<const double>();
   if (total == 0) return;
   run_on_device(xv, stream, [&] { throw_value_error_if_failed(cpu::fedevg_server_step(a)); },
                 [&](void* s) { throw_if_failed(cuda::fedevg_server_step(a, s)); });

@@ -8,23 +8,15 @@ namespace {
 
 void project_simplex(py::handle v, py::handle out, int64_t stream) {
   ArrayView vv = view(v, "v", stream);
-  require_cuda_built(vv, "v");
-  if (!vv.is_float || (vv.dtype != DType::f32 && vv.dtype != DType::f64))
-    throw py::value_error("v must be float32 or float64; got " + vv.dtype_str());
   if (vv.ndim() != 1 && vv.ndim() != 2)
     throw py::value_error("v must have shape [K] or [B, K]; got " + std::to_string(vv.ndim()) +
                           " axes");
+  Spec().dtype(kF32or64).rows(1).check(vv);
   const int64_t rows = vv.ndim() == 2 ? vv.shape[0] : 1;
   const int64_t cols = vv.shape[vv.ndim() - 1];
   if (cols == 0) throw py::value_error("v has no entries: the simplex needs K >= 1");
-  if (cols > 1 && vv.strides[vv.ndim() - 1] != 1)
-    throw py::value_error("v must be contiguous within each row; pass numpy.ascontiguousarray(v) "
-                          "or v.contiguous()");
-  ArrayView ov = view(out, "out", stream);
-  require_same_device(ov, "out", vv, "v");
-  require_same_dtype(ov, "out", vv, "v");
-  require_contiguous(ov, "out");
-  require_writable(ov, "out");
+  ArrayView ov = typed(out, "out", Spec().on(vv).writable(), stream);
+  require_same_dtype(ov, vv);
   if (ov.shape != vv.shape) throw py::value_error("out must have the shape of v");
   SimplexArgs a{vv.dtype, rows, cols, vv.data, vv.ndim() == 2 ? vv.strides[0] : cols, ov.data};
   if (rows == 0) return;

@@ -45,35 +45,26 @@ AverageMode parse_mode(const std::string& mode) {
   throw py::value_error("mode must be 'write', 'accumulate' or 'server_step'; got '" + mode + "'");
 }
 
-// Checks an output segment against its input segment `ref` and the mode.
-void check_output(const ArrayView& out, const std::string& name, const ArrayView& ref,
-                  const std::string& ref_name, int64_t numel, AverageMode mode) {
-  require_same_device(out, name, ref, ref_name);
-  require_writable(out, name);
-  require_contiguous(out, name);
+// Checks an output segment against its input segment `ref` (called `ref_name`) and the mode.
+void check_output(const ArrayView& out, const ArrayView& ref, const std::string& ref_name,
+                  int64_t numel, AverageMode mode) {
+  Spec().on(ref).writable().check(out);
   if (mode == AverageMode::accumulate) {
     if (!out.is_float || out.dtype != accumulator_dtype(ref.dtype))
-      throw py::value_error(ref_name + " has dtype " + ref.dtype_str() + ", but " + name +
+      throw py::value_error(ref_name + " has dtype " + ref.dtype_str() + ", but " + out.name +
                             " accumulates " + out.dtype_str() + ": add updates of one dtype");
   } else if (!out.is_float || out.dtype != ref.dtype) {
-    throw py::value_error(name + " must have the dtype of " + ref_name + " (" + ref.dtype_str() +
-                          "); got " + out.dtype_str());
+    throw py::value_error(out.name + " must have the dtype of " + ref_name + " (" +
+                          ref.dtype_str() + "); got " + out.dtype_str());
   }
   if (out.numel() != numel)
-    throw py::value_error(name + " has " + std::to_string(out.numel()) + " elements but " +
+    throw py::value_error(out.name + " has " + std::to_string(out.numel()) + " elements but " +
                           ref_name + " has " + std::to_string(numel));
 }
 
-ArrayView check_weights(py::handle w, const std::string& w_name, const ArrayView& ref,
-                        const std::string& ref_name, int64_t n, int64_t stream) {
-  ArrayView wv = view(w, w_name, stream);
-  require_same_device(wv, w_name, ref, ref_name);
-  require_dtype(wv, w_name, DType::f64);
-  if (wv.ndim() != 1 || wv.shape[0] != n)
-    throw py::value_error(w_name + " must have shape [" + std::to_string(n) +
-                          "] (one weight per client)");
-  require_contiguous(wv, w_name);
-  return wv;
+ArrayView check_weights(py::handle w, const std::string& w_name, const ArrayView& ref, int64_t n,
+                        int64_t stream) {
+  return typed(w, w_name, Spec().on(ref).dtype(kF64).shape({n}, "[N]"), stream);
 }
 
 void launch(AverageArgs& args, const ArrayView& ref, int64_t stream) {
@@ -88,26 +79,21 @@ void weighted_average_rows(py::handle X, py::handle w, py::handle out, const std
   const Names names = names_of(name_tuple);
   const std::string& x = names.x;
   ArrayView xv = view(X, x, stream);
-  require_float(xv, x);
-  require_cuda_built(xv, x);
+  require_float(xv);
   if (xv.ndim() < 1) throw py::value_error(x + " must have at least one axis (clients first)");
   const int64_t n = xv.shape[0];
   if (n == 0) throw py::value_error(x + " has no rows: at least one client update is needed");
-  if (!xv.inner_contiguous(xv.ndim() - 1))
-    throw py::value_error(x + " must be contiguous within each row (only the client axis may be "
-                          "strided); pass numpy.ascontiguousarray(" + x + ") or " + x +
-                          ".contiguous()");
-  ArrayView wv = check_weights(w, names.w, xv, x, n, stream);
+  Spec().rows(xv.ndim() - 1).check(xv);  // only the client axis may be strided
+  ArrayView wv = check_weights(w, names.w, xv, n, stream);
   const int64_t d = xv.numel() / n;
   ArrayView ov = view(out, names.out, stream);
-  check_output(ov, names.out, xv, "each row of " + x, d, mode);
+  check_output(ov, xv, "each row of " + x, d, mode);
 
   const int64_t row_bytes = xv.strides[0] * dtype_size(xv.dtype);
   std::vector<const void*> inputs(n);
   for (int64_t i = 0; i < n; ++i) inputs[i] = static_cast<const char*>(xv.data) + i * row_bytes;
   void* outputs[1] = {ov.data};
-  AverageArgs args{xv.dtype, n, 1, &d, inputs.data(), static_cast<const double*>(wv.data),
-                   outputs, mode, lr};
+  AverageArgs args{xv.dtype, n, 1, &d, inputs.data(), wv.as<const double>(), outputs, mode, lr};
   if (d > 0) launch(args, xv, stream);
 }
 
@@ -133,7 +119,8 @@ void weighted_average_lists(const py::sequence& updates, py::handle w, py::handl
                           " arrays, one per array of " + names.client(0));
 
   std::vector<ArrayView> first;  // client 0's segments, the reference for shapes and dtype
-  std::vector<py::object> keep;  // every export stays alive until the kernel has run
+  std::vector<ArrayView> rest;   // the others: every export stays alive until the kernel has run
+  rest.reserve((n - 1) * num_segments);
   std::vector<const void*> inputs(n * num_segments);
   std::vector<int64_t> segment_len(num_segments);
   for (int64_t i = 0; i < n; ++i) {
@@ -143,42 +130,35 @@ void weighted_average_lists(const py::sequence& updates, py::handle w, py::handl
                             " arrays but " + names.client(0) + " has " +
                             std::to_string(num_segments));
     for (int64_t l = 0; l < num_segments; ++l) {
-      const std::string name = names.element(i, l);
-      ArrayView v = view(client[l], name, stream);
+      ArrayView v = view(client[l], names.element(i, l), stream);
       if (i == 0) {
-        require_float(v, name);
-        require_cuda_built(v, name);
-        if (l > 0) {
-          require_same_device(v, name, first[0], names.element(0, 0));
-          require_same_dtype(v, name, first[0], names.element(0, 0));
-        }
+        require_float(v);
+        (l == 0 ? Spec() : Spec().on(first[0])).check(v);
+        if (l > 0) require_same_dtype(v, first[0]);
       } else {
         const ArrayView& ref = first[l];
-        const std::string ref_name = names.element(0, l);
-        require_same_device(v, name, ref, ref_name);
-        require_same_dtype(v, name, ref, ref_name);
+        Spec().on(ref).check(v);
+        require_same_dtype(v, ref);
         if (v.shape != ref.shape)
-          throw py::value_error(name + " has a different shape from " + ref_name);
+          throw py::value_error(v.name + " has a different shape from " + ref.name);
       }
-      require_contiguous(v, name);
       inputs[i * num_segments + l] = v.data;
       segment_len[l] = v.numel();
-      keep.push_back(v.capsule);
-      if (i == 0) first.push_back(std::move(v));
+      (i == 0 ? first : rest).push_back(std::move(v));
     }
   }
-  ArrayView wv = check_weights(w, names.w, first[0], names.element(0, 0), n, stream);
+  ArrayView wv = check_weights(w, names.w, first[0], n, stream);
   std::vector<ArrayView> outs;
+  outs.reserve(num_segments);
   std::vector<void*> outputs(num_segments);
   const py::sequence out_list = py::reinterpret_borrow<py::sequence>(out);
   for (int64_t l = 0; l < num_segments; ++l) {
-    const std::string name = names.output(l);
-    outs.push_back(view(out_list[l], name, stream));
-    check_output(outs.back(), name, first[l], names.element(0, l), segment_len[l], mode);
+    outs.push_back(view(out_list[l], names.output(l), stream));
+    check_output(outs.back(), first[l], first[l].name, segment_len[l], mode);
     outputs[l] = outs.back().data;
   }
   AverageArgs args{first[0].dtype, n, num_segments, segment_len.data(), inputs.data(),
-                   static_cast<const double*>(wv.data), outputs.data(), mode, lr};
+                   wv.as<const double>(), outputs.data(), mode, lr};
   launch(args, first[0], stream);
 }
 
