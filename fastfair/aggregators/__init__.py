@@ -1,6 +1,6 @@
 """Aggregation rules as drop-in aggregators: one module per rule, each a small stateful object over
-pure functions; server optimisers apart from the rules; what clients minimise; and the registry
-that names them all. The common contract (construction, ``weights``, ``aggregate``, validation
+pure functions; server optimisers apart from the rules; what clients minimise; the opt-in bound on one
+client's influence (:mod:`fastfair.aggregators.bounds`); and the registry that names them all. The common contract (construction, ``weights``, ``aggregate``, validation
 before mutation, versioned ``state_dict``, what a rule declares) is documented in
 :mod:`fastfair.aggregators.base`.
 """
@@ -9,6 +9,7 @@ from fastfair.aggregators import registry
 from fastfair.aggregators.aaggff import AAggFFD, AAggFFS
 from fastfair.aggregators.afl import AFL
 from fastfair.aggregators.base import FORMAT_VERSION, Aggregator
+from fastfair.aggregators.bounds import UpdateBound
 from fastfair.aggregators.fedavg import FairAvg, FedAvg, FedProx
 from fastfair.aggregators.fedcvar import FedCVaRAvg
 from fastfair.aggregators.fedmaba import FedMABA
@@ -24,4 +25,4 @@ from fastfair.aggregators.term import TERM
 __all__ = ["AAggFFD", "AAggFFS", "AFL", "FORMAT_VERSION", "Aggregator", "ClientObjective",
            "FairAvg", "FedAdagrad", "FedAdam", "FedAvg", "FedAvgM", "FedCVaRAvg", "FedMABA",
            "FedMGDA", "FedProx", "FedYogi", "PropFair", "QFedAvg", "RULES", "SERVER_OPTIMIZERS",
-           "SGD", "ServerOptimizer", "TERM", "build", "build_server_optimizer", "registry"]
+           "SGD", "ServerOptimizer", "TERM", "UpdateBound", "build", "build_server_optimizer", "registry"]

@@ -44,6 +44,10 @@ def check_ids(client_ids: Any, num_clients: int, *, allow_duplicates: bool = Fal
         raise ValueError(f"client_ids must be 1-D [m]; got shape {ids.shape}")
     if ids.dtype.kind not in "iu":
         raise TypeError(f"client_ids must be integers; got dtype {ids.dtype}")
+    if ids.dtype.kind == "u" and ids.dtype.itemsize >= 8 and int(ids.max()) > 2**63 - 1:
+        bad = int(np.flatnonzero(ids > np.uint64(2**63 - 1))[0])
+        raise ValueError(f"client_ids must lie in [0, {num_clients}); got {int(ids[bad])} at "
+                         f"position {bad} (ids are int64)")
     ids = ids.astype(np.int64, copy=False)
     lo, hi = int(ids.min()), int(ids.max())
     if lo < 0 or hi >= num_clients:

@@ -87,6 +87,10 @@ UPDATE_INPUTS = ("updates", "sq_norms")
 
 Commit = Callable[[], None]
 
+#: The largest population a rule accepts: client ids are int64 (``check_ids``), so ids stop at
+#: 2**63 - 1 and a larger ``num_clients`` would name clients no call can address.
+MAX_CLIENTS = int(np.iinfo(np.int64).max)
+
 
 # --------------------------------------------------------------------------- the base class
 
@@ -123,6 +127,10 @@ class Aggregator:
             raise TypeError(f"num_clients must be an integer; got {num_clients!r}")
         if num_clients < 1:
             raise ValueError(f"num_clients must be at least 1; got {num_clients}")
+        if num_clients > MAX_CLIENTS:
+            raise ValueError(f"num_clients must be at most 2**63 - 1 = {MAX_CLIENTS}: client ids "
+                             f"are int64, so no id of 2**63 or more can be passed; got "
+                             f"{num_clients}")
         self.num_clients = int(num_clients)
         self._num_samples: Optional[np.ndarray] = None
         if num_samples is not None:
@@ -163,6 +171,31 @@ class Aggregator:
         ``[m]`` coefficients aligned with ``client_ids``, NumPy or the framework of ``losses``;
         :attr:`last_mixture` then holds the round's mixing weights (not part of the state).
         """
+        coef, commit = self.propose(client_ids, losses, num_samples, **round_inputs)
+        commit()
+        return coef
+
+    def propose(self, client_ids: Any, losses: Any = None, num_samples: Any = None,
+                **round_inputs: Any) -> Tuple[Any, Commit]:
+        r"""A round in two phases: the coefficients now, the state change when asked.
+
+        ``coef, commit = agg.propose(ids, losses, ...)`` validates and computes exactly what
+        :meth:`weights` would, and changes nothing; ``commit()`` (which cannot fail) then
+        advances the rule as :meth:`weights` does (state, round counter, :attr:`last_mixture`).
+        A caller with more steps that can fail in the same round (a server optimiser, a Flower
+        strategy) checks them all between the two calls, so that the round commits entirely or
+        not at all. ``weights(...)`` is ``propose(...)`` followed by ``commit()``. Commit at
+        most once, and before any other round of this rule.
+
+        Parameters
+        ----------
+        client_ids, losses, num_samples, **round_inputs
+            As :meth:`weights`.
+
+        Returns
+        -------
+        ``(coef, commit)``: the ``[m]`` coefficients of :meth:`weights` and the commit.
+        """
         ids = check_ids(client_ids, self.num_clients, allow_duplicates=self.allow_duplicates)
         m = ids.shape[0]
         if losses is None:
@@ -175,11 +208,15 @@ class Aggregator:
         counts = None
         if num_samples is not None:
             counts = check_vector(num_samples, m, "num_samples", nonnegative=True)
-        coef, commit = self._round(ids, loss_v, counts, **round_inputs)
-        commit()
-        self.round += 1
-        self.last_mixture = self._mixture(coef)
-        return from_host(coef, losses if losses is not None else client_ids)
+        coef, apply = self._round(ids, loss_v, counts, **round_inputs)
+        result = from_host(coef, losses if losses is not None else client_ids)
+
+        def commit() -> None:
+            apply()
+            self.round += 1
+            self.last_mixture = self._mixture(coef)
+
+        return result, commit
 
     def _mixture(self, coef: np.ndarray) -> np.ndarray:
         """Mixing weights of coefficients ``coef`` ``[m]``: ``coef / sum(coef)`` (all zero when

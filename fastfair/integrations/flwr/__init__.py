@@ -31,9 +31,18 @@ The rule and the optimiser live in the strategy object, so their state carries a
 round loop; :meth:`FastFairStrategy.state_dict` / :meth:`~FastFairStrategy.load_state_dict`
 checkpoint both together with the node-to-client mapping.
 
-Replies that failed, or lack the count, the loss or a rule input, or whose arrays do not match
-the model sent, are dropped with one log line each and the round goes on with the rest; a round
-left with no usable reply keeps the global model unchanged. A round in which no reply carries the
+Every field of a reply is untrusted. Replies that failed, or lack the count, the loss or a rule
+input, whose arrays do not match the model sent or hold NaN or inf, whose count is not a
+non-negative integer that fits a float, whose loss or inputs are not finite numbers, or whose
+client id is not an integer in ``[0, K)`` or is claimed by another reply, are dropped with one
+log line each (naming the node and the field) and the round goes on with the rest; a round left
+with no usable reply keeps the global model unchanged. A round commits entirely or not at all:
+metrics, coefficients (the rule's ``propose``) and the server step are computed before the rule,
+the optimiser and the node numbering are committed; a round that cannot be aggregated (every
+count 0, a metrics function that raises, a step that overflows) is logged and returns no new
+arrays. The opt-in bound of :mod:`fastfair.aggregators.bounds` (``max_update_norm``,
+``update_norm_reference``, ``max_samples_per_client``) clips each update's norm and caps each
+count before the rule sees them. A round in which no reply carries the
 loss a rule needs is a misconfigured ``ClientApp`` (e.g. an unchanged Flower example): it raises
 ``AggregationError`` saying what to send. (Flower's own FedAvg drops failed
 replies the same way but stops the run on inconsistent ones.) Inputs the rule itself rejects
@@ -52,7 +61,7 @@ Modules: :mod:`~fastfair.integrations.flwr.arrays` (Flower arrays read in place)
 
 try:
     from fastfair.integrations.flwr.arrays import array_to_numpy, numpy_to_array
-    from fastfair.integrations.flwr.strategy import FastFairStrategy
+    from fastfair.integrations.flwr.strategy import FastFairStrategy, average_metrics
 except ImportError as exc:  # the integration is an optional extra
     if not (exc.name or "").startswith("flwr"):
         raise
@@ -63,5 +72,5 @@ from fastfair.integrations.flwr.client import (RECEIVED_LOSS_KEY, THRESHOLD_KEY,
                                                client_config)
 
 __all__ = ["ClientObjective", "FastFairStrategy", "RECEIVED_LOSS_KEY", "THRESHOLD_KEY",
-           "aggregate_arrays", "array_to_numpy", "client_config", "numpy_to_array",
-           "pseudo_gradient"]
+           "aggregate_arrays", "array_to_numpy", "average_metrics", "client_config",
+           "numpy_to_array", "pseudo_gradient"]

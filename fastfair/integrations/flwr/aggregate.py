@@ -10,7 +10,7 @@ back to their dtype.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -90,6 +90,43 @@ def pseudo_gradient(global_arrays: Sequence[np.ndarray],
     return _combine(global_arrays, local_arrays, float(c.sum()), -c)
 
 
+def _all_finite(arrays: Sequence[Any]) -> bool:
+    """Whether every float array of ``arrays`` is finite (integer arrays always are)."""
+    return all(np.isfinite(a).all() for a in arrays
+               if getattr(a, "dtype", np.dtype(np.float64)).kind == "f")
+
+
+def propose_server_step(optimizer: ServerOptimizer, global_arrays: Sequence[np.ndarray],
+                        local_arrays: Sequence[Sequence[np.ndarray]], coefficients: Any, *,
+                        out: Optional[List[np.ndarray]] = None
+                        ) -> Tuple[Optional[List[np.ndarray]], Callable[[], None]]:
+    r""":func:`server_step` in two phases, for a round that commits entirely or not at all.
+
+    Returns ``(new, commit)``. ``new`` is the L new arrays, or None when the step is not finite
+    (an overflow of finite replies): then the optimiser is exactly as before the call.
+    ``commit()`` (which cannot fail) counts a plain step (SGD has no buffers, so nothing else
+    changes before it). A non-plain optimiser steps at once: its state is copied first (one
+    copy of its moment buffers) and put back when the new model or a buffer is not finite.
+    """
+    if optimizer.is_plain_step:
+        fused = aggregate_arrays(global_arrays, local_arrays, coefficients, lr=optimizer.lr,
+                                 out=out)
+
+        def count() -> None:
+            optimizer.steps += 1
+
+        return (fused if _all_finite(fused) else None), count
+    saved = optimizer.state_dict()  # buffers copied: the step below writes them in place
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is caught below
+        new = _optimizer_step(optimizer, global_arrays, local_arrays, coefficients, out,
+                              check=True)
+    buffers = [b for bufs in optimizer.state.values() if bufs is not None for b in bufs]
+    if new is None or not _all_finite(new) or not _all_finite(buffers):
+        optimizer.load_state_dict(saved)
+        return None, lambda: None
+    return new, lambda: None
+
+
 def server_step(optimizer: ServerOptimizer, global_arrays: Sequence[np.ndarray],
                 local_arrays: Sequence[Sequence[np.ndarray]], coefficients: Any, *,
                 out: Optional[List[np.ndarray]] = None) -> List[np.ndarray]:
@@ -107,6 +144,15 @@ def server_step(optimizer: ServerOptimizer, global_arrays: Sequence[np.ndarray],
                                  out=out)
         optimizer.steps += 1
         return fused
+    return _optimizer_step(optimizer, global_arrays, local_arrays, coefficients, out,
+                           check=False)
+
+
+def _optimizer_step(optimizer: ServerOptimizer, global_arrays: Sequence[np.ndarray],
+                    local_arrays: Sequence[Sequence[np.ndarray]], coefficients: Any,
+                    out: Optional[List[np.ndarray]], check: bool) -> Optional[List[np.ndarray]]:
+    """A non-plain optimiser's step (see :func:`server_step`); with ``check``, None (without
+    stepping) when the pseudo-gradient is not finite."""
     floats = [k for k, a in enumerate(global_arrays) if str(a.dtype) in _FLOAT_DTYPES]
     others = [k for k in range(len(global_arrays)) if k not in floats]
 
@@ -115,10 +161,13 @@ def server_step(optimizer: ServerOptimizer, global_arrays: Sequence[np.ndarray],
 
     new: List[Optional[np.ndarray]] = [None] * len(global_arrays)
     sent, local = take(floats)
+    grad = pseudo_gradient(sent, local, coefficients)
+    if check and not _all_finite(grad):
+        return None
     params = [np.empty_like(g) if out is None else out[k] for k, g in zip(floats, sent)]
     for p, g in zip(params, sent):
         np.copyto(p, g)
-    optimizer.step(params, pseudo_gradient(sent, local, coefficients))
+    optimizer.step(params, grad)
     for k, p in zip(floats, params):
         new[k] = p
     if others:

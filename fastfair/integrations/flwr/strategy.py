@@ -5,6 +5,8 @@ server step is a fastfair server optimiser (the round is described in
 from __future__ import annotations
 
 import copy
+import math
+from collections import Counter
 from logging import INFO, WARNING
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
@@ -16,8 +18,9 @@ from flwr.serverapp.strategy import FedAvg as _FlowerFedAvg
 from flwr.supercore import log
 
 from fastfair.aggregators.base import FORMAT_VERSION, UPDATE_INPUTS, Aggregator
+from fastfair.aggregators.bounds import UpdateBound
 from fastfair.aggregators.server_opt import SGD, ServerOptimizer
-from fastfair.integrations.flwr.aggregate import server_step, squared_distance
+from fastfair.integrations.flwr.aggregate import propose_server_step, squared_distance
 from fastfair.integrations.flwr.arrays import array_to_numpy, numpy_to_array
 from fastfair.integrations.flwr.client import RECEIVED_LOSS_KEY, client_config
 
@@ -25,20 +28,143 @@ MetricsAggregation = Callable[[List[RecordDict], str], MetricRecord]
 
 
 class _Reply:
-    """One usable train reply, its arrays viewed in place."""
+    """One usable train reply, its arrays viewed in place, with its squared update norm."""
 
-    __slots__ = ("node_id", "arrays", "count", "loss", "inputs", "content", "client")
+    __slots__ = ("node_id", "arrays", "count", "loss", "inputs", "content", "client", "sq_norm")
 
-    def __init__(self, node_id, arrays, count, loss, inputs, content, client):
+    def __init__(self, node_id, arrays, count, loss, inputs, content, client, sq_norm):
         self.node_id, self.arrays, self.count, self.loss = node_id, arrays, count, loss
-        self.inputs, self.content, self.client = inputs, content, client
+        self.inputs, self.content, self.client, self.sq_norm = inputs, content, client, sq_norm
 
 
 def _finite_number(value: Any) -> Optional[float]:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    """``value`` as a finite float, or None: bools, non-numbers, NaN, inf and integers too
+    large for a float (``float(10**400)`` raises ``OverflowError``) are not numbers here."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer,
+                                                                     np.floating)):
         return None
-    v = float(value)
-    return v if np.isfinite(v) else None
+    try:
+        v = float(value)
+    except (OverflowError, ValueError, TypeError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _integer(value: Any) -> Optional[int]:
+    """``value`` as an int when it is an integer (an int, or a float with no fraction that fits
+    a float), else None."""
+    v = _finite_number(value)
+    if v is None or v != math.floor(v):
+        return None
+    return int(value) if isinstance(value, (int, np.integer)) else int(v)
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)``, shortened for a log line (a 400-digit integer is not read)."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:30]}... ({len(text)} characters)"
+
+
+def _is_number(value: Any) -> bool:
+    return _finite_number(value) is not None
+
+
+def average_metrics(records: List[RecordDict], weighted_by_key: str,
+                    weights: Optional[np.ndarray] = None) -> MetricRecord:
+    r"""Flower's weighted average of the replies' metrics, made safe for untrusted replies.
+
+    .. math:: \bar{v}_{key} = \sum_{i \ni key} \frac{n_i}{\sum_j n_j}\, v_{i, key}
+
+    (elementwise for lists), as ``flwr.serverapp.strategy.strategy_utils.aggregate_metricrecords``,
+    except that it never raises: a key whose values are not all finite numbers, or not all
+    lists of finite numbers of one length, is left out with a log line; weights that are not
+    finite non-negative numbers count as 0, and when they sum to 0 (or overflow) every reply
+    weighs the same.
+
+    Parameters
+    ----------
+    records
+        The replies' contents, one ``MetricRecord`` each (others are left out).
+    weighted_by_key
+        The metric holding each reply's weight :math:`n_i` (left out of the result).
+    weights
+        ``[len(records)]`` weights to use instead of reading ``weighted_by_key`` (the
+        strategy's checked and capped counts).
+
+    Returns
+    -------
+    MetricRecord
+    """
+    metrics = [next(iter(r.metric_records.values())) if len(r.metric_records) == 1 else None
+               for r in records]
+    if weights is None:
+        weights = np.array([0.0 if m is None else max(_finite_number(m.get(weighted_by_key))
+                                                      or 0.0, 0.0) for m in metrics])
+    w = np.asarray(weights, dtype=np.float64)
+    scale = float(w.max()) if w.size else 0.0
+    w = w / scale if scale > 0 else np.ones_like(w)  # scaled first: huge counts do not overflow
+    w = w / w.sum() if w.size else w
+    values: Dict[str, List[Tuple[float, Any]]] = {}
+    for m, wi in zip(metrics, w):
+        if m is None:
+            continue
+        for key, value in m.items():
+            if key != weighted_by_key:
+                values.setdefault(key, []).append((float(wi), value))
+    out = MetricRecord()
+    for key, pairs in values.items():
+        vals = [v for _, v in pairs]
+        if all(_is_number(v) for v in vals):
+            out[key] = float(sum(wi * float(v) for wi, v in pairs))
+            continue
+        lists = all(isinstance(v, list) and all(_is_number(x) for x in v) for v in vals)
+        if lists and len({len(v) for v in vals}) == 1:
+            out[key] = [float(sum(wi * float(v[j]) for wi, v in pairs))
+                        for j in range(len(vals[0]))]
+            continue
+        why = ("lists of different lengths" if lists else
+               "a number in one reply and a list in another, or a value that is not a finite "
+               "number")
+        log(WARNING, "metric '%s' is left out of the averaged metrics: the replies hold "
+            "%s", key, why)
+    return out
+
+
+class _Refused(Exception):
+    """A round that is not aggregated; the message says why."""
+
+
+class _NotFinite(Exception):
+    """A step that is not finite because of these replies (``args[0]``: (reply, why) pairs)."""
+
+
+def _non_finite(keys: List[str], arrays: List[np.ndarray]) -> Optional[str]:
+    """Why the arrays cannot be averaged (the first array holding NaN or inf), or None."""
+    for k, a in zip(keys, arrays):
+        if a.dtype.kind == "f" and not np.isfinite(a).all():
+            pos = int(np.flatnonzero(~np.isfinite(a.reshape(-1)))[0])
+            return (f"array '{k}' holds NaN or inf (first at flat index {pos}); a model that "
+                    "is not finite is never averaged")
+    return None
+
+
+def _measure(keys: List[str], sent: List[np.ndarray], arrays: List[np.ndarray]
+             ) -> Tuple[Optional[float], Optional[str]]:
+    """``(||w - w_i||^2, None)``, or ``(None, why)`` when the arrays hold NaN or inf or the
+    norm overflows float64. One pass in the arrays' dtype; a finite update whose squares
+    overflow that dtype is measured again in float64."""
+    with np.errstate(over="ignore", invalid="ignore"):  # NaN, inf and overflow: below
+        sq = squared_distance(sent, arrays)
+    if math.isfinite(sq):
+        return sq, None
+    why = _non_finite(keys, arrays)
+    if why is not None:
+        return None, why
+    with np.errstate(over="ignore", invalid="ignore"):
+        sq = sum(float(np.square(a.astype(np.float64) - g).sum()) for a, g in zip(arrays, sent))
+    if not math.isfinite(sq):
+        return None, "its update is too large to measure (the norm overflows float64)"
+    return sq, None
 
 
 class FastFairStrategy(_FlowerFedAvg):
@@ -90,6 +216,25 @@ class FastFairStrategy(_FlowerFedAvg):
     evaluate_metrics_aggr_fn
         As Flower's ``FedAvg`` (client sampling, record keys, metric averaging).
         ``weighted_by_key`` (default ``"num-examples"``) gives the counts the rules weigh by.
+        The default metric averaging is :func:`average_metrics` (Flower's weighted average,
+        which never raises on inconsistent replies).
+    max_update_norm, update_norm_reference, max_samples_per_client
+        The opt-in bound of :mod:`fastfair.aggregators.bounds` (off by default): each reply's
+        update :math:`X_i = w - w_i` is clipped to norm :math:`\tau` (``max_update_norm`` times
+        the round's median update norm with ``update_norm_reference="median"``, or
+        ``max_update_norm`` itself with ``"absolute"``) and each reported count to
+        ``max_samples_per_client``, before the rule sees the round.
+
+    Every field of a reply is untrusted: a reply whose arrays hold NaN or inf, whose count is
+    not a non-negative integer that fits a float, whose loss, round inputs or client id are
+    not finite numbers (the id an integer in ``[0, K)``), or whose client id another reply of
+    the round also claims, is dropped with a log line naming the node and the field. A round
+    commits entirely or not at all: the metrics, the rule's coefficients
+    (:meth:`~fastfair.aggregators.Aggregator.propose`) and the server step are computed first,
+    and only then are the rule, the optimiser's step count and the node numbering committed. A
+    round that cannot be aggregated (every count 0, a metrics function that raises, a step
+    that overflows) is logged and returns no new arrays, with nothing changed; a rule that
+    rejects the round raises ``AggregationError``, with nothing changed.
     """
 
     def __init__(self, aggregator: Aggregator, *,
@@ -101,7 +246,10 @@ class FastFairStrategy(_FlowerFedAvg):
                  min_available_nodes: int = 2, weighted_by_key: str = "num-examples",
                  arrayrecord_key: str = "arrays", configrecord_key: str = "config",
                  train_metrics_aggr_fn: Optional[MetricsAggregation] = None,
-                 evaluate_metrics_aggr_fn: Optional[MetricsAggregation] = None) -> None:
+                 evaluate_metrics_aggr_fn: Optional[MetricsAggregation] = None,
+                 max_update_norm: Optional[float] = None,
+                 update_norm_reference: str = "median",
+                 max_samples_per_client: Optional[float] = None) -> None:
         if isinstance(aggregator, ServerOptimizer):
             raise TypeError(f"aggregator is the server optimiser {aggregator!r}: pass a rule as "
                             "aggregator and the optimiser as server_optimizer=, e.g. "
@@ -115,6 +263,7 @@ class FastFairStrategy(_FlowerFedAvg):
             raise ValueError(f"aggregator {aggregator!r} expects gradients at the received model "
                              "in the replies; the strategy aggregates trained models, so "
                              "configure the rule for model updates")
+        bound = UpdateBound(max_update_norm, update_norm_reference, max_samples_per_client)
         if server_optimizer is None:
             server_optimizer = SGD()
         elif not isinstance(server_optimizer, ServerOptimizer):
@@ -137,9 +286,11 @@ class FastFairStrategy(_FlowerFedAvg):
                          min_available_nodes=min_available_nodes,
                          weighted_by_key=weighted_by_key, arrayrecord_key=arrayrecord_key,
                          configrecord_key=configrecord_key,
-                         train_metrics_aggr_fn=train_metrics_aggr_fn,
-                         evaluate_metrics_aggr_fn=evaluate_metrics_aggr_fn)
+                         train_metrics_aggr_fn=train_metrics_aggr_fn or average_metrics,
+                         evaluate_metrics_aggr_fn=evaluate_metrics_aggr_fn or average_metrics)
         self.aggregator = aggregator
+        #: The opt-in bound on each reply (:class:`~fastfair.aggregators.bounds.UpdateBound`).
+        self.bound = bound
         self.server_optimizer = server_optimizer
         self.loss_key = loss_key
         self.client_id_key = client_id_key
@@ -147,6 +298,11 @@ class FastFairStrategy(_FlowerFedAvg):
         self.round_input_keys = keys
         self._computed = [name for name in aggregator.round_inputs
                           if name in UPDATE_INPUTS and name not in keys]
+        # Whether each reply's update norm is measured as it is read (the clip and the inputs
+        # from the models need it, and it finds NaN/inf on the way); otherwise the arrays are
+        # checked through the step itself (NaN and inf reach the new model whatever their
+        # coefficient), which costs no pass over the replies when every reply is finite.
+        self._measures = bool(self._computed) or bound.clips
         self._node_index: Dict[int, int] = {}
         self._sent: Optional[Tuple[List[str], List[np.ndarray]]] = None
         self._out: Optional[List[np.ndarray]] = None
@@ -193,47 +349,110 @@ class FastFairStrategy(_FlowerFedAvg):
                                                     validate=False)
         self._check_losses_sent(server_round, valid)
         usable = [r for r in (self._read_reply(msg) for msg in valid) if r is not None]
+        usable = self._drop_shared_ids(usable)
         dropped = len(failed) + len(valid) - len(usable)
         if not usable:
             log(WARNING, "aggregate_train: no usable reply in round %d; the global model is "
                 "unchanged", server_round)
             return None, None
+        try:
+            try:
+                return self._aggregate(server_round, usable, dropped)
+            except _NotFinite as exc:  # nothing committed: again without those replies
+                bad = exc.args[0]
+                for r, why in bad:
+                    log(WARNING, "aggregate_train: dropping the reply of node %d: %s",
+                        r.node_id, why)
+                usable = [r for r in usable if all(r is not b for b, _ in bad)]
+                if not usable:
+                    raise _Refused("no usable reply is left") from None
+                return self._aggregate(server_round, usable, dropped + len(bad), checked=True)
+        except _Refused as why:
+            log(WARNING, "aggregate_train: round %d is not aggregated: %s. The global model, "
+                "the rule, the server optimiser, the node numbering and the round counter are "
+                "unchanged", server_round, why)
+            return None, None
 
+    def _aggregate(self, server_round: int, usable: List[_Reply], dropped: int,
+                   checked: bool = False) -> Tuple[ArrayRecord, MetricRecord]:
+        """The round on checked replies: everything that can fail first (raising ``_Refused``,
+        or the rule's ``ValueError``/``TypeError``), then the commits, which cannot fail."""
         keys, sent = self._sent
+        counts = self.bound.counts(np.array([r.count for r in usable], dtype=np.float64))
+        if not (counts > 0).any():
+            raise _Refused(f"every usable reply reports '{self.weighted_by_key}' 0, so there "
+                           "is nothing to weigh; clients must report the number of examples "
+                           "they trained on")
         ids, new_nodes = self._client_ids(usable)
         losses = (np.array([r.loss for r in usable]) if all(r.loss is not None for r in usable)
                   else None)
-        counts = np.array([r.count for r in usable])
+        sq_norms = np.array([r.sq_norm for r in usable]) if self._measures else None
+        scales = self.bound.scales(np.sqrt(sq_norms)) if self.bound.clips else None
         inputs = {name: np.array([r.inputs[name] for r in usable])
                   for name in self.round_input_keys}
-        inputs.update(self._computed_inputs(sent, usable))
+        inputs.update(self._computed_inputs(sent, usable, sq_norms, scales))
+        metrics = self._train_metrics(usable, counts)
         try:
-            coef = np.asarray(self.aggregator.weights(ids, losses, num_samples=counts, **inputs),
-                              dtype=np.float64)
-        except (ValueError, TypeError) as exc:
+            coef, commit_rule = self.aggregator.propose(ids, losses, num_samples=counts,
+                                                        **inputs)
+        except (ValueError, TypeError) as exc:  # nothing has changed
             raise AggregationError(f"rule {self.aggregator.name!r} rejected round "
                                    f"{server_round}: {exc}") from exc
-        self._node_index.update(new_nodes)
+        coef = np.asarray(coef, dtype=np.float64)
+        step = coef if scales is None else coef * scales
+        if not np.isfinite(step).all():
+            raise _Refused(f"rule {self.aggregator.name!r} gave coefficients that are not "
+                           "finite")
 
         # The results are serialised (copied) below, so one set of buffers serves every round:
         # the pass writes to memory already mapped instead of faulting in new pages.
         if self._out is None or any(o.shape != g.shape or o.dtype != g.dtype
                                     for o, g in zip(self._out, sent)):
             self._out = [np.empty_like(g) for g in sent]
-        new = server_step(self.server_optimizer, sent, [r.arrays for r in usable], coef,
-                          out=self._out)
+        new, commit_step = propose_server_step(self.server_optimizer, sent,
+                                               [r.arrays for r in usable], step, out=self._out)
+        if new is None and not (self._measures or checked):
+            bad = [(r, why) for r, why in ((r, _non_finite(keys, r.arrays)) for r in usable)
+                   if why is not None]
+            if bad:
+                raise _NotFinite(bad)
+        if new is None:
+            raise _Refused("the server step is not finite (the replies' updates overflow the "
+                           "model's dtype); bound them with max_update_norm")
         record = ArrayRecord({k: numpy_to_array(a) for k, a in zip(keys, new)})
 
-        metrics = self.train_metrics_aggr_fn([r.content for r in usable], self.weighted_by_key)
+        # Everything is checked: nothing below can fail.
+        commit_rule()
+        commit_step()
+        self._node_index.update(new_nodes)
         metrics["fastfair-clients"] = [int(i) for i in ids]
         metrics["fastfair-coefficients"] = [float(c) for c in coef]
         metrics["fastfair-coef-min"] = float(coef.min())
         metrics["fastfair-coef-max"] = float(coef.max())
         metrics["fastfair-coef-sum"] = float(coef.sum())
         metrics["fastfair-dropped"] = int(dropped)
+        if scales is not None:
+            metrics["fastfair-clipped"] = int((scales < 1.0).sum())
         self.last_round = {"client_ids": ids, "coefficients": coef,
                            "node_ids": np.array([r.node_id for r in usable], dtype=np.uint64)}
+        if scales is not None:
+            self.last_round["clip_scales"] = scales
         return record, metrics
+
+    def _train_metrics(self, usable: List[_Reply], counts: np.ndarray) -> MetricRecord:
+        """The averaged train metrics, before anything is committed (raises ``_Refused`` when
+        a user's ``train_metrics_aggr_fn`` fails)."""
+        contents = [r.content for r in usable]
+        if self.train_metrics_aggr_fn is average_metrics:
+            return average_metrics(contents, self.weighted_by_key, weights=counts)
+        try:
+            metrics = self.train_metrics_aggr_fn(contents, self.weighted_by_key)
+        except Exception as exc:  # a user's function: any failure refuses the round
+            raise _Refused(f"train_metrics_aggr_fn raised {type(exc).__name__}: {exc}") from exc
+        if not isinstance(metrics, MetricRecord):
+            raise _Refused(f"train_metrics_aggr_fn returned {type(metrics).__name__}, not a "
+                           "MetricRecord")
+        return metrics
 
     # ------------------------------------------------------------------ helpers
     def _read_reply(self, msg: Message) -> Optional[_Reply]:
@@ -265,33 +484,58 @@ class FastFairStrategy(_FlowerFedAvg):
                 drop(f"array '{k}' is {a.dtype}{list(a.shape)}; the model sent has "
                      f"{g.dtype}{list(g.shape)}")
                 return None
-        count = _finite_number(metrics.get(self.weighted_by_key))
+        sq_norm = None
+        if self._measures:  # the norms are needed: they check the arrays on the way
+            sq_norm, why = _measure(keys, sent, arrays)
+            if why is not None:
+                drop(why)
+                return None
+        raw = metrics.get(self.weighted_by_key)
+        count = _integer(raw)
         if count is None or count < 0:
-            drop(f"metric '{self.weighted_by_key}' (example count) is missing, negative or not "
-                 "a finite number")
+            drop(f"metric '{self.weighted_by_key}' (example count) must be a non-negative "
+                 f"integer that fits a float; got {_shown(raw)}")
             return None
-        loss = _finite_number(metrics.get(self.loss_key))
+        raw = metrics.get(self.loss_key)
+        loss = _finite_number(raw)
         if loss is None and self.aggregator.needs_losses:
-            drop(f"metric '{self.loss_key}' is missing or not a finite number; rule "
-                 f"{self.aggregator.name!r} needs it: {self._what_to_send()}")
+            drop(f"metric '{self.loss_key}' is missing or not a finite number (got "
+                 f"{_shown(raw)}); rule {self.aggregator.name!r} needs it: "
+                 f"{self._what_to_send()}")
             return None
         inputs = {}
         for name, key in self.round_input_keys.items():
             value = _finite_number(metrics.get(key))
             if value is None:
-                drop(f"metric '{key}' ({name}) is missing or not a finite number")
+                drop(f"metric '{key}' ({name}) is missing or not a finite number; got "
+                     f"{_shown(metrics.get(key))}")
                 return None
             inputs[name] = value
         client = None
         if self.client_id_key is not None:
             raw = metrics.get(self.client_id_key)
-            if isinstance(raw, bool) or not isinstance(raw, (int, float)) or raw != int(raw) \
-                    or not 0 <= raw < self.aggregator.num_clients:
+            client = _integer(raw)
+            if client is None or not 0 <= client < self.aggregator.num_clients:
                 drop(f"metric '{self.client_id_key}' (client id) must be an integer in "
-                     f"[0, {self.aggregator.num_clients}); got {raw!r}")
+                     f"[0, {self.aggregator.num_clients}); got {_shown(raw)}")
                 return None
-            client = int(raw)
-        return _Reply(node, arrays, count, loss, inputs, content, client)
+        return _Reply(node, arrays, float(count), loss, inputs, content, client, sq_norm)
+
+    def _drop_shared_ids(self, usable: List[_Reply]) -> List[_Reply]:
+        """The replies less those whose client id (or Flower node id) another reply of the
+        round also has, each group dropped with a log line: which of them is the client
+        cannot be told, and a rule takes each client at most once a round."""
+        if self.aggregator.allow_duplicates:
+            return usable
+        by_client = self.client_id_key is not None
+        key = (lambda r: r.client) if by_client else (lambda r: r.node_id)
+        seen = Counter(key(r) for r in usable)
+        shared = {k for k, n in seen.items() if n > 1}
+        for k in sorted(shared):
+            nodes = [r.node_id for r in usable if key(r) == k]
+            log(WARNING, "aggregate_train: dropping the replies of nodes %s: %s %d is claimed "
+                "by %d replies", nodes, "client id" if by_client else "node id", k, len(nodes))
+        return [r for r in usable if key(r) not in shared] if shared else usable
 
     def _what_to_send(self) -> str:
         """What a reply must carry for a rule that needs losses (for error messages)."""
@@ -333,14 +577,21 @@ class FastFairStrategy(_FlowerFedAvg):
             ids.append(idx)
         return np.array(ids, dtype=np.int64), new
 
-    def _computed_inputs(self, sent: List[np.ndarray], usable: List[_Reply]) -> Dict[str, Any]:
+    def _computed_inputs(self, sent: List[np.ndarray], usable: List[_Reply],
+                         sq_norms: np.ndarray, scales: Optional[np.ndarray]) -> Dict[str, Any]:
         """The round inputs the rule declares that come from the replies' models: ``sq_norms``
-        (squared update norms, without forming the updates) and ``updates`` (``w - w_i``)."""
+        (squared update norms, measured without forming the updates) and ``updates``
+        (``w - w_i``), both of the clipped updates :math:`s_i (w - w_i)` under a bound."""
         inputs: Dict[str, Any] = {}
         if "sq_norms" in self._computed:
-            inputs["sq_norms"] = np.array([squared_distance(sent, r.arrays) for r in usable])
+            inputs["sq_norms"] = sq_norms if scales is None else sq_norms * scales ** 2
         if "updates" in self._computed:
-            inputs["updates"] = [[g - a for g, a in zip(sent, r.arrays)] for r in usable]
+            if scales is None:
+                inputs["updates"] = [[g - a for g, a in zip(sent, r.arrays)] for r in usable]
+            else:
+                inputs["updates"] = [[(g - a) * np.asarray(s, dtype=g.dtype) if g.dtype.kind == "f"
+                                      else (g - a) * s for g, a in zip(sent, r.arrays)]
+                                     for r, s in zip(usable, scales)]
         return inputs
 
     # ------------------------------------------------------------------ checkpoints

@@ -309,13 +309,13 @@ def test_round_inputs_follow_the_rules_declarations(rule, expected, monkeypatch)
     rule = rule()
     assert set(rule.round_inputs) == expected
     seen = {}
-    weights = rule.weights
+    propose = rule.propose  # the strategy's round: propose, check everything, then commit
 
     def spy(ids, losses=None, num_samples=None, **inputs):
         seen.update(inputs)
-        return weights(ids, losses, num_samples=num_samples, **inputs)
+        return propose(ids, losses, num_samples=num_samples, **inputs)
 
-    monkeypatch.setattr(rule, "weights", spy)
+    monkeypatch.setattr(rule, "propose", spy)
     strategy = FastFairStrategy(rule, client_id_key="partition-id")
     params, replies, _ = play_round(strategy, np.random.default_rng(11), range(4))
     assert set(seen) == expected

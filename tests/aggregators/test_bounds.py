@@ -1,0 +1,219 @@
+"""The opt-in bound of :mod:`fastfair.aggregators.bounds` (update-norm clip, sample-count cap),
+the two-phase round (``propose`` / ``commit``) and the cap on ``num_clients`` (issue 28).
+
+The table of the poisoning case in docs/aggregators.md is measured here:
+``python -m tests.aggregators.test_bounds`` rewrites it; the test fails when it is stale.
+"""
+
+import re
+import sys
+
+import numpy as np
+import pytest
+
+from fastfair import aggregators as agg
+from fastfair.aggregators import registry
+from fastfair.aggregators.bounds import (
+    UpdateBound,
+    cap_counts,
+    check_bound,
+    clip_scales,
+    clip_threshold,
+)
+from tests.helpers import ROOT
+
+# --------------------------------------------------------------------------- the functions
+
+
+def test_clip_scales_follow_the_formula():
+    norms = np.array([1.0, 2.0, 3.0, 0.0, 100.0])
+    # median 2; tau = 1.5 * 2 = 3
+    assert clip_threshold(norms, 1.5) == 3.0
+    assert np.array_equal(clip_scales(norms, 1.5), [1.0, 1.0, 1.0, 1.0, 0.03])
+    assert clip_threshold(norms, 2.5, "absolute") == 2.5
+    assert np.allclose(clip_scales(norms, 2.5, "absolute"), [1.0, 1.0, 2.5 / 3, 1.0, 0.025])
+    assert np.array_equal(clip_scales(norms, None), np.ones(5))
+    # The clipped norms are min(norm, tau).
+    scaled = clip_scales(norms, 1.5) * norms
+    assert np.allclose(scaled, np.minimum(norms, 3.0))
+
+
+def test_cap_counts_follows_the_formula():
+    assert cap_counts([3, 1e308, 0], 100).tolist() == [3.0, 100.0, 0.0]
+    assert cap_counts([3, 1e308], None).tolist() == [3.0, 1e308]
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"max_update_norm": 0.0}, "max_update_norm"),
+    ({"max_update_norm": -1.0}, "max_update_norm"),
+    ({"max_update_norm": float("nan")}, "max_update_norm"),
+    ({"max_update_norm": float("inf")}, "max_update_norm"),
+    ({"max_update_norm": "3"}, "max_update_norm"),
+    ({"update_norm_reference": "mean"}, "update_norm_reference.*'median', 'absolute'"),
+    ({"max_samples_per_client": 0}, "max_samples_per_client"),
+    ({"max_samples_per_client": True}, "max_samples_per_client"),
+])
+def test_bad_options_are_refused_naming_the_argument(kwargs, match):
+    with pytest.raises((TypeError, ValueError), match=match):
+        check_bound(**kwargs)
+    with pytest.raises((TypeError, ValueError), match=match):
+        UpdateBound(**kwargs)
+
+
+@pytest.mark.parametrize("norms,match", [([1.0, np.nan], "norms must be finite.*position 1"),
+                                         ([-1.0], "norms must be finite and non-negative"),
+                                         ([], "norms must be 1-D")])
+def test_bad_norms_are_refused(norms, match):
+    with pytest.raises(ValueError, match=match):
+        clip_scales(norms, 1.0)
+
+
+def test_update_bound_is_off_by_default():
+    bound = UpdateBound()
+    assert not bound.active and not bound.clips
+    assert np.array_equal(bound.scales([1.0, 1e9]), [1.0, 1.0])
+    assert bound.counts([1e308]).tolist() == [1e308]
+
+
+# --------------------------------------------------------------------------- the round
+
+def test_propose_changes_nothing_until_commit():
+    rule = agg.FedMABA(10)
+    ids, losses = np.arange(4), np.array([0.5, 1.0, 2.0, 3.0])
+    before = rule.state_dict()
+    coef, commit = rule.propose(ids, losses)
+    after = rule.state_dict()
+    assert after["state"]["round"] == before["state"]["round"] == 0
+    assert all(np.array_equal(after["state"][k], v) for k, v in before["state"].items())
+    commit()
+    twin = agg.FedMABA(10)
+    assert np.array_equal(twin.weights(ids, losses), coef)
+    assert rule.round == 1 and np.array_equal(rule.last_mixture, twin.last_mixture)
+    assert all(np.array_equal(rule.state_dict()["state"][k], v)
+               for k, v in twin.state_dict()["state"].items())
+
+
+@pytest.mark.parametrize("name", sorted(registry.RULES))
+@pytest.mark.parametrize("num_clients", [2 ** 63, 2 ** 64, 10 ** 30])
+def test_num_clients_beyond_int64_ids_is_refused(name, num_clients):
+    with pytest.raises(ValueError, match=rf"num_clients must be at most 2\*\*63 - 1 .*got "
+                                         rf"{num_clients}"):
+        registry.build(name, num_clients)
+
+
+def test_num_clients_up_to_the_last_int64_id_is_accepted():
+    rule = agg.FairAvg(2 ** 63 - 1)
+    assert rule.weights(np.array([0, 2 ** 63 - 2], dtype=np.int64)).tolist() == [0.5, 0.5]
+    with pytest.raises(ValueError, match="client_ids must lie in"):
+        rule.weights(np.array([2 ** 63], dtype=np.uint64))
+
+
+# --------------------------------------------------------------------------- the 1000x case
+
+RULES = ["fedavg", "fairavg", "fedmaba", "aaggff-d", "term", "afl", "propfair", "qfedavg",
+         "fedmgda"]
+BOUND = UpdateBound(max_update_norm=3.0)  # three times the round's median update norm
+ABSOLUTE = UpdateBound(max_update_norm=0.5, update_norm_reference="absolute")
+
+
+def poisoned_round(poison=1000.0, seed=0):
+    """Nine honest updates ``[9, 100]`` of norm about 0.1 and one ``poison`` times larger; the
+    poisoning client reports a high loss (3 against 0.5 .. 1.5), every client 100 samples."""
+    rng = np.random.default_rng(seed)
+    updates = 0.01 * rng.standard_normal((10, 100))
+    updates[9] *= poison
+    losses = np.concatenate([rng.uniform(0.5, 1.5, 9), [3.0]])
+    return updates, losses, np.full(10, 100.0)
+
+
+def bounded_step(name, updates, losses, counts, bound=UpdateBound()):
+    """The global step of one round of rule ``name`` (lr = 1) under ``bound``, as the Flower
+    strategy and the simulator take it: clip scales from the update norms, the rule on the
+    clipped updates and capped counts, the step ``sum_i c_i s_i X_i``."""
+    rule = registry.build(name, updates.shape[0])
+    scales = bound.scales(np.linalg.norm(updates, axis=1))
+    clipped = updates * scales[:, None]
+    inputs = {"sq_norms": (clipped ** 2).sum(1), "updates": clipped}
+    coef = rule.weights(np.arange(updates.shape[0]), losses, num_samples=bound.counts(counts),
+                        **{k: inputs[k] for k in rule.round_inputs})
+    return np.asarray(coef) @ clipped, np.asarray(coef)
+
+
+def step_norm(name, bound=UpdateBound(), poison=1000.0):
+    updates, losses, counts = poisoned_round(poison)
+    return float(np.linalg.norm(bounded_step(name, updates, losses, counts, bound)[0]))
+
+
+@pytest.mark.parametrize("name", RULES)
+def test_the_clip_bounds_a_poisoned_reply_for_every_rule(name):
+    honest = step_norm(name, poison=1.0)
+    free = step_norm(name)
+    clipped = step_norm(name, BOUND)
+    updates, losses, counts = poisoned_round()
+    norms = np.linalg.norm(updates, axis=1)
+    tau = 3.0 * float(np.median(norms))
+    _, coef = bounded_step(name, updates, losses, counts, BOUND)
+    # No clipped update is longer than tau: the step is at most sum_i |c_i| min(|X_i|, tau).
+    assert clipped <= float(np.abs(coef) @ np.minimum(norms, tau)) * (1 + 1e-9)
+    if name != "fedmgda":  # coefficients summing to at most 1 (FedMGDA's are 1/norm-scaled)
+        assert np.abs(coef).sum() <= 1 + 1e-9
+        assert clipped <= tau and clipped < free
+        # ... and an absolute bound holds whatever the median is.
+        assert step_norm(name, ABSOLUTE) <= 0.5
+    # The honest round is left alone by the clip (its largest update is well inside 3 x median).
+    assert step_norm(name, BOUND, poison=1.0) == pytest.approx(honest, rel=1e-12)
+
+
+def test_the_count_cap_takes_a_huge_claim_off_fedavgs_weight():
+    updates, losses, counts = poisoned_round(poison=1.0)
+    counts[9] = 1e308
+    _, coef = bounded_step("fedavg", updates, losses, counts)
+    assert coef[9] == 1.0  # today: one reply takes all of FedAvg's weight
+    _, coef = bounded_step("fedavg", updates, losses, counts,
+                           UpdateBound(max_samples_per_client=1000))
+    assert coef[9] == pytest.approx(1000 / (1000 + 900))
+    assert coef[:9].sum() > 0.45
+
+
+# --------------------------------------------------------------------------- the docs table
+
+TABLE_START, TABLE_END = "<!-- poison-table: start -->", "<!-- poison-table: end -->"
+
+
+def poison_table():
+    """The markdown table of docs/aggregators.md: per rule, the global step's norm on the
+    honest round, with one 1000x reply, and with it under each bound."""
+    lines = ["| rule | honest round | 1000x reply, no bound | `max_update_norm=3` (median) "
+             "| `max_update_norm=0.5, update_norm_reference=\"absolute\"` |",
+             "| --- | --- | --- | --- | --- |"]
+    for name in RULES:
+        cells = [step_norm(name, poison=1.0), step_norm(name), step_norm(name, BOUND),
+                 step_norm(name, ABSOLUTE)]
+        lines.append(f"| `{name}` | " + " | ".join(f"{v:.3g}" for v in cells) + " |")
+    return "\n".join(lines)
+
+
+def _docs():
+    return (ROOT / "docs" / "aggregators.md").read_text(encoding="utf-8")
+
+
+def test_docs_table_is_the_measured_one():
+    text = _docs()
+    match = re.search(re.escape(TABLE_START) + r"\n(.*?)\n" + re.escape(TABLE_END), text,
+                      re.S)
+    assert match, "docs/aggregators.md lacks the poison table markers"
+    assert match.group(1) == poison_table(), (
+        "docs/aggregators.md's poison table is stale: run python -m tests.aggregators.test_bounds")
+
+
+if __name__ == "__main__":  # rewrites the table in docs/aggregators.md
+    path = ROOT / "docs" / "aggregators.md"
+    text = _docs()
+    block = f"{TABLE_START}\n{poison_table()}\n{TABLE_END}"
+    if TABLE_START in text:
+        text = re.sub(re.escape(TABLE_START) + r".*?" + re.escape(TABLE_END), lambda _: block,
+                      text, flags=re.S)
+    else:
+        sys.exit(f"add the markers {TABLE_START} / {TABLE_END} to {path} first")
+    path.write_text(text, encoding="utf-8")
+    print(block)
