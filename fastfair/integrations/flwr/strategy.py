@@ -373,6 +373,30 @@ class FastFairStrategy(_FlowerFedAvg):
                 "unchanged", server_round, why)
             return None, None
 
+    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]
+                           ) -> Optional[MetricRecord]:
+        """Flower's evaluation average, with untrusted replies: a reply without exactly one
+        ``MetricRecord`` is left out with a log line (Flower's FedAvg raises on it), and the
+        default :func:`average_metrics` never raises; a user's ``evaluate_metrics_aggr_fn``
+        that raises is logged and the round has no evaluation metrics."""
+        valid, _ = self._check_and_log_replies(list(replies), is_train=False, validate=False)
+        contents = []
+        for msg in valid:
+            if len(msg.content.metric_records) != 1:
+                log(WARNING, "aggregate_evaluate: leaving out the reply of node %d: expected one "
+                    "MetricRecord; got %d", msg.metadata.src_node_id,
+                    len(msg.content.metric_records))
+            else:
+                contents.append(msg.content)
+        if not contents:
+            return None
+        try:
+            return self.evaluate_metrics_aggr_fn(contents, self.weighted_by_key)
+        except Exception as exc:  # a user's function
+            log(WARNING, "aggregate_evaluate: round %d has no evaluation metrics: "
+                "evaluate_metrics_aggr_fn raised %s: %s", server_round, type(exc).__name__, exc)
+            return None
+
     def _aggregate(self, server_round: int, usable: List[_Reply], dropped: int,
                    checked: bool = False) -> Tuple[ArrayRecord, MetricRecord]:
         """The round on checked replies: everything that can fail first (raising ``_Refused``,

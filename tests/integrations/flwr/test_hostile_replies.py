@@ -246,6 +246,20 @@ def test_evaluate_metrics_with_zero_counts_do_not_divide_by_zero():
     assert metrics["accuracy"] == pytest.approx(0.5)
 
 
+def test_inconsistent_evaluate_replies_do_not_raise(flwr_log):
+    strategy = FastFairStrategy(agg.FedAvg(K))
+    replies = [reply(0, [], {"num-examples": 3, "accuracy": 0.5}),
+               reply(1, [], {"accuracy": [0.5, 0.1]}),  # no count, a list: Flower's raises
+               reply(2, [], {"num-examples": 1, "accuracy": 0.9})]
+    for msg in replies:
+        del msg.content["arrays"]
+    del replies[2].content["metrics"]  # no MetricRecord at all
+    metrics = strategy.aggregate_evaluate(1, replies)
+    assert "accuracy" not in metrics
+    assert "leaving out the reply of node 2" in flwr_log.text
+    assert "metric 'accuracy' is left out of the averaged metrics" in flwr_log.text
+
+
 def test_a_step_that_overflows_is_refused_and_changes_nothing(flwr_log):
     # Finite replies whose combined update overflows float32: FedAdam's step would write inf
     # into the model and its moments; the round is refused before anything is committed.
