@@ -358,6 +358,106 @@ ArrayView typed(py::handle obj, const std::string& name, const Spec& spec, int64
   return v;
 }
 
+namespace {
+
+// The memory an array reaches: `count` runs of `len` bytes, run i starting at start + i * step
+// (step >= len), all inside [lo, hi). Arrays whose rows are not contiguous runs are taken as one
+// run over their whole span (so overlap with them is judged by the span: conservative).
+struct Footprint {
+  const ArrayView* array;
+  intptr_t lo, hi, start, step, len;
+  int64_t count;
+};
+
+Footprint footprint(const ArrayView& a) {
+  const int64_t size = std::max(1, a.dlpack_bits / 8);
+  intptr_t lo = reinterpret_cast<intptr_t>(a.data), hi = lo + size;
+  for (int k = 0; k < a.ndim(); ++k) {
+    const intptr_t reach = (a.shape[k] - 1) * a.strides[k] * size;
+    (reach < 0 ? lo : hi) += reach;
+  }
+  Footprint f{&a, lo, hi, lo, hi - lo, hi - lo, 1};
+  if (a.ndim() >= 1 && a.shape[0] > 1 && a.inner_contiguous(a.ndim() - 1)) {
+    const intptr_t len = a.numel() / a.shape[0] * size, step = std::abs(a.strides[0]) * size;
+    if (step >= len) f = {&a, lo, hi, lo, step, len, a.shape[0]};  // runs from the lowest row up
+  }
+  return f;
+}
+
+intptr_t floor_div(intptr_t a, intptr_t b) {
+  return a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
+}
+
+// Whether [a, b) meets one of f's runs: the runs i with start + i step < b and
+// start + i step + len > a.
+bool meets(const Footprint& f, intptr_t a, intptr_t b) {
+  if (b <= f.lo || a >= f.hi) return false;
+  if (f.count == 1) return true;
+  const intptr_t first = std::max<intptr_t>(floor_div(a - f.len - f.start, f.step) + 1, 0);
+  const intptr_t last = std::min<intptr_t>(-floor_div(f.start - b, f.step) - 1, f.count - 1);
+  return first <= last;
+}
+
+bool overlap(const Footprint& x, const Footprint& y) {
+  if (x.hi <= y.lo || y.hi <= x.lo) return false;
+  const Footprint& few = x.count <= y.count ? x : y;
+  const Footprint& many = x.count <= y.count ? y : x;
+  for (int64_t i = 0; i < few.count; ++i) {
+    const intptr_t s = few.start + i * few.step;
+    if (meets(many, s, s + few.len)) return true;
+  }
+  return false;
+}
+
+bool identical(const ArrayView& a, const ArrayView& b) {
+  return a.data == b.data && a.shape == b.shape && a.strides == b.strides &&
+         a.dlpack_code == b.dlpack_code && a.dlpack_bits == b.dlpack_bits;
+}
+
+[[noreturn]] void refuse_overlap(const Footprint& written, const Footprint& other) {
+  throw py::value_error(written.array->name + " overlaps " + other.array->name +
+                        "; pass a separate buffer");
+}
+
+std::vector<Footprint> footprints(const std::vector<const ArrayView*>& arrays) {
+  std::vector<Footprint> f;
+  f.reserve(arrays.size());
+  for (const ArrayView* a : arrays)
+    if (a != nullptr && a->data != nullptr && a->numel() > 0) f.push_back(footprint(*a));
+  return f;
+}
+
+}  // namespace
+
+void require_disjoint(const std::vector<const ArrayView*>& writes,
+                      const std::vector<const ArrayView*>& reads, InPlace in_place) {
+  std::vector<Footprint> w = footprints(writes), r = footprints(reads);
+  auto pairwise = [&] {
+    for (size_t i = 0; i < w.size(); ++i) {
+      for (size_t j = 0; j < i; ++j)
+        if (overlap(w[i], w[j])) refuse_overlap(w[i], w[j]);
+      for (const Footprint& o : r)
+        if (overlap(w[i], o) && !(w[i].array == in_place.out && o.array == in_place.in &&
+                                  identical(*w[i].array, *o.array)))
+          refuse_overlap(w[i], o);
+    }
+  };
+  if (in_place.out != nullptr || w.size() * (w.size() + r.size()) <= 4096) return pairwise();
+  // Many arrays (a list of per-client segments): sort the written spans; when they are disjoint
+  // each other array is looked up among them, O((W + R) log W) instead of O(W (W + R)).
+  std::sort(w.begin(), w.end(), [](const Footprint& a, const Footprint& b) { return a.lo < b.lo; });
+  for (size_t i = 1; i < w.size(); ++i) {
+    if (w[i].lo >= w[i - 1].hi) continue;
+    if (overlap(w[i], w[i - 1])) refuse_overlap(w[i], w[i - 1]);
+    return pairwise();  // interleaved written arrays: spans cannot be searched
+  }
+  for (const Footprint& o : r) {
+    auto it = std::upper_bound(w.begin(), w.end(), o.lo,
+                               [](intptr_t lo, const Footprint& f) { return lo < f.hi; });
+    for (; it != w.end() && it->lo < o.hi; ++it)
+      if (overlap(*it, o)) refuse_overlap(*it, o);
+  }
+}
 
 DeviceGuard::DeviceGuard(const ArrayView& a) {
 #ifdef FASTFAIR_WITH_CUDA

@@ -1,6 +1,6 @@
 // A borrowed view of any array that implements __dlpack__, valid while the view lives; the one
-// typed-view helper that checks an argument against its contract; and the one way compute runs
-// (GIL released, on the array's device).
+// typed-view helper that checks an argument against its contract; the overlap check of the
+// arrays an op writes; and the one way compute runs (GIL released, on the array's device).
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -103,6 +103,19 @@ void require_same_device(const ArrayView& a, const ArrayView& ref);
 void require_same_dtype(const ArrayView& a, const ArrayView& ref);
 void require_contiguous(const ArrayView& a);
 void require_cuda_built(const ArrayView& a);
+
+// Refuses memory shared between an array an op writes and any other array of the call:
+// ValueError "<written> overlaps <other>; pass a separate buffer", before anything is written.
+// Exact for arrays whose rows are contiguous runs at a fixed stride (every array fastfair reads);
+// other layouts are compared by the span of memory they reach. Null entries and arrays without
+// elements are skipped. `in_place` is the one (written, read) pair that may be the very same array
+// (same address, shape, strides and dtype): the op's documented in-place use.
+struct InPlace {
+  const ArrayView* out = nullptr;
+  const ArrayView* in = nullptr;
+};
+void require_disjoint(const std::vector<const ArrayView*>& writes,
+                      const std::vector<const ArrayView*>& reads, InPlace in_place = {});
 
 // Makes the array's GPU the current CUDA device for its lifetime (a no-op for CPU arrays and in
 // builds without CUDA), so kernels launch where the data lives.

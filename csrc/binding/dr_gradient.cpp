@@ -74,6 +74,7 @@ void dr_gradient(py::handle responses, py::handle ids, py::handle p, double samp
       throw py::value_error("workspace is too small; allocate dr_dense_workspace_len(K) doubles");
     a.workspace = wv.as<double>();
   }
+  require_disjoint({&gv, &ev, &wv}, {&pv, &sample.ids, &sample.responses});
   run_on_device(pv, stream, [&] { throw_value_error_if_failed(cpu::dr_gradient(a)); },
                 [&](void* s) { throw_if_failed(cuda::dr_gradient(a, s)); });
 }
@@ -92,6 +93,7 @@ void dr_lazy_step(py::handle state, py::handle ids, py::handle responses, double
   const Sample sample = sample_of(ids, responses, sv, K, stream);
   const int64_t m = sample.m;
   ArrayView wv = typed(weights, "out", Spec().on(sv).dtype(kF64).shape({m}).writable(), stream);
+  require_disjoint({&sv, &wv}, {&sample.ids, &sample.responses});
   DrLazyArgs a{K, m, sample.ids.as<const int64_t>(), sample.responses.as<const double>(),
                sample_prob, eta, prior_mass, var, sv.as<double>(), wv.as<double>()};
   run_on_device(sv, stream, [&] { throw_value_error_if_failed(cpu::dr_lazy_step(a)); },

@@ -16,6 +16,7 @@ void normal_segments(py::handle keys, py::handle offsets, py::handle out, int64_
       typed(offsets, "offsets", Spec().on(kv).dtype(kI64).shape({m + 1}, "[m + 1]"), stream);
   const ArrayView ov =
       typed(out, "out", Spec().on(kv).dtype(kF32or64).shape({-1}, "[N]").writable(), stream);
+  require_disjoint({&ov}, {&kv, &fv});
   const NormalSegmentsArgs a{ov.dtype, m, kv.as<const uint64_t>(), fv.as<const int64_t>(),
                              ov.shape[0], ov.data};
   if (kv.device == Device::cpu) check_offsets(a.offsets, m, a.total, "out's length");

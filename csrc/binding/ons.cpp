@@ -39,6 +39,7 @@ py::dict simplex_qp(py::handle H, py::handle b, py::object warm, py::handle p, i
   const ArrayView pv = typed(p, "out", host_f64({K}).writable());
   ArrayView wv;
   if (!warm.is_none()) wv = typed(warm, "warm_start", host_f64({K}));
+  require_disjoint({&pv}, {&hv, &bv, &wv});
   SimplexQpArgs args{hv.as<const double>(), bv.as<const double>(), K,
                      wv.as<const double>(), max_iter, pv.as<double>()};
   QpInfo info;
@@ -60,6 +61,7 @@ void simplex_qp_batched(py::handle H, py::handle b, py::handle p, py::handle kkt
   const Spec counts = Spec().on(hv).dtype(kI64).shape({B}).writable();
   const ArrayView iv = typed(iterations, "iterations", counts, stream);
   const ArrayView sv = typed(support, "support", counts, stream);
+  require_disjoint({&pv, &kv, &iv, &sv}, {&hv, &bv});
   if (method != 0 && method != 1) throw py::value_error("method must be 0 or 1");
   SimplexQpBatchArgs args{hv.as<const double>(), bv.as<const double>(), B, K, method, max_iter,
                           tol, pv.as<double>(), kv.as<double>(), iv.as<int64_t>(),
@@ -95,6 +97,7 @@ py::dict ons_step(py::handle H, py::handle Hinv, py::handle pending_u, py::handl
                   bool paper, double tol, int64_t max_iter) {
   const OnsState s = ons_state(H, Hinv, pending_u, pending_c, pending_g, b, p);
   const ArrayView gv = typed(g, "g", host_f64({s.K}));
+  require_disjoint({&s.H, &s.Hinv, &s.pending_u, &s.pending_c, &s.pending_g, &s.b, &s.p}, {&gv});
   OnsStepArgs args{s.K, s.H.as<double>(), s.Hinv.as<double>(), s.pending_u.as<double>(),
                    s.pending_c.as<double>(), s.pending_g.as<double>(), s.b.as<double>(),
                    s.p.as<double>(), gv.as<const double>(), beta, paper, tol, max_iter};
@@ -111,6 +114,7 @@ void ons_settle(py::handle H, py::handle Hinv, py::handle pending_u, py::handle 
   const ArrayView uv = typed(pending_u, "pending_u", host_f64({K}));
   const ArrayView cv = typed(pending_c, "pending_c", host_f64({1}).writable());
   const ArrayView gv = typed(pending_g, "pending_g", host_f64({K}).writable());
+  require_disjoint({&hv, &iv, &cv, &gv}, {&uv});
   OnsSettleArgs args{K, hv.as<double>(), iv.as<double>(), uv.as<const double>(), cv.as<double>(),
                      gv.as<double>(), beta};
   throw_if_failed(released([&] { return cpu::ons_settle(args); }));

@@ -45,6 +45,7 @@ void availability(py::handle prob, double prob_scalar, uint64_t seed, int64_t ro
   } else if (!(prob_scalar >= 0.0 && prob_scalar <= 1.0)) {
     throw py::value_error("prob must be in [0, 1]; got " + std::to_string(prob_scalar));
   }
+  require_disjoint({&mv}, {&pv});
   run_on_device(mv, stream, [&] { throw_if_failed(cpu::availability(a)); },
                 [&](void* s) { throw_if_failed(cuda::availability(a, s)); });
 }

@@ -61,6 +61,7 @@ void sgld_step(py::handle x, py::handle grad, py::handle out, double step, py::h
   const ArrayView nv = per_sample(noise_vec, "noise_std", xv, n, stream);
   a.u.step_vec = sv.as<const double>();
   a.u.noise_vec = nv.as<const double>();
+  require_disjoint({&ov}, {&xv, &gv, &sv, &nv}, {&ov, &xv});  // out = x: the step in place
   if (total == 0) return;
   run_on_device(xv, stream, [&] { throw_value_error_if_failed(cpu::sgld_step(a)); },
                 [&](void* s) { throw_if_failed(cuda::sgld_step(a, s)); });
@@ -95,6 +96,7 @@ void fedevg_server_step(py::handle x, py::handle G, py::handle e, py::handle w, 
   const ArrayView nv = per_sample(noise_vec, "noise_std", xv, M, stream);
   a.u.step_vec = sv.as<const double>();
   a.u.noise_vec = nv.as<const double>();
+  require_disjoint({&ov}, {&xv, &Gv, &ev, &wv, &sv, &nv}, {&ov, &xv});  // out = x: in place
   if (total == 0) return;
   run_on_device(xv, stream, [&] { throw_value_error_if_failed(cpu::fedevg_server_step(a)); },
                 [&](void* s) { throw_if_failed(cuda::fedevg_server_step(a, s)); });

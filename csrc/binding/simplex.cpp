@@ -18,6 +18,7 @@ void project_simplex(py::handle v, py::handle out, int64_t stream) {
   ArrayView ov = typed(out, "out", Spec().on(vv).writable(), stream);
   require_same_dtype(ov, vv);
   if (ov.shape != vv.shape) throw py::value_error("out must have the shape of v");
+  require_disjoint({&ov}, {&vv});
   SimplexArgs a{vv.dtype, rows, cols, vv.data, vv.ndim() == 2 ? vv.strides[0] : cols, ov.data};
   if (rows == 0) return;
   run_on_device(vv, stream, [&] { throw_value_error_if_failed(cpu::project_simplex(a)); },

@@ -83,6 +83,7 @@ void softmax_rows(py::handle x, const std::vector<double>& scale, py::handle out
   SoftmaxArgs a{xv.dtype, xv.dtype, r.rows, r.cols, xv.data, r.stride, nullptr, 0, sc.data(),
                 nullptr, nullptr, nullptr, unscaled ? "x" : "scale * x"};
   const Outputs o = outputs(a, xv, out, lse, workspace, stream);
+  require_disjoint({&o.out, &o.lse, &o.workspace}, {&xv});
   if (r.rows > 0) run(a, xv, stream);
 }
 
@@ -104,6 +105,7 @@ void eg_step(py::handle G, py::handle g, py::handle ids, py::handle values,
     a.add_stride = rows_of(dv, &gv).stride;
     if (dv.shape != gv.shape) throw py::value_error("g must have the shape of G");
     a.add = dv.data;
+    require_disjoint({&gv, &o.out, &o.lse, &o.workspace}, {&dv});
     if (r.rows > 0) run(a, gv, stream);
     return;
   }
@@ -118,6 +120,7 @@ void eg_step(py::handle G, py::handle g, py::handle ids, py::handle values,
                                          : "ids must have shape [B, m] for G of shape [B, K]");
   const SparseGradient sparse{iv.as<const int64_t>(), vv.as<const double>(),
                               iv.shape[iv.ndim() - 1]};
+  require_disjoint({&gv, &o.out, &o.lse, &o.workspace}, {&iv, &vv});
   if (gv.device == Device::cpu) {
     for (int64_t b = 0; b < r.rows; ++b) {
       const std::string suffix = r.rows > 1 ? "[" + std::to_string(b) + "]" : "";

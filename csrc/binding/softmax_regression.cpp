@@ -52,6 +52,7 @@ void softmax_regression_sgd(py::handle x, py::handle y, py::handle offsets, py::
   ArrayView lv;
   if (!received_loss.is_none())
     lv = typed(received_loss, "received_loss", host().dtype(kF64).shape({R}, "[R]").writable());
+  require_disjoint({&pv, &lv}, {&xv, &yv, &ov, &kv, &cv, &sv});
   const SoftmaxRegressionArgs a{R, K, F, C, batch_size, float(lr), xv.as<const float>(),
                                 yv.as<const int64_t>(), ov.as<const int64_t>(),
                                 kv.as<const int64_t>(), client, step, pv.as<float>(),

@@ -43,6 +43,7 @@ void superfed_reduce(py::handle f, py::handle l, py::handle g, py::handle offset
   const ArrayView outv =
       typed(out, "out", Spec().on(fv).dtype(kF64).shape({L.rows, L.segments, 4}).writable(),
             stream);
+  require_disjoint({&outv}, {&fv, &lv, &gv, &lay.offsets, &lay.twinned});
   SuperFedReduceArgs a{L, fv.as<const float>(), lv.as<const float>(), gv.as<const float>(),
                        outv.as<double>()};
   run_on_device(fv, stream, [&] { throw_if_failed(cpu::superfed_reduce(a)); },
@@ -78,6 +79,11 @@ void superfed_step(py::handle f, py::handle l, py::handle g, py::handle grad, py
     orthv = typed(orth, "orth", Spec().on(fv).dtype(kF64).shape({L.rows, 4}), stream);
     actv = typed(active, "active", Spec().on(fv).dtype(kByte).shape({L.rows}), stream);
   }
+  // A mix writes only mixed; a step also f, the momentum buffers and (train_local) l.
+  const bool l_written = step && train_local;
+  require_disjoint({&mixv, step ? &fv : nullptr, &buffv, &buflv, l_written ? &lv : nullptr},
+                   {step ? nullptr : &fv, l_written ? nullptr : &lv, &gradv, &gv, &lamv, &nextv,
+                    &proxv, &orthv, &actv, &lay.offsets, &lay.twinned});
   SuperFedStepArgs a{};
   a.layout = L;
   a.f = fv.as<float>();

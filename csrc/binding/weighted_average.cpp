@@ -88,6 +88,7 @@ void weighted_average_rows(py::handle X, py::handle w, py::handle out, const std
   const int64_t d = xv.numel() / n;
   ArrayView ov = view(out, names.out, stream);
   check_output(ov, xv, "each row of " + x, d, mode);
+  require_disjoint({&ov}, {&xv, &wv});
 
   const int64_t row_bytes = xv.strides[0] * dtype_size(xv.dtype);
   std::vector<const void*> inputs(n);
@@ -157,6 +158,11 @@ void weighted_average_lists(const py::sequence& updates, py::handle w, py::handl
     check_output(outs.back(), first[l], first[l].name, segment_len[l], mode);
     outputs[l] = outs.back().data;
   }
+  std::vector<const ArrayView*> written, read{&wv};
+  for (const ArrayView& v : outs) written.push_back(&v);
+  for (const auto* group : {&first, &rest})
+    for (const ArrayView& v : *group) read.push_back(&v);
+  require_disjoint(written, read);
   AverageArgs args{first[0].dtype, n, num_segments, segment_len.data(), inputs.data(),
                    wv.as<const double>(), outputs.data(), mode, lr};
   launch(args, first[0], stream);

@@ -2,6 +2,12 @@
 
 Every op takes NumPy arrays, torch tensors, CuPy arrays or any ``__dlpack__`` producer and
 returns results in the framework (and on the device) of its inputs.
+
+What an op writes (``out=``, and state it updates in place) must not share memory with any other
+argument of the call: such a call raises ``ValueError`` naming both ("out overlaps X; pass a
+separate buffer") before anything is written. The one exception is an op's documented in-place
+form, where the output is the very same array as the input (``sgld_step`` and
+``fedevg_server_step`` with ``out=x``, their default).
 """
 
 from fastfair.ops.dr import dr_gradient, dr_lazy_step

@@ -68,7 +68,8 @@ def sgld_step(x: Array, grad: Array, *, step: PerSample, noise_std: PerSample, s
     clamp
         ``(lo, hi)``: the result is clamped to ``[lo, hi]``; None for no clamp.
     out
-        Result array (same shape, dtype, device). Default: ``x`` itself, updated in place.
+        Result array (same shape, dtype, device). Default: ``x`` itself, updated in place; any
+        other ``out`` shares no memory with ``x``, ``grad`` or the per-sample vectors.
     stream
         CUDA stream handle for CUDA inputs; default the current stream of their framework.
 

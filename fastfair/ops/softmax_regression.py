@@ -53,14 +53,17 @@ def softmax_regression_sgd(x: Array, y: Array, offsets: Array, keys: Array, clie
     clients, steps
         ``[R]`` int64: each row's batch client in ``[0, K)`` and its number of steps (>= 0).
     params
-        ``[R, F C + C]`` float32, C-contiguous, writable: the starting models, trained in place.
+        ``[R, F C + C]`` float32, C-contiguous, writable: the starting models, trained in place;
+        it shares no memory with the other arguments.
     batch_size, lr
         B >= 1 and :math:`\eta > 0`.
     received_loss
         Optional ``[R]`` float64 output.
 
     Returns ``params``. Raises ValueError for arrays off the CPU, shapes or dtypes other than the
-    above, more than ``MAX_CLASSES`` (128) classes, or a label outside ``[0, C)``.
+    above, outputs sharing memory with inputs, more than ``MAX_CLASSES`` (128) classes, or a label
+    of a trained client outside ``[0, C)``: all checked before any row is trained, so a call that
+    raises leaves ``params`` and ``received_loss`` as they were.
     """
     batch_size = integer(batch_size, "batch_size", 1, 2 ** 62)
     lr = real(lr, "lr")

@@ -54,11 +54,11 @@ def weighted_average(X: Updates, w: Any, *, out: Optional[Updates] = None,
         inputs. CUDA weights are not inspected, since that would synchronise the stream.
     out
         Optional preallocated result: ``[*S]`` (flat) or a list of L arrays, same dtype and device
-        as ``X``, contiguous and writable.
+        as ``X``, contiguous and writable, sharing no memory with ``X``, ``w`` or each other.
     base
         Server-step form: parameters (``[*S]`` or a list of L arrays) updated in place to
-        ``base - lr * sum_i w_i X_i``, where ``X_i`` are pseudo-gradients ``global - local_i``.
-        Returns ``base``. Excludes ``out``.
+        ``base - lr * sum_i w_i X_i``, where ``X_i`` are pseudo-gradients ``global - local_i``
+        (so ``base`` shares no memory with ``X`` or ``w``). Returns ``base``. Excludes ``out``.
     lr
         Server learning rate of the server-step form (finite).
     stream

@@ -247,11 +247,11 @@ def _regression(N=40, F=3, C=4, K=4, seed=0):
     store = np.zeros(N * F + 200, np.float32)
     x = store[:N * F].reshape(N, F)
     x[:] = rng.standard_normal((N, F))
-    return dict(x=x, y=rng.integers(0, C, N).astype(np.int64),
-                offsets=np.arange(0, N + 1, N // K, dtype=np.int64),
-                keys=np.arange(K, dtype=np.int64), clients=np.arange(K, dtype=np.int64),
-                steps=np.full(K, 3, np.int64), params=np.zeros((K, F * C + C), np.float32),
-                batch_size=4, lr=0.1), store
+    return {"x": x, "y": rng.integers(0, C, N).astype(np.int64),
+            "offsets": np.arange(0, N + 1, N // K, dtype=np.int64),
+            "keys": np.arange(K, dtype=np.int64), "clients": np.arange(K, dtype=np.int64),
+            "steps": np.full(K, 3, np.int64), "params": np.zeros((K, F * C + C), np.float32),
+            "batch_size": 4, "lr": 0.1}, store
 
 
 def test_a_bad_label_is_refused_before_any_row_trains():
@@ -261,7 +261,7 @@ def test_a_bad_label_is_refused_before_any_row_trains():
     args["y"][35] = 4
     args["params"][:] = np.random.default_rng(1).standard_normal(args["params"].shape)
     before = args["params"].copy()
-    with pytest.raises(ValueError, match=r"y\[35\] = 4 is a class outside \[0, 4\)"):
+    with pytest.raises(ValueError, match=r"y\[35\] = 4 is a class outside \[0, C\) = \[0, 4\)"):
         ops.softmax_regression_sgd(**args)
     assert args["params"].tobytes() == before.tobytes()
 
