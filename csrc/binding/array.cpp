@@ -43,6 +43,26 @@ std::string ArrayView::device_str() const {
 
 namespace {
 
+// Re-raises a producer's refusal to export `obj` (BufferError, ValueError, ...) as a ValueError
+// that names the argument and the fix, chained to the producer's error.
+[[noreturn]] void refuse_export(py::handle obj, const std::string& name, py::error_already_set& e) {
+  if (!e.matches(PyExc_BufferError) && !e.matches(PyExc_ValueError) &&
+      !e.matches(PyExc_TypeError) && !e.matches(PyExc_RuntimeError))
+    throw;
+  std::string msg;
+  py::object dtype = py::getattr(obj, "dtype", py::none());
+  if (py::hasattr(dtype, "isnative") && !py::bool_(dtype.attr("isnative"))) {
+    msg = name + " has non-native byte order (dtype " + std::string(py::str(dtype.attr("str"))) +
+          "), which DLPack cannot carry; pass " + name + ".astype(" + name +
+          ".dtype.newbyteorder('='))";
+  } else {
+    msg = name + " cannot be exported through DLPack (" + std::string(py::str(e.value())) +
+          "); pass a dense NumPy array, or a dense tensor on the CPU or a CUDA device";
+  }
+  py::raise_from(e, PyExc_ValueError, msg.c_str());
+  throw py::error_already_set();
+}
+
 py::object export_capsule(py::handle obj, const std::string& name, bool cuda, int64_t stream) {
   py::object method = py::getattr(obj, "__dlpack__", py::none());
   if (method.is_none()) {
@@ -55,11 +75,16 @@ py::object export_capsule(py::handle obj, const std::string& name, bool cuda, in
   try {
     return method(**kwargs);
   } catch (py::error_already_set& e) {
-    if (!e.matches(PyExc_TypeError)) throw;  // producers predating DLPack 1.0 reject max_version
+    if (!e.matches(PyExc_TypeError)) refuse_export(obj, name, e);
+    // producers predating DLPack 1.0 reject max_version
   }
   kwargs = py::dict();
   if (cuda && stream >= 0) kwargs["stream"] = py::int_(stream);
-  return method(**kwargs);
+  try {
+    return method(**kwargs);
+  } catch (py::error_already_set& e) {
+    refuse_export(obj, name, e);
+  }
 }
 
 // torch.Tensor's types and the DLPack codes of its dtypes, looked up once torch is imported by
@@ -132,23 +157,34 @@ std::vector<int64_t> int_tuple(const py::object& t) {
 // parameters. Stream ordering for an explicit stream= is arranged once per call by the Python
 // layer (fastfair._arrays.current_stream); tensors that need grad are read through a detached
 // alias, negated views (torch's lazy neg bit, which DLPack exports without the sign) through a
-// resolved copy marked read-only so that no output is written into a copy. Returns false for
-// what this path does not cover (sparse layouts, other dtypes or devices): __dlpack__ then
-// handles them, with its own errors.
-bool torch_view(py::handle obj, ArrayView* v) {
+// resolved copy marked read-only so that no output is written into a copy. Sparse layouts and
+// devices other than CPU and CUDA (meta, mps, ...) are refused here, naming the argument and the
+// fix. Returns false for dtypes this path does not cover: __dlpack__ then handles them.
+bool torch_view(py::handle obj, const std::string& name, ArrayView* v) {
   const TorchTypes* torch = torch_types();
   if (torch == nullptr || PyObject_IsInstance(obj.ptr(), torch->tensor) != 1) return false;
   const TorchNames& n = torch_names();
   py::object t = py::reinterpret_borrow<py::object>(obj);
   if (get(t, n.requires_grad).ptr() == Py_True) t = call(t, n.detach);
-  if (get(t, n.layout).ptr() != torch->strided) return false;
+  py::object layout = get(t, n.layout);
+  if (layout.ptr() != torch->strided) {
+    const std::string l = py::str(layout);
+    const bool sparse = l.find("sparse") != std::string::npos;
+    throw py::value_error(name + (sparse ? " is a sparse tensor (" + l + ")" : " has layout " + l) +
+                          "; fastfair reads dense arrays: pass " + name + ".to_dense()");
+  }
+  const bool cuda = get(t, n.is_cuda).ptr() == Py_True;
+  if (!cuda && get(t, n.is_cpu).ptr() != Py_True) {
+    const std::string device = py::str(t.attr("device"));
+    throw py::value_error(name + " is on " + device +
+                          (device == "meta" ? ", which holds no data" : "") +
+                          "; pass a tensor on the CPU or a CUDA device");
+  }
   const PyObject* dtype = get(t, n.dtype).ptr();  // torch dtypes are singletons: no dangling
   const std::pair<int, int>* code = nullptr;
   for (const auto& entry : torch->dtypes)
     if (dtype == entry.first) code = &entry.second;
   if (code == nullptr) return false;
-  const bool cuda = get(t, n.is_cuda).ptr() == Py_True;
-  if (!cuda && get(t, n.is_cpu).ptr() != Py_True) return false;
   if (call(t, n.is_neg).ptr() == Py_True) {
     t = call(t, n.resolve_neg);
     v->read_only = true;
@@ -190,7 +226,7 @@ void normalise_empty(ArrayView* v) {
 ArrayView view(py::handle obj, const std::string& name, int64_t stream) {
   ArrayView v;
   v.name = name;
-  if (torch_view(obj, &v)) {
+  if (torch_view(obj, name, &v)) {
     set_float_dtype(&v);
     normalise_empty(&v);
     return v;
@@ -219,7 +255,7 @@ ArrayView view(py::handle obj, const std::string& name, int64_t stream) {
     default:
       throw py::value_error(name + " lives on DLPack device type " +
                             std::to_string(t->device.device_type) +
-                            "; fastfair accepts CPU and CUDA arrays");
+                            "; pass an array on the CPU or a CUDA device");
   }
   v.device_id = t->device.device_id;
   v.dlpack_code = t->dtype.code;

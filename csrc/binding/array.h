@@ -43,7 +43,8 @@ struct ArrayView {
 };
 
 // Exports `obj` through `obj.__dlpack__` (torch tensors through their attributes). `stream` is
-// the consumer stream handed to CUDA producers (-1: none). Errors name `name`.
+// the consumer stream handed to CUDA producers (-1: none). Errors name `name` and say the fix:
+// sparse and meta tensors, non-native byte order, devices other than CPU and CUDA.
 ArrayView view(py::handle obj, const std::string& name, int64_t stream);
 
 // Element types, as bits of a set (Spec::dtype).

@@ -69,4 +69,4 @@ def test_sparse_tensors_are_named_with_the_fix():
     with pytest.raises(ValueError, match=r"X\[0\]\[0\] is a sparse tensor.*to_dense\(\)"):
         ops.weighted_average([[torch.zeros(5).to_sparse()]], [1.0])
     with pytest.raises(ValueError, match=r"X is a sparse tensor"):
-        ops.weighted_average(torch.zeros((2, 3)).to_sparse_csr(), [1.0, 1.0])
+        ops.weighted_average(torch.zeros((2, 3)).to_sparse(), [1.0, 1.0])
