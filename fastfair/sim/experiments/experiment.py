@@ -16,28 +16,24 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 
-from fastfair.sim import checkpoint
 from fastfair.sim.config import SimulationConfig
 from fastfair.sim.data.base import FederatedDataset
 from fastfair.sim.data.registry import DATASETS
 from fastfair.sim.distributed import Distributed
+from fastfair.sim.experiments import common
 from fastfair.sim.models.flat import FlatModel
 from fastfair.sim.process import run_tuned
 from fastfair.sim.reporting import report
-from fastfair.sim.reporting.callbacks import CallbackList, RoundCallback
+from fastfair.sim.reporting.callbacks import RoundCallback
 from fastfair.sim.rounds.registry import make_runner, runner_class
-from fastfair.sim.rounds.runner import Runner
 
-CHECKPOINT = "checkpoint.pt"
 CONFIG = "config.json"
 MODELS_FILE = "models.pt"
 
@@ -62,7 +58,7 @@ class ExperimentResult:
         return report.summary_table(self.summary)
 
 
-class Experiment:
+class Experiment(common.Orchestration):
     """Runs ``rules`` (rule or method names) one after another from the same configuration.
 
     Parameters
@@ -92,16 +88,19 @@ class Experiment:
         busy machine and for small models; raise it for large cohorts of large models on idle
         cores.
     callbacks
-        Per-round hooks (:class:`~fastfair.sim.reporting.callbacks.RoundCallback`): each rule's start
-        with its config as a dict, every round's record and the rule's summary row, as they
+        Per-round hooks (:class:`~fastfair.sim.reporting.callbacks.RoundCallback`): each rule's
+        start with its config as a dict, every round's record and the rule's summary row, as they
         happen, the run being named by the rule; closed when :meth:`run` returns or raises.
         Only rank 0 calls them. A resumed experiment calls them for the rounds it plays, from
         the checkpoint on (rounds before it are not replayed; those after it, lost with the
         crash, are seen again).
 
     Every rule name, option, value and configuration field is checked when the experiment is
-    made, before anything runs or is written.
+    made, before anything runs or is written. :meth:`resume` (from
+    :class:`~fastfair.sim.experiments.common.Orchestration`) continues a checkpointed run.
     """
+
+    CONFIG = CONFIG
 
     def __init__(self, config: SimulationConfig, rules: Optional[Sequence[str]] = None,
                  rule_options: Optional[Mapping[str, Mapping[str, Any]]] = None, *,
@@ -113,21 +112,10 @@ class Experiment:
         if rules is None:
             rules = [config.rule]
             rule_options = {config.rule: dict(config.rule_options)}
-        rules = list(rules)
-        if not rules or len(set(rules)) != len(rules):
-            raise ValueError(f"rules must be distinct names, at least one; got {rules}")
+        rules = common.check_rules(rules)
         options = {r: dict(o) for r, o in (rule_options or {}).items()}
-        extra = sorted(set(options) - set(rules))
-        if extra:
-            raise ValueError(f"rule_options names {', '.join(map(repr, extra))}, which is not run")
-        if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int) \
-                or checkpoint_every < 0:
-            raise ValueError(f"checkpoint_every must be an integer >= 0; got {checkpoint_every!r}")
-        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
-                                    or threads < 1):
-            raise ValueError(f"threads must be an integer >= 1 or None; got {threads!r}")
-        if checkpoint_every and out is None:
-            raise ValueError("checkpoint_every needs an output folder: pass out=")
+        common.check_named(rules, rule_options=options)
+        self._settings(config.device, out, checkpoint_every, progress, dist, threads, callbacks)
         self.configs = {r: dataclasses.replace(config, rule=r, rule_options=options.get(r, {}))
                         for r in rules}
         for cfg in self.configs.values():
@@ -135,39 +123,12 @@ class Experiment:
         self.base = dataclasses.replace(config, rule=rules[0],
                                         rule_options=options.get(rules[0], {}))
         self.rules = rules
-        self.out = None if out is None else Path(out)
-        self.checkpoint_every = checkpoint_every
-        self.progress = progress
         self.dataset, self.model = dataset, model
-        self.dist = dist or Distributed(device=torch.device(config.device))
-        self.threads = threads
-        self.callbacks = list(callbacks or [])
-        self._state: Optional[Dict[str, Any]] = None
-        self._fresh = True
 
     @classmethod
-    def resume(cls, out: Union[str, Path], *, progress: bool = False,
-               dist: Optional[Distributed] = None, threads: Optional[int] = 1,
-               callbacks: Optional[Sequence[RoundCallback]] = None) -> "Experiment":
-        """The experiment saved in ``out``, to continue from its checkpoint with :meth:`run`
-        (bit-identical to an uninterrupted run), calling ``callbacks`` for the rounds it plays."""
-        out = Path(out)
-        if not (out / CONFIG).is_file():
-            raise ValueError(f"{out} holds no {CONFIG}: it is not a fastfair run folder")
-        try:
-            saved = json.loads((out / CONFIG).read_text())
-            base = SimulationConfig.from_dict(saved["config"])
-            rules, options, every = saved["rules"], saved["rule_options"], saved["checkpoint_every"]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"{out / CONFIG} is not a valid run configuration ({exc})") from None
-        state = checkpoint.load(out / CHECKPOINT)
-        exp = cls(base, rules, options, out=out, checkpoint_every=every, progress=progress,
-                  dist=dist, threads=threads, callbacks=callbacks)
-        if state.get("config") != saved:
-            raise ValueError(f"{out / CONFIG} changed since the checkpoint was written; restore "
-                             "it or start a new run")
-        exp._state, exp._fresh = state, False
-        return exp
+    def _arguments(cls, saved: Dict[str, Any]) -> Tuple[tuple, Dict[str, Any]]:
+        return ((SimulationConfig.from_dict(saved["config"]), saved["rules"],
+                 saved["rule_options"]), {"checkpoint_every": saved["checkpoint_every"]})
 
     def _saved_config(self) -> Dict[str, Any]:
         return {"rules": self.rules, "config": self.base.to_dict(),
@@ -175,25 +136,24 @@ class Experiment:
                 "checkpoint_every": self.checkpoint_every}
 
     def run(self) -> ExperimentResult:
-        """Runs every rule not finished yet and writes the outputs; returns them."""
+        """Runs every rule not finished yet and writes the outputs.
+
+        Returns
+        -------
+        ExperimentResult
+            Every rule's history, final per-client accuracy, summary and final model.
+        """
         return run_tuned(self.threads, self._run)
 
     def _run(self) -> ExperimentResult:
-        lead = self.dist.rank == 0
-        if lead and self.out is not None and self._fresh:
-            if self.out.exists() and any(self.out.iterdir()):
-                raise ValueError(f"out folder {self.out} is not empty; pick a new folder or "
-                                 "resume it")
-            self.out.mkdir(parents=True, exist_ok=True)
-            (self.out / CONFIG).write_text(json.dumps(self._saved_config(), indent=1))
+        lead = self._start()
         state = self._state or {}
         histories: Dict[str, List[dict]] = dict(state.get("histories", {}))
         finals: Dict[str, np.ndarray] = dict(state.get("finals", {}))
         seconds: Dict[str, float] = dict(state.get("seconds", {}))
         models: Dict[str, Dict[str, torch.Tensor]] = dict(state.get("models", {}))
         eval_ids = np.zeros(0, dtype=np.int64)
-        hooks = CallbackList(self.callbacks if lead else [])
-        try:
+        with common.round_hooks(self.callbacks, self.dist) as hooks:
             for rule in self.rules:
                 runner = make_runner(self.configs[rule], self.dist, dataset=self.dataset,
                                      model=self.model)
@@ -202,47 +162,30 @@ class Experiment:
                     continue
                 if state.get("current_rule") == rule:
                     runner.load_state_dict(state["current"])
-                self._play(rule, runner, histories, finals, seconds, models, lead, hooks)
-        finally:
-            hooks.close()
+                self._open()
+
+                def save(spent: float, rule=rule, runner=runner) -> None:
+                    self._checkpoint(histories=histories, finals=finals,
+                                     seconds={**seconds, rule: spent}, models=models,
+                                     current_rule=rule, current=runner.state_dict())
+
+                bar = self._bar(self.configs[rule].rounds, runner.round, f"{rule:>10}")
+                seconds[rule] = common.play_alone(
+                    runner, rule, hooks, bar, self.checkpoint_every, save if lead else None,
+                    seconds.get(rule, 0.0))
+                histories[rule] = runner.history
+                finals[rule] = runner.evaluate()[0]
+                models[rule] = dict(runner.global_state_dict())
+                hooks.on_run_end(rule, common.run_summary(rule, runner.history, seconds[rule]))
+                if lead and self.checkpoint_every:
+                    self._checkpoint(histories=histories, finals=finals, seconds=seconds,
+                                     models=models, current_rule=None, current=None)
+        self._open()
         summary = report.summarize(histories, seconds)
         if lead and self.out is not None:
             self._write(histories, finals, eval_ids, summary, models)
         return ExperimentResult(histories, finals, eval_ids, summary,
                                 self.out if lead else None, models)
-
-    def _play(self, rule: str, runner: Runner, histories, finals, seconds, models,
-              lead: bool, hooks: RoundCallback) -> None:
-        from tqdm import tqdm
-
-        rounds = self.configs[rule].rounds
-        started = time.perf_counter() - seconds.get(rule, 0.0)
-        bar = tqdm(total=rounds, initial=runner.round, desc=f"{rule:>10}", unit="round",
-                   disable=not (self.progress and lead), dynamic_ncols=True, file=sys.stderr)
-        hooks.on_run_start(rule, self.configs[rule].to_dict())
-        while runner.round < rounds:
-            rec = runner.step()
-            hooks.on_round(rule, rec)
-            bar.update(1)
-            if "acc_mean" in rec:
-                bar.set_postfix(mean=f"{100 * rec['acc_mean']:.1f}%",
-                                worst10=f"{100 * rec['acc_worst10']:.1f}%")
-            seconds[rule] = time.perf_counter() - started
-            if lead and self.checkpoint_every and runner.round % self.checkpoint_every == 0:
-                self._checkpoint(histories, finals, seconds, models, rule, runner.state_dict())
-        bar.close()
-        histories[rule] = runner.history
-        finals[rule] = runner.evaluate()[0]
-        models[rule] = dict(runner.global_state_dict())
-        seconds[rule] = time.perf_counter() - started
-        hooks.on_run_end(rule, report.summarize({rule: runner.history}, seconds).get(rule, {}))
-        if lead and self.checkpoint_every:
-            self._checkpoint(histories, finals, seconds, models, None, None)
-
-    def _checkpoint(self, histories, finals, seconds, models, rule, current) -> None:
-        checkpoint.save(self.out / CHECKPOINT, {
-            "config": self._saved_config(), "histories": histories, "finals": finals,
-            "seconds": seconds, "models": models, "current_rule": rule, "current": current})
 
     def _write(self, histories, finals, eval_ids, summary, models) -> None:
         report.write_metrics(self.out, histories)

@@ -12,33 +12,41 @@ statistics that say which rule is fairer and by how much beyond seed noise.
 
 Runs of the same seed share the data set, the initial model and every round's client sample,
 so differences between rules on one seed are paired. Every rule's runs (all grid points and
-seeds) train their cohorts together: one :func:`~fastfair.sim.rounds.engine.play_round` per round for
-all of them, each run with its own global model, rule, server optimiser and keys, and each run's
-records equal to the same run alone. Methods (FedEvg, SuPerFed) run one after another on the
-same data sets. ``fastfair sweep`` is the command-line layer over this class.
+seeds) train their cohorts together: one :func:`~fastfair.sim.rounds.engine.play_round` per
+round for all of them, each run with its own global model, rule, server optimiser and keys, and
+each run's records equal to the same run alone. Methods (FedEvg, SuPerFed) run one after another
+on the same data sets. With ``checkpoint_every`` a sweep saves its state into its folder, and
+:meth:`Sweep.resume` continues it bit for bit. ``fastfair sweep`` is the command-line layer
+over this class.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
-import torch
 
 from fastfair.sim.config import SimulationConfig
 from fastfair.sim.data.base import FederatedDataset
 from fastfair.sim.data.catalog import build_dataset
 from fastfair.sim.distributed import Distributed
+from fastfair.sim.experiments.common import (
+    Orchestration,
+    check_named,
+    check_rules,
+    play_alone,
+    round_hooks,
+    run_summary,
+)
 from fastfair.sim.models.flat import FlatModel
 from fastfair.sim.process import run_tuned
 from fastfair.sim.reporting import report, sweep_report
+from fastfair.sim.reporting.callbacks import RoundCallback
 from fastfair.sim.reporting.stats import SummaryRow, SweepRun, point_label, select, summarize
 from fastfair.sim.rounds.engine import Simulation, evaluate_runs, play_round, with_validation
 from fastfair.sim.rounds.registry import make_runner, runner_class
@@ -104,7 +112,7 @@ class SweepResult:
         return sweep_report.sweep_table(self.rows, self.metrics, self.baseline)
 
 
-class Sweep:
+class Sweep(Orchestration):
     """Runs ``rules`` x grid points x ``seeds`` from one configuration.
 
     Parameters
@@ -128,19 +136,26 @@ class Sweep:
     metrics
         The metrics summarised.
     out
-        Output folder (created; must be empty or absent); None writes nothing.
+        Output folder (created; must be empty or absent); None writes nothing and
+        ``checkpoint_every`` must be 0.
+    checkpoint_every
+        Save a checkpoint every N rounds (0: never): the batched runs' states together, and
+        the method run in progress; :meth:`resume` continues from it bit for bit.
     progress
         A progress bar over rounds on standard error.
     callbacks
-        :class:`~fastfair.sim.reporting.callbacks.RoundCallback` s that see every run's rounds, under the
-        run's name (:attr:`RunSpec.name`).
+        :class:`~fastfair.sim.reporting.callbacks.RoundCallback` s that see every run's
+        rounds, under the run's name (:attr:`RunSpec.name`); only rank 0 calls them, and they
+        are closed when :meth:`run` returns or raises.
     batched
         Train the runs of the rules together (default); False runs them one after another
         (the reference the batched program is compared with).
     dataset, model, dist, threads
-        As for :class:`~fastfair.sim.experiments.experiment.Experiment` (``dataset`` is used for every
-        seed).
+        As for :class:`~fastfair.sim.experiments.experiment.Experiment` (``dataset`` is used
+        for every seed).
     """
+
+    CONFIG = CONFIG
 
     def __init__(self, config: SimulationConfig, rules: Sequence[str],
                  seeds: Sequence[int] = (0,),
@@ -148,26 +163,20 @@ class Sweep:
                  rule_options: Optional[Mapping[str, Mapping[str, Any]]] = None, *,
                  baseline: Optional[str] = None, select: str = "acc_mean",
                  metrics: Sequence[str] = METRICS, out: Union[str, Path, None] = None,
-                 progress: bool = False, callbacks: Sequence[Any] = (),
-                 batched: bool = True, dataset: Optional[FederatedDataset] = None,
-                 model: Optional[FlatModel] = None, dist: Optional[Distributed] = None,
-                 threads: Optional[int] = 1) -> None:
-        rules, seeds = list(rules), list(seeds)
-        if not rules or len(set(rules)) != len(rules):
-            raise ValueError(f"rules must be distinct names, at least one; got {rules}")
+                 checkpoint_every: int = 0, progress: bool = False,
+                 callbacks: Optional[Sequence[RoundCallback]] = (), batched: bool = True,
+                 dataset: Optional[FederatedDataset] = None, model: Optional[FlatModel] = None,
+                 dist: Optional[Distributed] = None, threads: Optional[int] = 1) -> None:
+        rules, seeds = check_rules(rules), list(seeds)
         if not seeds or len(set(seeds)) != len(seeds) or not all(
                 isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
             raise ValueError(f"seeds must be distinct integers >= 0, at least one; got {seeds}")
         grid, fixed = dict(grid or {}), dict(rule_options or {})
-        for name, what in (("grid", grid), ("rule_options", fixed)):
-            extra = sorted(set(what) - set(rules))
-            if extra:
-                raise ValueError(f"{name} names {', '.join(map(repr, extra))}, which is not run")
+        check_named(rules, grid=grid, rule_options=fixed)
         if baseline is not None and baseline not in rules:
-            raise ValueError(f"baseline {baseline!r} is not among the rules {rules}")
-        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
-                                    or threads < 1):
-            raise ValueError(f"threads must be an integer >= 1 or None; got {threads!r}")
+            raise ValueError(f"baseline {baseline!r} is not among the rules {rules}: pass one "
+                             "of them or None")
+        self._settings(config.device, out, checkpoint_every, progress, dist, threads, callbacks)
         self.points = {r: grid_points(r, dict(fixed.get(r, {})), dict(grid.get(r, {})))
                        for r in rules}
         if any(len(p) > 1 for p in self.points.values()) and not config.validation:
@@ -183,40 +192,53 @@ class Sweep:
         self.base, self.rules, self.seeds = config, rules, seeds
         self.grid, self.fixed, self.baseline, self.select = grid, fixed, baseline, select
         self.metrics = tuple(metrics)
-        self.out = None if out is None else Path(out)
-        self.progress, self.callbacks, self.batched = progress, list(callbacks), batched
+        self.batched = batched
         self.dataset, self.model = dataset, model
-        self.dist = dist or Distributed(device=torch.device(config.device))
-        self.threads = threads
+
+    @classmethod
+    def _arguments(cls, saved: Dict[str, Any]) -> Tuple[tuple, Dict[str, Any]]:
+        args = (SimulationConfig.from_dict(saved["config"]), saved["rules"], saved["seeds"],
+                saved["grid"], saved["rule_options"])
+        return args, {"baseline": saved["baseline"], "select": saved["select"],
+                      "metrics": saved["metrics"], "batched": saved.get("batched", True),
+                      "checkpoint_every": saved.get("checkpoint_every", 0)}
+
+    def _saved_config(self) -> Dict[str, Any]:
+        return {"config": self.base.to_dict(), "rules": self.rules, "seeds": self.seeds,
+                "grid": self.grid, "rule_options": self.fixed, "baseline": self.baseline,
+                "select": self.select, "metrics": list(self.metrics),
+                "checkpoint_every": self.checkpoint_every, "batched": self.batched}
 
     def run(self) -> SweepResult:
-        """Runs every run, then writes and returns the statistics."""
+        """Runs every run not finished yet, then writes and returns the statistics.
+
+        Returns
+        -------
+        SweepResult
+            Every run, the selected grid points and the summary rows.
+        """
         return run_tuned(self.threads, self._run)
 
     def _run(self) -> SweepResult:
-        lead = self.dist.rank == 0
-        if lead and self.out is not None:
-            if self.out.exists() and any(self.out.iterdir()):
-                raise ValueError(f"out folder {self.out} is not empty; pick a new folder")
-            self.out.mkdir(parents=True, exist_ok=True)
-            (self.out / CONFIG).write_text(json.dumps(self._saved_config(), indent=1))
-        started = time.perf_counter()
+        lead = self._start()
+        state = self._state or {}
+        started = time.perf_counter() - state.get("seconds", 0.0)
         datasets = {s: self._dataset(s) for s in self.seeds}
-        finished: Dict[RunSpec, SweepRun] = {}
-        try:
-            batchable = [s for s in self.specs if runner_class(s.rule) is Simulation]
-            groups = [batchable] if self.batched else [[s] for s in batchable]
-            for group in groups:
-                if group:
-                    self._play_batched(group, datasets, finished)
-            for spec in self.specs:
-                if spec not in finished:
-                    runner = make_runner(self.configs[spec], self.dist,
-                                         dataset=datasets[spec.seed], model=self.model)
-                    self._play_alone(spec, runner, finished)
-        finally:
-            for callback in self.callbacks:
-                callback.close()
+        finished = self._restored(state.get("finished", {}))
+        current = state.get("current")
+        with round_hooks(self.callbacks, self.dist) as hooks:
+            for group in self._groups():
+                if all(s in finished for s in group):
+                    continue
+                names = [s.name for s in group]
+                resumed = current if current is not None and current["names"] == names else None
+                if runner_class(group[0].rule) is Simulation:
+                    self._play_batched(group, datasets, finished, hooks, resumed, started)
+                else:
+                    self._play_alone(group[0], datasets, finished, hooks, resumed, started)
+                if lead and self.checkpoint_every:
+                    self._save(finished, started)
+        self._open()
         runs = [finished[s] for s in self.specs]
         metrics = self.metrics
         if GROUP_METRIC not in metrics and all(_has(run, GROUP_METRIC) for run in runs):
@@ -230,83 +252,104 @@ class Sweep:
             self._write(result)
         return result
 
+    def _groups(self) -> List[List[RunSpec]]:
+        """The runs in the order they are played: the engine's runs as one batched group (or
+        one by one without ``batched``), then each method run alone."""
+        batchable = [s for s in self.specs if runner_class(s.rule) is Simulation]
+        groups = [batchable] if self.batched else [[s] for s in batchable]
+        return [g for g in groups if g] + [[s] for s in self.specs if s not in batchable]
+
     def _dataset(self, seed: int) -> FederatedDataset:
         base = self.dataset
         if base is None:
             base = build_dataset(dataclasses.replace(self.base, seed=seed))
         return with_validation(base, self.base.validation)
 
-    def _play_batched(self, specs: List[RunSpec], datasets, finished) -> None:
-        """The runs ``specs`` (all of the engine), round by round as one program."""
+    def _play_batched(self, specs: List[RunSpec], datasets, finished, hooks: RoundCallback,
+                      resumed: Optional[Dict[str, Any]], started: float) -> None:
+        """The runs ``specs`` (all of the engine), round by round as one program, from the
+        checkpoint ``resumed`` when given."""
         sims: List[Simulation] = []
         first: Dict[int, Simulation] = {}
         for s in specs:
             sims.append(Simulation(self.configs[s], self.dist, dataset=datasets[s.seed],
                                    model=self.model, evaluate_like=first.get(s.seed)))
             first.setdefault(s.seed, sims[-1])
+        if resumed is not None:
+            for sim, saved in zip(sims, resumed["states"]):
+                sim.load_state_dict(saved)
+        self._open()
         names = [s.name for s in specs]
         for sim, name in zip(sims, names):
-            self._start(name, sim.config)
-        rounds = self.base.rounds
-        started = time.perf_counter()
-        for t in self._rounds(rounds, specs):
+            hooks.on_run_start(name, sim.config.to_dict())
+        rounds, done = self.base.rounds, sims[0].round
+        group_started = time.perf_counter() - (resumed["seconds"] if resumed else 0.0)
+        bar = self._bar(rounds, done, names[0] if len(names) == 1 else f"{len(names)} runs")
+        for t in range(done + 1, rounds + 1):
             t0 = time.perf_counter()
             cohorts = [sim.sample(t) for sim in sims]
             playing = [r for r, ids in enumerate(cohorts) if ids.shape[0]]
             records = [{"participants": 0} for _ in sims]
             if playing:
-                done = play_round([sims[r] for r in playing], t, [cohorts[r] for r in playing])
-                for r, record in zip(playing, done):
+                played = play_round([sims[r] for r in playing], t, [cohorts[r] for r in playing])
+                for r, record in zip(playing, played):
                     records[r] = record
             evaluations = evaluate_runs(sims) if sims[0].evaluation_due(t) else None
             for r, (sim, name) in enumerate(zip(sims, names)):
-                record = sim.finish(t, records[r], t0,
-                                     None if evaluations is None else evaluations[r])
-                self._round(name, record)
-        seconds = (time.perf_counter() - started) / len(sims)
+                hooks.on_round(name, sim.finish(t, records[r], t0,
+                                                None if evaluations is None else evaluations[r]))
+            bar.update(1)
+            if self.dist.rank == 0 and self.checkpoint_every and t % self.checkpoint_every == 0:
+                self._save(finished, started, {
+                    "names": names, "states": [sim.state_dict() for sim in sims],
+                    "seconds": time.perf_counter() - group_started})
+        bar.close()
+        seconds = (time.perf_counter() - group_started) / len(sims)
         finals = evaluate_runs(sims)
         for r, (spec, sim) in enumerate(zip(specs, sims)):
-            finished[spec] = self._finish(spec, sim, finals[r][0][0], seconds)
+            finished[spec] = self._finish(spec, sim, finals[r][0][0], seconds, hooks)
 
-    def _play_alone(self, spec: RunSpec, runner: Runner, finished) -> None:
-        self._start(spec.name, runner.config)
-        started = time.perf_counter()
-        for _ in self._rounds(self.base.rounds, [spec]):
-            self._round(spec.name, runner.step())
-        finished[spec] = self._finish(spec, runner, runner.evaluate()[0],
-                                      time.perf_counter() - started)
+    def _play_alone(self, spec: RunSpec, datasets, finished, hooks: RoundCallback,
+                    resumed: Optional[Dict[str, Any]], started: float) -> None:
+        """The run ``spec`` (a method's) alone, from the checkpoint ``resumed`` when given."""
+        runner = make_runner(self.configs[spec], self.dist, dataset=datasets[spec.seed],
+                             model=self.model)
+        if resumed is not None:
+            runner.load_state_dict(resumed["states"][0])
+        self._open()
 
-    def _rounds(self, rounds: int, specs: List[RunSpec]):
-        from tqdm import tqdm
+        def save(spent: float) -> None:
+            self._save(finished, started, {"names": [spec.name], "states": [runner.state_dict()],
+                                           "seconds": spent})
 
-        label = specs[0].name if len(specs) == 1 else f"{len(specs)} runs"
-        return tqdm(range(1, rounds + 1), desc=label, unit="round", file=sys.stderr,
-                    disable=not (self.progress and self.dist.rank == 0), dynamic_ncols=True)
+        bar = self._bar(self.base.rounds, runner.round, spec.name)
+        seconds = play_alone(runner, spec.name, hooks, bar, self.checkpoint_every,
+                             save if self.dist.rank == 0 else None,
+                             resumed["seconds"] if resumed else 0.0)
+        finished[spec] = self._finish(spec, runner, runner.evaluate()[0], seconds, hooks)
 
-    def _start(self, name: str, config: SimulationConfig) -> None:
-        if self.dist.rank == 0:
-            for callback in self.callbacks:
-                callback.on_run_start(name, config.to_dict())
-
-    def _round(self, name: str, record: Dict[str, Any]) -> None:
-        if self.dist.rank == 0:
-            for callback in self.callbacks:
-                callback.on_round(name, record)
-
-    def _finish(self, spec: RunSpec, runner: Runner, final: np.ndarray,
-                seconds: float) -> SweepRun:
+    def _finish(self, spec: RunSpec, runner: Runner, final: np.ndarray, seconds: float,
+                hooks: RoundCallback) -> SweepRun:
         run = SweepRun(spec.rule, dict(spec.options), spec.seed, list(runner.history),
                        np.asarray(final, dtype=np.float64), seconds)
-        if self.dist.rank == 0:
-            summary = report.summarize({spec.name: run.history}, {spec.name: seconds})
-            for callback in self.callbacks:
-                callback.on_run_end(spec.name, summary.get(spec.name, {}))
+        hooks.on_run_end(spec.name, run_summary(spec.name, run.history, seconds))
         return run
 
-    def _saved_config(self) -> Dict[str, Any]:
-        return {"config": self.base.to_dict(), "rules": self.rules, "seeds": self.seeds,
-                "grid": self.grid, "rule_options": self.fixed, "baseline": self.baseline,
-                "select": self.select, "metrics": list(self.metrics)}
+    def _save(self, finished: Dict[RunSpec, SweepRun], started: float,
+              current: Optional[Dict[str, Any]] = None) -> None:
+        """Checkpoints the finished runs and the group in progress (``current``: its run
+        names, their ``state_dict`` s and its seconds so far)."""
+        self._checkpoint(seconds=time.perf_counter() - started, current=current, finished={
+            spec.name: {"history": run.history, "final": run.final, "seconds": run.seconds}
+            for spec, run in finished.items()})
+
+    def _restored(self, saved: Dict[str, Any]) -> Dict[RunSpec, SweepRun]:
+        """The finished runs of a checkpoint, by run."""
+        return {spec: SweepRun(spec.rule, dict(spec.options), spec.seed,
+                               [dict(r) for r in saved[spec.name]["history"]],
+                               np.asarray(saved[spec.name]["final"], dtype=np.float64),
+                               float(saved[spec.name]["seconds"]))
+                for spec in self.specs if spec.name in saved}
 
     def _write(self, result: SweepResult) -> None:
         histories = {run_name(run.point, run.seed): run.history for run in result.runs}

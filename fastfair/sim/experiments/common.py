@@ -1,0 +1,271 @@
+"""What experiments (:mod:`.experiment`) and sweeps (:mod:`.sweep`) share: the checks of their
+arguments, the run folder (its saved configuration and its checkpoint), the progress bar, the
+callbacks, playing one runner alone, and :meth:`Orchestration.resume`.
+
+A run folder holds the configuration file (``config.json`` of an experiment, ``sweep.json`` of a
+sweep), written when the run starts, and, with ``checkpoint_every``, ``checkpoint.pt``
+(:mod:`fastfair.sim.checkpoint`: plain values and tensors only, written atomically). The
+checkpoint repeats the configuration it was written under, so a folder whose configuration
+changed since is refused rather than continued with other settings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+import torch
+
+from fastfair.sim import checkpoint
+from fastfair.sim.distributed import Distributed
+from fastfair.sim.reporting import report
+from fastfair.sim.reporting.callbacks import CallbackList, RoundCallback
+from fastfair.sim.rounds.runner import Runner
+
+CHECKPOINT = "checkpoint.pt"
+
+
+# ---------------------------------------------------------------------------------- checks
+def check_rules(rules: Sequence[str]) -> List[str]:
+    """``rules`` as a list; raises ValueError unless they are distinct and at least one."""
+    rules = list(rules)
+    if not rules or len(set(rules)) != len(rules):
+        raise ValueError(f"rules must be distinct names, at least one; got {rules}: name each "
+                         "rule once")
+    return rules
+
+
+def check_named(rules: Sequence[str], **named: Mapping[str, Any]) -> None:
+    """Raises ValueError when one of the ``named`` mappings (e.g. ``rule_options``, ``grid``)
+    has an entry for a rule that is not among ``rules``."""
+    for name, mapping in named.items():
+        extra = sorted(set(mapping) - set(rules))
+        if extra:
+            raise ValueError(f"{name} names {', '.join(map(repr, extra))}, which is not run: "
+                             f"drop it from {name} or add it to the rules")
+
+
+def check_threads(threads: Optional[int]) -> None:
+    """Raises ValueError unless ``threads`` is an integer >= 1 or None."""
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or threads < 1):
+        raise ValueError(f"threads must be an integer >= 1 or None; got {threads!r}")
+
+
+def check_checkpoint_every(checkpoint_every: int, out: Any) -> None:
+    """Raises ValueError unless ``checkpoint_every`` is an integer >= 0, and > 0 only with an
+    output folder ``out``."""
+    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int) \
+            or checkpoint_every < 0:
+        raise ValueError(f"checkpoint_every must be an integer >= 0; got {checkpoint_every!r}")
+    if checkpoint_every and out is None:
+        raise ValueError("checkpoint_every needs an output folder: pass out=")
+
+
+# ---------------------------------------------------------------------------------- the folder
+def open_folder(out: Path, name: str, config: Dict[str, Any]) -> None:
+    """Creates the run folder ``out`` (it must be empty or absent) and writes ``config`` into
+    its file ``name``. Called when a run starts, after every check passed, so that a refused
+    run leaves no folder behind."""
+    if out.exists() and any(out.iterdir()):
+        raise ValueError(f"out folder {out} is not empty; pick a new folder or resume it")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / name).write_text(json.dumps(config, indent=1))
+
+
+def read_config(out: Path, name: str) -> Dict[str, Any]:
+    """The configuration saved in the run folder ``out`` (its file ``name``); ValueError when
+    ``out`` is not such a folder."""
+    if not (out / name).is_file():
+        raise ValueError(f"{out} holds no {name}: it is not a fastfair run folder of this kind "
+                         "(an experiment's holds config.json, a sweep's sweep.json)")
+    try:
+        saved = json.loads((out / name).read_text())
+    except ValueError as exc:
+        raise ValueError(f"{out / name} is not a valid run configuration ({exc})") from None
+    if not isinstance(saved, dict):
+        raise ValueError(f"{out / name} is not a valid run configuration (not an object)")
+    return saved
+
+
+def save_checkpoint(out: Path, config: Dict[str, Any], **state: Any) -> None:
+    """Writes ``state`` with the run's saved ``config`` as the checkpoint of ``out``."""
+    checkpoint.save(out / CHECKPOINT, {"config": as_saved(config), **state})
+
+
+def load_checkpoint(out: Path, config: Dict[str, Any], name: str) -> Dict[str, Any]:
+    """The checkpoint of ``out``, refused when it was written under another configuration than
+    the one now in the folder's file ``name`` (``config``)."""
+    state = checkpoint.load(out / CHECKPOINT)
+    if not isinstance(state, dict) or state.get("config") != as_saved(config):
+        raise ValueError(f"{out / name} changed since the checkpoint was written; restore it or "
+                         "start a new run")
+    return state
+
+
+def as_saved(config: Dict[str, Any]) -> Dict[str, Any]:
+    """``config`` as it reads back from its JSON file (tuples as lists, ...)."""
+    return json.loads(json.dumps(config))
+
+
+# ---------------------------------------------------------------------------------- progress
+def progress_bar(total: int, initial: int, desc: str, enabled: bool):
+    """A tqdm bar over ``total`` rounds from ``initial`` on standard error (disabled unless
+    ``enabled``)."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=initial, desc=desc, unit="round", disable=not enabled,
+                dynamic_ncols=True, file=sys.stderr)
+
+
+def advance(bar: Any, record: Dict[str, Any]) -> None:
+    """Moves ``bar`` one round on, showing the mean and worst-10% accuracy of an evaluation
+    round's ``record``."""
+    bar.update(1)
+    if "acc_mean" in record:
+        bar.set_postfix(mean=f"{100 * record['acc_mean']:.1f}%",
+                        worst10=f"{100 * record['acc_worst10']:.1f}%")
+
+
+# ---------------------------------------------------------------------------------- callbacks
+@contextlib.contextmanager
+def round_hooks(callbacks: Sequence[RoundCallback], dist: Distributed) -> Iterator[CallbackList]:
+    """The ``callbacks`` as one (none but on rank 0), closed when the block ends or raises."""
+    hooks = CallbackList(callbacks if dist.rank == 0 else [])
+    try:
+        yield hooks
+    finally:
+        hooks.close()
+
+
+def run_summary(name: str, history: List[Dict[str, Any]], seconds: float) -> Dict[str, float]:
+    """The summary row of run ``name`` (what :meth:`RoundCallback.on_run_end` receives)."""
+    return report.summarize({name: history}, {name: seconds}).get(name, {})
+
+
+def play_alone(runner: Runner, name: str, hooks: RoundCallback, bar: Any,
+               checkpoint_every: int, save: Optional[Callable[[float], None]],
+               seconds: float = 0.0) -> float:
+    """Plays ``runner``'s remaining rounds, telling ``hooks`` (``name``) and ``bar``, and calls
+    ``save(seconds so far)`` every ``checkpoint_every`` rounds (none for 0 or without
+    ``save``). Returns the run's seconds (``seconds`` already spent before this call
+    included); the caller evaluates, ends the run with its hooks and closes nothing."""
+    started = time.perf_counter() - seconds
+    hooks.on_run_start(name, runner.config.to_dict())
+    while runner.round < runner.config.rounds:
+        record = runner.step()
+        hooks.on_round(name, record)
+        advance(bar, record)
+        if save is not None and checkpoint_every and runner.round % checkpoint_every == 0:
+            save(time.perf_counter() - started)
+    bar.close()
+    return time.perf_counter() - started
+
+
+# ---------------------------------------------------------------------------------- the base
+class Orchestration:
+    """What :class:`~fastfair.sim.experiments.experiment.Experiment` and
+    :class:`~fastfair.sim.experiments.sweep.Sweep` share: the checked run settings, the run
+    folder and its checkpoint, and :meth:`resume`. A subclass names its configuration file
+    (``CONFIG``), says what it saves there (``_saved_config``) and how to make it again from
+    that (``_arguments``)."""
+
+    CONFIG = "config.json"
+    out: Optional[Path]
+    checkpoint_every: int
+    progress: bool
+    dist: Distributed
+    threads: Optional[int]
+    callbacks: List[RoundCallback]
+
+    def _settings(self, device: str, out: Union[str, Path, None], checkpoint_every: int,
+                  progress: bool, dist: Optional[Distributed], threads: Optional[int],
+                  callbacks: Optional[Sequence[RoundCallback]]) -> None:
+        """Checks and keeps the settings every orchestration takes."""
+        check_threads(threads)
+        check_checkpoint_every(checkpoint_every, out)
+        self.out = None if out is None else Path(out)
+        self.checkpoint_every = checkpoint_every
+        self.progress = progress
+        self.dist = dist or Distributed(device=torch.device(device))
+        self.threads = threads
+        self.callbacks = list(callbacks or [])
+        self._state: Optional[Dict[str, Any]] = None
+        self._fresh = True
+        self._opened = False
+
+    @classmethod
+    def resume(cls, out: Union[str, Path], *, progress: bool = False,
+               dist: Optional[Distributed] = None, threads: Optional[int] = 1,
+               callbacks: Optional[Sequence[RoundCallback]] = None):
+        """The run saved in ``out``, to continue from its checkpoint with ``run()``.
+
+        Parameters
+        ----------
+        out
+            The run folder, written with ``checkpoint_every`` > 0.
+        progress, dist, threads, callbacks
+            As for the constructor. The callbacks see the rounds played from the checkpoint
+            on (those before it are not replayed; those after it, lost with the crash, are
+            seen again).
+
+        Returns
+        -------
+        The experiment or sweep; its ``run()`` gives what an uninterrupted run gives, bit for
+        bit (but wall times).
+
+        Raises
+        ------
+        ValueError
+            ``out`` is no run folder of this kind, holds no readable checkpoint, or its
+            configuration changed since the checkpoint was written.
+        """
+        out = Path(out)
+        saved = read_config(out, cls.CONFIG)
+        try:
+            args, kwargs = cls._arguments(saved)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"{out / cls.CONFIG} is not a valid run configuration ({exc})") \
+                from None
+        state = load_checkpoint(out, saved, cls.CONFIG)
+        run = cls(*args, **kwargs, out=out, progress=progress, dist=dist, threads=threads,
+                  callbacks=callbacks)
+        run._state, run._fresh = state, False
+        return run
+
+    @classmethod
+    def _arguments(cls, saved: Dict[str, Any]) -> Tuple[tuple, Dict[str, Any]]:
+        """The constructor's arguments (but ``out`` and the run settings of :meth:`resume`)
+        from the saved configuration."""
+        raise NotImplementedError
+
+    def _saved_config(self) -> Dict[str, Any]:
+        """What the configuration file holds."""
+        raise NotImplementedError
+
+    def _open(self) -> None:
+        """Opens the run folder of a fresh run on rank 0, once per ``run()``: called when the
+        first runner is built (its data read, its model checked) and about to play, so that a
+        run refused by then leaves no folder behind."""
+        if self.dist.rank == 0 and self.out is not None and self._fresh and not self._opened:
+            open_folder(self.out, self.CONFIG, self._saved_config())
+        self._opened = True
+
+    def _start(self) -> bool:
+        """Begins a ``run()`` (its folder not opened yet); whether this process writes."""
+        self._opened = False
+        return self.dist.rank == 0
+
+    def _checkpoint(self, **state: Any) -> None:
+        """Saves ``state`` as the run folder's checkpoint (rank 0 only)."""
+        if self.dist.rank == 0:
+            save_checkpoint(self.out, self._saved_config(), **state)
+
+    def _bar(self, total: int, initial: int, desc: str):
+        """The progress bar of ``desc`` (:func:`progress_bar`, shown by rank 0 with
+        ``progress``)."""
+        return progress_bar(total, initial, desc, self.progress and self.dist.rank == 0)
