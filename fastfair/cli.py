@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
 import sys
 import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence
+
+from fastfair.cli_options import HelpFormatter, add_config_options, config_values, parse_value
 
 DEFAULT_RULES = ("fedavg", "fairavg", "aaggff-d", "fedmaba")
 #: The seeds of the default comparison (no --rule, --compare, --seed or --seeds given).
@@ -23,25 +24,19 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG = logging.getLogger("fastfair")
 
 
-def _value(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
 def _rule_options(pairs: Sequence[str], rules: Sequence[str]) -> Dict[str, Dict[str, Any]]:
     """``KEY=VALUE`` (every rule) or ``RULE:KEY=VALUE`` (one rule) -> {rule: {key: value}}."""
     options: Dict[str, Dict[str, Any]] = {r: {} for r in rules}
     for pair in pairs:
-        target, _, assignment = pair.rpartition(":") if ":" in pair.split("=", 1)[0] else ("", "", pair)
+        scoped = ":" in pair.split("=", 1)[0]
+        target, _, assignment = pair.rpartition(":") if scoped else ("", "", pair)
         key, sep, text = assignment.partition("=")
         if not sep or not key:
             raise ValueError(f"--rule-option expects KEY=VALUE or RULE:KEY=VALUE; got {pair!r}")
         if target and target not in options:
             raise ValueError(f"--rule-option {pair!r} names rule {target!r}, which is not run")
         for rule in ([target] if target else rules):
-            options[rule][key] = _value(text)
+            options[rule][key] = parse_value(text)
     return options
 
 
@@ -59,11 +54,12 @@ def _parser() -> argparse.ArgumentParser:
                     "client samples and seeds, and writes metrics (CSV, JSON), the config and PNG "
                     "plots into --out. With no options: " + ", ".join(DEFAULT_RULES) +
                     f" on Synthetic(1, 1) over seeds {DEFAULT_SEEDS} (as fastfair sweep).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     g = p.add_argument_group("rules")
-    g.add_argument("--rule", choices=list(RULES) + list(METHODS), help="run one rule")
+    g.add_argument("--rule", choices=list(RULES) + list(METHODS),
+                   help="run one rule (or method)")
     g.add_argument("--compare", metavar="R1,R2,...",
-                   help=f"run several rules side by side (default {','.join(DEFAULT_RULES)})")
+                   help=f"run several rules side by side (default: {','.join(DEFAULT_RULES)})")
     g.add_argument("--rule-option", action="append", default=[], metavar="[RULE:]KEY=VALUE",
                    help="a rule hyperparameter, e.g. cdf=weibull or fedmaba:alpha=0.5 (repeatable)")
     g.add_argument("--seed", type=int, help=f"one seed (default {d.seed}, or the default "
@@ -80,13 +76,14 @@ def _parser() -> argparse.ArgumentParser:
         description="Runs every rule at every grid point with every seed, trained together as one "
                     "batched program (each run equal to the same run alone), chooses each rule's "
                     "grid point on a validation split of the clients' training data, and reports "
-                    "mean and 95%% CI over seeds and differences paired on seeds against "
+                    "mean and 95% CI over seeds and differences paired on seeds against "
                     "--baseline: a table, CSV/JSON and plots in --out.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     g = p.add_argument_group("runs")
     g.add_argument("--compare", metavar="R1,R2,...", default=",".join(DEFAULT_RULES),
                    help="the rules (and methods)")
-    g.add_argument("--seeds", metavar="S1,S2,...", default=DEFAULT_SEEDS)
+    g.add_argument("--seeds", metavar="S1,S2,...", default=DEFAULT_SEEDS,
+                   help="the seeds, each a run of every rule at every grid point")
     g.add_argument("--rule-option", action="append", default=[], metavar="[RULE:]KEY=VALUE",
                    help="a rule hyperparameter fixed for every run (repeatable)")
     g.add_argument("--grid", action="append", default=[], metavar="RULE:KEY=V1,V2,...",
@@ -105,69 +102,21 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run_options(p: argparse.ArgumentParser, d: Any) -> None:
-    """The options ``simulate`` and ``sweep`` share: data, model, training, evaluation, output
-    and execution."""
-    from fastfair.aggregators.server_opt import SERVER_OPTIMIZERS
+    """The options ``simulate`` and ``sweep`` share: one per configuration field
+    (:mod:`fastfair.cli_options`; ``dataset`` and ``clients`` inferred when not given), then
+    output, logging and execution."""
     from fastfair.methods import METHODS
-    from fastfair.sim.rounds.availability import AVAILABILITY
-    from fastfair.sim.config import DATASETS, MODELS, PARTITIONS
-    from fastfair.sim.data.registry import DATASETS as DATASETS_SPECS
+    from fastfair.sim.config import DATA, EVALUATION, EXECUTION, TRAINING
 
-    g = p.add_argument_group("population and data")
-    g.add_argument("--clients", type=int,
-                   help=f"K, the client population; None: {d.clients}, or every user of a "
-                        "data set with its own clients")
-    g.add_argument("--per-round", type=int, default=d.per_round, help="m, clients per round")
-    g.add_argument("--rounds", type=int, default=d.rounds)
-    g.add_argument("--dataset", choices=DATASETS,
-                   help=f"default {d.dataset}; digits for " + ", ".join(METHODS) + "; all but "
-                        "synthetic, grouped and digits are read from --data-dir (see the README)")
-    g.add_argument("--data-dir", metavar="DIR",
-                   help="the folder of a data set's files in their standard format")
-    g.add_argument("--download", action="store_true",
-                   help="mnist, fmnist, cifar10, cifar100: fetch missing files into --data-dir "
-                        "with torchvision's downloader")
-    g.add_argument("--synthetic-alpha", type=float, default=d.synthetic_alpha)
-    g.add_argument("--synthetic-beta", type=float, default=d.synthetic_beta)
-    g.add_argument("--max-samples", type=int, default=d.max_samples,
-                   help="cap on a synthetic or grouped client's samples")
-    g.add_argument("--groups", type=int, default=d.groups,
-                   help="grouped: latent client groups (each a shift of a common model)")
-    g.add_argument("--group-power", type=float, default=d.group_power,
-                   help="grouped: group g holds a share proportional to (g + 1)^-power")
-    g.add_argument("--group-shift", type=float, default=d.group_shift,
-                   help="grouped: how far each group's model and features move")
-    g.add_argument("--partition", choices=PARTITIONS, default=d.partition,
-                   help="how digits and the vision data sets are split across clients")
-    g.add_argument("--dirichlet-alpha", type=float, default=d.dirichlet_alpha)
-    g.add_argument("--classes-per-client", type=int, default=d.classes_per_client)
-    g.add_argument("--availability", choices=list(AVAILABILITY), default=d.availability)
-    g.add_argument("--availability-option", action="append", default=[], metavar="KEY=VALUE")
-    g = p.add_argument_group("model and training")
-    g.add_argument("--model", choices=MODELS,
-                   help="None: the data set's default (" + ", ".join(
-                       f"{n}: {s.default_model}" for n, s in DATASETS_SPECS.items()) + ")")
-    g.add_argument("--hidden", type=int, default=d.hidden, help="MLP hidden width")
-    g.add_argument("--epochs", type=int, default=d.epochs, help="local epochs E")
-    g.add_argument("--local-steps", type=int, default=d.local_steps,
-                   help="H local minibatch steps (overrides --epochs)")
-    g.add_argument("--batch-size", type=int, default=d.batch_size)
-    g.add_argument("--lr", type=float, default=d.lr, help="client learning rate")
-    g.add_argument("--lr-decay", type=float, default=d.lr_decay, help="per-round lr factor")
-    g.add_argument("--server-lr", type=float, default=d.server_lr,
-                   help="the server optimizer's learning rate")
-    g.add_argument("--server-optimizer", choices=list(SERVER_OPTIMIZERS),
-                   default=d.server_optimizer)
-    g.add_argument("--server-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="a server optimizer option, e.g. momentum=0.5 (repeatable)")
-    g = p.add_argument_group("evaluation and output")
-    g.add_argument("--eval-every", type=int, default=d.eval_every)
-    g.add_argument("--eval-clients", type=int, default=d.eval_clients,
-                   help="clients evaluated (a fixed random subset when K is larger)")
+    groups = {title: p.add_argument_group(title)
+              for title in (DATA, TRAINING, EVALUATION, EXECUTION)}
+    inferred = {"dataset": f"default {d.dataset}, digits for " + ", ".join(METHODS),
+                "clients": f"default {d.clients}, or every user of a data set with its own "
+                           "clients (read from --data-dir)"}
+    add_config_options(lambda t: groups.get(t) or groups.setdefault(t, p.add_argument_group(t)),
+                       type(d), inferred)
+    g = groups[EVALUATION]
     g.add_argument("--out", type=Path, help="output folder (default: a fresh folder)")
-    g.add_argument("--validation", type=float, default=d.validation, metavar="FRACTION",
-                   help="hold out this fraction of each client's training samples as a "
-                        "validation split (val_* metrics; a sweep chooses grid points on it)")
     g.add_argument("--log", metavar="L1,L2", default="",
                    help="also stream every round, while it runs, to csv (--out/rounds.csv), "
                         "tensorboard (--out/tensorboard/, for tensorboard --logdir) and/or wandb "
@@ -177,24 +126,11 @@ def _run_options(p: argparse.ArgumentParser, d: Any) -> None:
                         "--quiet); debug adds a line per evaluation round")
     g.add_argument("--quiet", action="store_true",
                    help="no progress bar, and only warnings and errors")
-    g = p.add_argument_group("execution")
-    g.add_argument("--device", default=d.device,
-                   help="cpu, cuda or cuda:N: where the model, the cohort's data and training "
-                        "live (under torchrun with cuda, each process uses GPU LOCAL_RANK)")
-    g.add_argument("--threads", type=int, default=1,
-                   help="torch and fastfair kernel threads per process (simulate: 1, which "
-                        "does not collapse on a busy machine; sweep: the cores idle at the "
-                        "start, up to 4, as one batched program of many runs fills them)")
-
-
-def _options(pairs: Sequence[str], flag: str) -> Dict[str, Any]:
-    out = {}
-    for pair in pairs:
-        key, sep, text = pair.partition("=")
-        if not sep or not key:
-            raise ValueError(f"{flag} expects KEY=VALUE; got {pair!r}")
-        out[key] = _value(text)
-    return out
+    groups[EXECUTION].add_argument(
+        "--threads", type=int, default=1,
+        help="torch and fastfair kernel threads per process (default: simulate 1, which does "
+             "not collapse on a busy machine; sweep: the cores idle at the start, up to 4, as "
+             "one batched program of many runs fills them)")
 
 
 def _fresh_folder(command: str) -> Path:
@@ -239,24 +175,11 @@ def _config(args: argparse.Namespace, rules: Sequence[str], seed: int) -> Any:
     from fastfair.methods import METHODS
     from fastfair.sim.config import SimulationConfig
 
-    dataset = args.dataset or ("digits" if set(rules) & set(METHODS)
-                               else SimulationConfig().dataset)
-    return SimulationConfig(
-        dataset=dataset, clients=_clients(args, dataset), per_round=args.per_round,
-        rounds=args.rounds, seed=seed, synthetic_alpha=args.synthetic_alpha,
-        synthetic_beta=args.synthetic_beta, max_samples=args.max_samples, groups=args.groups,
-        group_power=args.group_power, group_shift=args.group_shift,
-        partition=args.partition, dirichlet_alpha=args.dirichlet_alpha,
-        classes_per_client=args.classes_per_client, data_dir=args.data_dir,
-        download=args.download, model=args.model, hidden=args.hidden,
-        epochs=args.epochs, local_steps=args.local_steps, batch_size=args.batch_size,
-        lr=args.lr, lr_decay=args.lr_decay, server_lr=args.server_lr,
-        server_optimizer=args.server_optimizer,
-        server_options=_options(args.server_option, "--server-option"),
-        availability=args.availability,
-        availability_options=_options(args.availability_option, "--availability-option"),
-        eval_every=args.eval_every, eval_clients=args.eval_clients,
-        validation=args.validation, device=args.device)
+    values = config_values(args, SimulationConfig)
+    values["dataset"] = args.dataset or ("digits" if set(rules) & set(METHODS)
+                                         else SimulationConfig().dataset)
+    values["clients"] = _clients(args, values["dataset"])
+    return SimulationConfig(**values, seed=seed)
 
 
 def _experiment(args: argparse.Namespace, dist: Any) -> Any:
@@ -300,7 +223,7 @@ def _grid(pairs: Sequence[str], rules: Sequence[str]) -> Dict[str, Dict[str, Lis
             raise ValueError(f"--grid {pair!r} names rule {target!r}, which is not run")
         if key in grid.get(target, {}):
             raise ValueError(f"--grid gives {target}:{key} twice")
-        grid.setdefault(target, {})[key] = [_value(v) for v in text.split(",")]
+        grid.setdefault(target, {})[key] = [parse_value(v) for v in text.split(",")]
     return grid
 
 
@@ -362,11 +285,13 @@ def simulate(args: argparse.Namespace) -> int:
 
 def _device(args: argparse.Namespace) -> str:
     """The device of the run: ``--device``, or the saved run's when resuming."""
+    from fastfair.sim.experiments.run_folder import saved_config
+
     if getattr(args, "resume", None) is None:
         return args.device
     try:
-        return json.loads((args.resume / "config.json").read_text())["config"]["device"]
-    except (OSError, ValueError, KeyError, TypeError):
+        return saved_config(args.resume).device
+    except ValueError:
         return "cpu"  # Experiment.resume reports what is wrong with the folder
 
 

@@ -1,4 +1,6 @@
-"""Every knob of a simulation, checked (types and ranges) when the configuration is made."""
+"""Every knob of a simulation, checked (types and ranges) when the configuration is made, and
+documented in its field's metadata (:func:`doc`), from which ``fastfair simulate`` and
+``fastfair sweep`` make their options."""
 
 from __future__ import annotations
 
@@ -15,6 +17,20 @@ DATASETS = tuple(registry.DATASETS)
 MODELS = tuple(registry.MODELS)
 DEVICE = re.compile(r"cpu|cuda(:\d+)?")
 PARTITIONS = ("iid", "dirichlet", "pathological")
+GENERATED = tuple(n for n, s in registry.DATASETS.items() if s.family == "generated")
+VISION = tuple(n for n, s in registry.DATASETS.items() if s.family == "vision")
+#: The sections fields are listed under (``fastfair simulate --help`` shows one per section).
+RULES, DATA, TRAINING = "rules", "population and data", "model and training"
+EVALUATION, EXECUTION = "evaluation and output", "execution"
+
+
+def doc(group: str, help: str, **more: Any) -> Dict[str, Any]:
+    """A field's documentation, as its ``metadata``: ``help`` (its line in ``--help``),
+    ``group`` (the section it is listed under) and, in ``more``, ``choices`` (a tuple, or
+    ``"module:NAME"``: the keys of a registry in a layer above this module, read when asked)
+    and ``metavar`` (the value's name in ``--help``). The command line makes one option of each
+    field from these (:mod:`fastfair.cli_options`)."""
+    return {"help": help, "group": group, **more}
 
 
 @dataclass
@@ -32,49 +48,82 @@ class SimulationConfig:
     field.
     """
 
-    rule: str = "fedavg"
-    rule_options: Dict[str, Any] = field(default_factory=dict)
-    dataset: str = "synthetic"
-    clients: int = 100
-    per_round: int = 10
-    rounds: int = 200
-    seed: int = 0
+    rule: str = field(default="fedavg", metadata=doc(RULES, "the rule or method"))
+    rule_options: Dict[str, Any] = field(default_factory=dict,
+                                         metadata=doc(RULES, "the rule's options"))
+    dataset: str = field(default="synthetic", metadata=doc(
+        DATA, "the data set; all but the generated ones (" + ", ".join(GENERATED) + ") are read "
+        "from --data-dir (see the README)", choices=DATASETS))
+    clients: int = field(default=100, metadata=doc(DATA, "K, the client population"))
+    per_round: int = field(default=10, metadata=doc(DATA, "m, clients per round"))
+    rounds: int = field(default=200, metadata=doc(DATA, "rounds of training"))
+    seed: int = field(default=0, metadata=doc(
+        RULES, "the seed of the data, the models and every draw of the run"))
     # Synthetic(alpha, beta)
-    synthetic_alpha: float = 1.0
-    synthetic_beta: float = 1.0
-    max_samples: int = 500
+    synthetic_alpha: float = field(default=1.0, metadata=doc(
+        DATA, "synthetic: how far the clients' models differ"))
+    synthetic_beta: float = field(default=1.0, metadata=doc(
+        DATA, "synthetic: how far the clients' features differ"))
+    max_samples: int = field(default=500, metadata=doc(
+        DATA, "cap on a synthetic or grouped client's samples"))
     # grouped: latent groups of power-law sizes, each a shift of a common model
-    groups: int = 10
-    group_power: float = 1.5
-    group_shift: float = 1.0
+    groups: int = field(default=10, metadata=doc(
+        DATA, "grouped: latent client groups (each a shift of a common model)"))
+    group_power: float = field(default=1.5, metadata=doc(
+        DATA, "grouped: group g holds a share proportional to (g + 1)^-power"))
+    group_shift: float = field(default=1.0, metadata=doc(
+        DATA, "grouped: how far each group's model and features move"))
     # data read from files (every data set but the generated ones)
-    data_dir: Optional[str] = None
-    download: bool = False
+    data_dir: Optional[str] = field(default=None, metadata=doc(
+        DATA, "the folder of a data set's files in their standard format", metavar="DIR"))
+    download: bool = field(default=False, metadata=doc(
+        DATA, ", ".join(VISION) + ": fetch missing files into --data-dir with torchvision's "
+        "downloader"))
     # digits and the vision data sets
-    partition: str = "dirichlet"
-    dirichlet_alpha: float = 0.3
-    classes_per_client: int = 2
+    partition: str = field(default="dirichlet", metadata=doc(
+        DATA, "how digits and the vision data sets are split across clients",
+        choices=PARTITIONS))
+    dirichlet_alpha: float = field(default=0.3, metadata=doc(
+        DATA, "dirichlet partition: the concentration of each client's label shares (smaller: "
+        "more skewed)"))
+    classes_per_client: int = field(default=2, metadata=doc(
+        DATA, "pathological partition: the labels each client holds"))
     # model and local training
-    model: Optional[str] = None
-    hidden: int = 64
-    epochs: int = 1
-    local_steps: Optional[int] = None
-    batch_size: int = 32
-    lr: float = 0.1
-    lr_decay: float = 1.0
+    model: Optional[str] = field(default=None, metadata=doc(
+        TRAINING, "None: the data set's default (" + ", ".join(
+            f"{n}: {s.default_model}" for n, s in registry.DATASETS.items()) + ")",
+        choices=MODELS))
+    hidden: int = field(default=64, metadata=doc(TRAINING, "MLP hidden width"))
+    epochs: int = field(default=1, metadata=doc(TRAINING, "local epochs E"))
+    local_steps: Optional[int] = field(default=None, metadata=doc(
+        TRAINING, "H local minibatch steps (overrides --epochs)"))
+    batch_size: int = field(default=32, metadata=doc(TRAINING, "local minibatch size"))
+    lr: float = field(default=0.1, metadata=doc(TRAINING, "client learning rate"))
+    lr_decay: float = field(default=1.0, metadata=doc(TRAINING, "per-round lr factor"))
     # server
-    server_lr: float = 1.0
-    server_optimizer: str = "sgd"
-    server_options: Dict[str, Any] = field(default_factory=dict)
+    server_lr: float = field(default=1.0, metadata=doc(
+        TRAINING, "the server optimizer's learning rate"))
+    server_optimizer: str = field(default="sgd", metadata=doc(
+        TRAINING, "the server step of the rules",
+        choices="fastfair.aggregators.server_opt:SERVER_OPTIMIZERS"))
+    server_options: Dict[str, Any] = field(default_factory=dict, metadata=doc(
+        TRAINING, "a server optimizer option, e.g. momentum=0.5 (repeatable)"))
     # availability and evaluation
-    availability: str = "uniform"
-    availability_options: Dict[str, Any] = field(default_factory=dict)
-    eval_every: int = 5
-    eval_clients: int = 1000
+    availability: str = field(default="uniform", metadata=doc(
+        DATA, "which clients can take part in a round",
+        choices="fastfair.sim.rounds.availability:AVAILABILITY"))
+    availability_options: Dict[str, Any] = field(default_factory=dict, metadata=doc(
+        DATA, "an availability option, e.g. prob=0.5 (repeatable)"))
+    eval_every: int = field(default=5, metadata=doc(EVALUATION, "evaluate every N rounds"))
+    eval_clients: int = field(default=1000, metadata=doc(
+        EVALUATION, "clients evaluated (a fixed random subset when K is larger)"))
     # fraction of each client's training samples held out to choose hyperparameters on (0: none)
-    validation: float = 0.0
-    # where the model, the cohort's data and training live: "cpu", "cuda" or "cuda:N"
-    device: str = "cpu"
+    validation: float = field(default=0.0, metadata=doc(
+        EVALUATION, "hold out this fraction of each client's training samples as a validation "
+        "split (val_* metrics; a sweep chooses grid points on it)", metavar="FRACTION"))
+    device: str = field(default="cpu", metadata=doc(
+        EXECUTION, "cpu, cuda or cuda:N: where the model, the cohort's data and training live "
+        "(under torchrun with cuda, each process uses GPU LOCAL_RANK)"))
 
     def __post_init__(self) -> None:
         values = dataclasses.asdict(self)
