@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import errno
 import gzip
+import io
 import json
 import pickle
+import struct
 from pathlib import Path
-from typing import Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
@@ -15,11 +18,12 @@ LETTERS = "\n !\"&'(),-.0123456789:;>?ABCDEFGHIJKLMNOPQRSTUVWXYZ[]abcdefghijklmn
 
 
 def write_leaf(root: Path, data: Dict[str, Dict[str, dict]], per_file: int = 3,
-               removed: bool = True) -> None:
+               removed: bool = True, ensure_ascii: bool = True) -> None:
     """``data[split][user] = {"x": [...], "y": [...]}`` as LEAF's ``preprocess.sh -t sample``
     writes it: ``root/<split>/all_data_<i>_niid_0_keep_0_<split>_9.json`` with ``per_file``
     users each; ``removed`` adds the empty entries LEAF keeps for users it dropped (present in
-    user_data, absent from users) and a ``hierarchies`` key after user_data."""
+    user_data, absent from users) and a ``hierarchies`` key after user_data. ``ensure_ascii``:
+    json.dump's default (non-ASCII text as ``\\u`` escapes), or UTF-8 text when False."""
     for split, users in data.items():
         (root / split).mkdir(parents=True, exist_ok=True)
         names = list(users)
@@ -34,8 +38,9 @@ def write_leaf(root: Path, data: Dict[str, Dict[str, dict]], per_file: int = 3,
                         "user_data": user_data}
             if removed:
                 all_data["hierarchies"] = ["h"] * len(chunk)
-            with open(root / split / f"all_data_{f}_niid_0_keep_0_{split}_9.json", "w") as out:
-                json.dump(all_data, out)
+            with open(root / split / f"all_data_{f}_niid_0_keep_0_{split}_9.json", "w",
+                      encoding="utf-8") as out:
+                json.dump(all_data, out, ensure_ascii=ensure_ascii)
 
 
 def split_users(rng: np.random.Generator, users: Dict[str, dict]) -> Dict[str, Dict[str, dict]]:
@@ -158,3 +163,78 @@ def write_npz_clients(root: Path, rng: np.random.Generator, sizes: List[int],
             arrays["x_test"] = rng.normal(size=(3,) + shape).astype(np.float32)
             arrays["y_test"] = rng.integers(0, 3, 3)
         np.savez(root / f"client_{k:03d}.npz", **arrays)
+
+
+def edit_cifar_batch(path: Path, edit: Callable[[dict], Any]) -> None:
+    """Rewrites the CIFAR batch ``path`` after ``edit(batch)`` changed its dict in place."""
+    with open(path, "rb") as f:
+        batch = pickle.load(f, encoding="latin1")
+    edit(batch)
+    with open(path, "wb") as f:
+        pickle.dump(batch, f, protocol=2)
+
+
+def npy_bytes(header: Dict[str, Any], body: bytes) -> bytes:
+    """A ``.npy`` file of format 1.0 with ``header`` (descr, fortran_order, shape) and ``body``,
+    whatever the header declares."""
+    out = io.BytesIO()
+    np.lib.format.write_array_header_1_0(out, header)
+    return out.getvalue() + body
+
+
+def patch_zip_sizes(path: Path, member: str, size: int) -> None:
+    """Sets the uncompressed size that ``path``'s local and central headers declare for
+    ``member`` (a zip without zip64 records) to ``size``."""
+    raw = bytearray(path.read_bytes())
+    name = member.encode()
+    for signature, field in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
+        at = raw.find(signature)
+        while at >= 0:
+            name_at = at + (30 if field == 22 else 46)
+            length = struct.unpack_from("<H", raw, at + (26 if field == 22 else 28))[0]
+            if raw[name_at:name_at + length] == name:
+                struct.pack_into("<I", raw, at + field, size)
+            at = raw.find(signature, at + 4)
+    path.write_bytes(bytes(raw))
+
+
+class _FullFile:
+    """A file whose writes fail with ENOSPC once ``budget`` bytes (or characters) are written,
+    the last write partly done, as on a disk that fills up."""
+
+    def __init__(self, file: Any, budget: int) -> None:
+        self._file, self._budget = file, budget
+
+    def write(self, data):
+        if len(data) > self._budget:
+            self._file.write(data[:self._budget])
+            self._budget = 0
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self._budget -= len(data)
+        return self._file.write(data)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._file.close()
+
+    def __getattr__(self, name: str):
+        return getattr(self._file, name)
+
+
+def full_disk(monkeypatch: Any, module: Any, after: int = 0,
+              fail_on_name: Optional[str] = None) -> None:
+    """Makes the files ``module`` opens for writing (through ``open``) fail with ENOSPC after
+    ``after`` bytes; with ``fail_on_name``, only the file of that name, at once."""
+    import builtins
+
+    def fake_open(file, mode="r", *args, **kwargs):
+        f = builtins.open(file, mode, *args, **kwargs)
+        if not any(c in mode for c in "wax+"):
+            return f
+        if fail_on_name is not None:
+            return _FullFile(f, 0) if Path(file).name == fail_on_name else f
+        return _FullFile(f, after)
+
+    monkeypatch.setattr(module, "open", fake_open, raising=False)

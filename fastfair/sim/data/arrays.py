@@ -8,7 +8,7 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from fastfair.sim.data.base import ClientBatch, FederatedDataset, split_sizes
+from fastfair.sim.data.base import ClientBatch, FederatedDataset, check_finite, split_sizes
 from fastfair.sim.seeding import Stream, numpy_rng
 
 
@@ -44,6 +44,10 @@ class ArrayDataset(FederatedDataset):
             pairs = [(x[:n], y[:n]) for (x, y), n in zip(pairs, split)]
         else:
             test_pairs = [self._pair(x, y, f"test[{k}]") for k, (x, y) in enumerate(test)]
+        for k, (_, y) in enumerate(pairs):
+            if len(y) == 0:
+                raise ValueError(f"train[{k}] (client {k}) has no training samples; remove it "
+                                 "or give it samples")
         features = {p[0].shape[1] for p in pairs + test_pairs}
         if len(features) != 1:
             raise ValueError(f"every client needs the same number of features; got {sorted(features)}")
@@ -62,8 +66,11 @@ class ArrayDataset(FederatedDataset):
     @staticmethod
     def _pair(x, y, name: str) -> Tuple[torch.Tensor, torch.Tensor]:
         """Client ``name``'s (``"train[k]"``) arrays as float32 x and int64 y; labels must be
-        integers (integer-valued floats are accepted, never rounded or truncated)."""
+        integers (integer-valued floats are accepted, never rounded or truncated), features
+        finite (as float32: 1e39 is inf)."""
         x = torch.as_tensor(np.asarray(x), dtype=torch.float32)
+        if x.ndim >= 1 and x.shape[0]:
+            check_finite(x.numpy(), name, "x")
         labels = np.asarray(y)
         if labels.dtype.kind == "f":
             bad = ~np.isfinite(labels) | (labels != np.round(labels))

@@ -94,6 +94,32 @@ class FederatedDataset:
         return ids
 
 
+def check_finite(x: np.ndarray, where: str, field: str = "x", first: int = 0) -> None:
+    """Raises ValueError ``"<where>: <field> has NaN at sample <i>"`` (or inf) when the float
+    array ``x [n, ...]`` holds a value that is not finite (``first``: the sample number of
+    ``x[0]``). One ``isfinite`` pass; integer arrays pass unchecked."""
+    if x.dtype.kind not in "fc" or x.size == 0:
+        return
+    finite = np.isfinite(x)
+    if finite.all():
+        return
+    flat = int(np.argmin(finite.reshape(-1)))
+    value = x.reshape(-1)[flat]
+    per_sample = x.size // x.shape[0] if x.ndim else 1
+    raise ValueError(f"{where}: {field} has {'NaN' if np.isnan(value) else 'inf'} at sample "
+                     f"{first + flat // per_sample}")
+
+
+def check_labels(labels: np.ndarray, num_classes: int, where: str) -> None:
+    """Raises ValueError naming ``where`` and the first index of ``labels`` outside
+    ``[0, num_classes)``."""
+    flat = np.asarray(labels).reshape(-1)
+    bad = (flat < 0) | (flat >= num_classes)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"{where}: label {flat[i]} at index {i} is outside [0, {num_classes})")
+
+
 def split_sizes(total: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """Per-client 80/20 train/test sizes; at least one training sample each."""
     train = np.maximum(1, np.floor(TRAIN_FRACTION * total + 0.5).astype(np.int64))

@@ -60,6 +60,11 @@ class ClientFiles(FederatedDataset):
         self.num_classes, self.kind = int(num_classes), kind
         self.vocab_size, self.label_shape = vocab_size, tuple(label_shape)
         self.cache_bytes = int(cache_bytes)
+        empty = np.flatnonzero(self._counts["train"] <= 0)
+        if empty.size:
+            k = int(empty[0])
+            raise ValueError(f"{self.describe(k)} (client {k}) has no training samples; remove "
+                             "it or give it samples")
         self._cache: "OrderedDict[Tuple[str, int], Tuple[np.ndarray, np.ndarray]]" = OrderedDict()
         self._cached_bytes = 0
 
@@ -67,8 +72,9 @@ class ClientFiles(FederatedDataset):
         """Client ``k``'s ``(x [n, *sample_shape], y [n, *label_shape])`` of ``split``."""
         raise NotImplementedError
 
-    def describe(self, k: int) -> str:
-        """How error messages name client ``k``."""
+    def describe(self, k: int, split: str = "train") -> str:
+        """How error messages name client ``k`` (and the file of its ``split`` data, where
+        each client's data are in files of their own)."""
         return f"client {k}"
 
     def num_samples(self, ids) -> np.ndarray:
@@ -83,7 +89,7 @@ class ClientFiles(FederatedDataset):
         want = int(self._counts[split][k])
         if len(x) != want or len(y) != want or tuple(x.shape[1:]) != self.sample_shape \
                 or tuple(y.shape[1:]) != self.label_shape:
-            raise ValueError(f"{self.describe(k)}: its {split} data hold x {list(x.shape)} and "
+            raise ValueError(f"{self.describe(k, split)}: its {split} data hold x {list(x.shape)} and "
                              f"y {list(y.shape)}; the index promises {want} samples of "
                              f"{list(self.sample_shape)} with labels {list(self.label_shape)}")
         size = x.nbytes + y.nbytes

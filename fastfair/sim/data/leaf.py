@@ -29,6 +29,8 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
+from fastfair.sim.checkpoint import loads_json
+from fastfair.sim.data.base import check_finite
 from fastfair.sim.data.client_files import ClientFiles, choose_clients
 from fastfair.sim.data.leaf_json import LeafFile, parse_unit_pixels
 
@@ -100,8 +102,14 @@ class LeafDataset(ClientFiles):
         super().__init__(counts, shape, classes, kind=kind, vocab_size=vocab, label_shape=labels,
                          cache_bytes=cache_bytes)
 
-    def describe(self, k: int) -> str:
-        return f"user {self.users[k]!r} of {self.data_dir}"
+    def describe(self, k: int, split: str = "train") -> str:
+        """``user 'name' in FILE`` (the file of its ``split`` data), or ``of DIR`` when the
+        split has no entry of that user."""
+        user = self.users[k]
+        where = self.splits[split].where.get(user)
+        if where is None:
+            return f"user {user!r} of {self.data_dir}"
+        return f"user {user!r} in {self.splits[split].files[where[0]].path}"
 
     def _read(self, split: str, k: int) -> Tuple[np.ndarray, np.ndarray]:
         user = self.users[k]
@@ -110,27 +118,35 @@ class LeafDataset(ClientFiles):
                     np.empty((0,) + self.label_shape, np.int64))
         f, i = self.splits[split].where[user]
         leaf = self.splits[split].files[f]
+        who = f"{self.describe(k, split)} (client {k})"
         if self.name == "femnist":
             x_text, y_text = leaf.numeric_entry(i)
             try:
                 x = parse_unit_pixels(x_text, 784).reshape(-1, 1, 28, 28)
             except ValueError as exc:
-                raise ValueError(f"{self.describe(k)}: {exc}") from None
-            return x, self._labels(json.loads(y_text), k)
+                raise ValueError(f"{who}: {exc}") from None
+            check_finite(x, who, "x")
+            return x, self._labels(loads_json(y_text, f"{who}: y"), k, who)
         entry = leaf.json_entry(i)
-        if self.name == "shakespeare":
-            ids = _char_ids(entry["x"], SEQUENCE, self.describe(k))
-            nxt = _char_ids(entry["y"], 1, self.describe(k))
-            return ids, np.concatenate([ids[:, 1:], nxt], axis=1)
-        if self.name == "sent140":
-            return _word_ids([row[4] for row in entry["x"]]), self._labels(entry["y"], k)
-        return self._images(entry["x"]), self._labels(entry["y"], k)
+        try:
+            if self.name == "shakespeare":
+                ids = _char_ids(entry["x"], SEQUENCE, who)
+                nxt = _char_ids(entry["y"], 1, who)
+                return ids, np.concatenate([ids[:, 1:], nxt], axis=1)
+            if self.name == "sent140":
+                return _word_ids([row[4] for row in entry["x"]]), self._labels(entry["y"], k, who)
+            return self._images(entry["x"]), self._labels(entry["y"], k, who)
+        except (TypeError, KeyError, IndexError, AttributeError) as exc:
+            raise ValueError(f"{who}: its entry is not what LEAF writes for {self.name} "
+                             f"({type(exc).__name__}: {exc})") from None
 
-    def _labels(self, values, k: int) -> np.ndarray:
-        y = np.asarray(values, dtype=np.float64).reshape(-1)
+    def _labels(self, values, k: int, who: str) -> np.ndarray:
+        try:
+            y = np.asarray(values, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError, OverflowError):
+            y = np.full(1, np.nan)
         if y.size and ((y != np.round(y)).any() or y.min() < 0 or y.max() >= self.num_classes):
-            raise ValueError(f"{self.describe(k)}: labels must be integers in "
-                             f"[0, {self.num_classes})")
+            raise ValueError(f"{who}: labels must be integers in [0, {self.num_classes})")
         return y.astype(np.int64)
 
     def _images(self, names: List[str]) -> np.ndarray:

@@ -8,6 +8,11 @@ the users before it (entries are laid out in the order of ``users``, each about 
 its samples), a window around the guess is searched for user keys, and the search narrows between
 the keys it has seen. A found offset is remembered. Out-of-order or foreign files fall back to
 one scan of the file, so every file that is valid JSON of this shape is read correctly.
+
+Files are JSON text in UTF-8, with non-ASCII text written as is or as ``\\u`` escapes
+(``json.dump``'s default); both give the same user names and entries. Only regular files are
+opened (a named pipe in a file's place is refused, never waited on), and a file that is not
+such JSON (not UTF-8, nested too deeply, counts it cannot hold) is one ValueError naming it.
 """
 
 from __future__ import annotations
@@ -16,9 +21,11 @@ import bisect
 import json
 import os
 import re
-from typing import Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 import numpy as np
+
+from fastfair.sim.checkpoint import loads_json, open_regular
 
 _SPACE = re.compile(rb"\s*")
 _WINDOW = 1 << 18
@@ -50,8 +57,7 @@ class LeafFile:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.size = os.path.getsize(path)
-        self.users, self.num_samples, self.data_start = _read_header(path)
+        self.users, self.num_samples, self.data_start, self.size = _read_header(path)
         self.index = {u: i for i, u in enumerate(self.users)}
         if len(self.index) != len(self.users):
             raise ValueError(f"{path}: 'users' lists a user twice")
@@ -61,7 +67,7 @@ class LeafFile:
         self._known: List[int] = []          # the users of _offsets, sorted
 
     def _read(self, start: int, stop: int) -> bytes:
-        with open(self.path, "rb") as f:
+        with open_regular(self.path) as f:
             f.seek(start)
             return f.read(stop - start)
 
@@ -114,7 +120,7 @@ class LeafFile:
 
     def _scan(self, i: int) -> int:
         """The whole file searched once (entries out of the order of ``users``)."""
-        with open(self.path, "rb") as f:
+        with open_regular(self.path) as f:
             f.seek(self.data_start + 1)
             self._note_keys(f.read(), self.data_start + 1)
         if i not in self._offsets:
@@ -159,41 +165,55 @@ class LeafFile:
                 parsed.append(_DECODER.raw_decode(chunk.decode("utf-8", "surrogatepass"))[0])
             except (json.JSONDecodeError, UnicodeDecodeError):
                 return False
+            except RecursionError:
+                raise ValueError(f"{self.path}: user {self.users[i]!r}'s entry is nested too "
+                                 "deeply to be LEAF JSON") from None
             return True
 
         self._entry(i, complete)
         return parsed[0]
 
 
-def _read_header(path: str) -> Tuple[List[str], np.ndarray, int]:
-    """``(users, num_samples, offset of user_data's '{')`` from the top of the file."""
+def _read_header(path: str) -> Tuple[List[str], np.ndarray, int, int]:
+    """``(users, num_samples, offset of user_data's '{', file size)`` from the top of the
+    file."""
     size = 1 << 16
-    total = os.path.getsize(path)
-    while True:
-        with open(path, "rb") as f:
+    with open_regular(path) as f:
+        total = os.fstat(f.fileno()).st_size
+        while True:
+            f.seek(0)
             buf = f.read(size)
-        try:
-            return _parse_header(buf, path)
-        except (json.JSONDecodeError, IndexError):
-            if len(buf) >= total:
-                raise ValueError(f"{path} is not a LEAF JSON file (an object with 'users', "
-                                 "'num_samples' and 'user_data')") from None
-            size *= 8
+            try:
+                return (*_parse_header(buf, path, total), total)
+            except (json.JSONDecodeError, IndexError):
+                if len(buf) >= total:
+                    raise ValueError(f"{path} is not a LEAF JSON file (an object with 'users', "
+                                     "'num_samples' and 'user_data')") from None
+                size *= 8
+            except RecursionError:
+                raise ValueError(f"{path} is not a LEAF JSON file: its header is nested too "
+                                 "deeply") from None
 
 
-def _parse_header(buf: bytes, path: str) -> Tuple[List[str], np.ndarray, int]:
-    # latin-1 maps bytes to characters one to one, so string positions are byte offsets; names
-    # are re-decoded as UTF-8 below.
+def _value(buf: bytes, text: str, pos: int, path: str) -> Tuple[Any, int]:
+    """The JSON value at byte ``pos`` and the offset after it. ``text`` is ``buf`` decoded as
+    latin-1 (one character per byte, so positions are byte offsets); the value's bytes are then
+    decoded as what they are, UTF-8 JSON text, whichever way its strings are escaped."""
+    _, end = _DECODER.raw_decode(text, pos)
+    return loads_json(buf[pos:end], f"{path}: its header"), end
+
+
+def _parse_header(buf: bytes, path: str, total: int) -> Tuple[List[str], np.ndarray, int]:
     text = buf.decode("latin-1")
     ws = re.compile(r"\s*")
-    pos = ws.match(text, 0).end()
+    pos = ws.match(text, 3 if buf.startswith(b"\xef\xbb\xbf") else 0).end()   # a UTF-8 BOM
     if text[pos] != "{":
         raise ValueError(f"{path} does not hold a JSON object")
     found: Dict[str, object] = {}
     pos += 1
     while True:
         pos = ws.match(text, pos).end()
-        key, pos = _DECODER.raw_decode(text, pos)
+        key, pos = _value(buf, text, pos, path)
         pos = ws.match(text, pos).end()
         if text[pos] != ":":
             raise ValueError(f"{path}: expected ':' after key {key!r}")
@@ -203,15 +223,29 @@ def _parse_header(buf: bytes, path: str) -> Tuple[List[str], np.ndarray, int]:
                 raise ValueError(f"{path}: LEAF files list 'users' and 'num_samples' before "
                                  "'user_data', an object")
             break
-        found[key], pos = _DECODER.raw_decode(text, pos)
+        if key in ("users", "num_samples"):
+            found[key], pos = _value(buf, text, pos, path)
+        else:                                   # skipped: only its end is needed
+            pos = _DECODER.raw_decode(text, pos)[1]
         pos = ws.match(text, pos).end()
         if text[pos] == ",":
             pos += 1
-    users = [str(u).encode("latin-1").decode("utf-8") for u in found["users"]]
-    counts = np.asarray(found["num_samples"], dtype=np.int64)
-    if counts.shape != (len(users),) or (counts < 0).any():
-        raise ValueError(f"{path}: 'num_samples' must hold one count >= 0 per user")
-    return users, counts, pos
+    users = found["users"]
+    if not isinstance(users, list) or any(isinstance(u, (list, dict)) for u in users):
+        raise ValueError(f"{path}: 'users' must be a list of user names")
+    users = [u if isinstance(u, str) else str(u) for u in users]
+    try:
+        counts = np.asarray(found["num_samples"])
+    except (ValueError, TypeError, OverflowError):
+        counts = np.zeros(0, dtype=object)
+    if counts.shape == (0,) and not users:
+        counts = counts.astype(np.int64)
+    # A sample takes at least a byte of the file: a larger count is no count of this file.
+    if counts.shape != (len(users),) or counts.dtype.kind not in "iu" or (counts < 0).any() \
+            or (counts > total).any():
+        raise ValueError(f"{path}: 'num_samples' must hold one integer count per user, from 0 "
+                         f"to the {total} bytes of the file")
+    return users, counts.astype(np.int64), pos
 
 
 def parse_unit_pixels(text: bytes, width: int) -> np.ndarray:
@@ -246,8 +280,11 @@ def parse_unit_pixels(text: bytes, width: int) -> np.ndarray:
 
 def _parse_floats(text: bytes, width: int) -> np.ndarray:
     try:
-        flat = np.array(json.loads(text), dtype=np.float32)
-    except (ValueError, TypeError):
+        with np.errstate(over="ignore"):           # past float32's range: inf, then refused
+            flat = np.array(json.loads(text), dtype=np.float32)
+    except RecursionError:
+        raise ValueError("the samples are nested too deeply") from None
+    except (ValueError, TypeError, OverflowError):
         flat = np.zeros(0)
     if flat.ndim != 2 or flat.shape[1] != width:
         raise ValueError(f"expected samples of {width} numbers each")

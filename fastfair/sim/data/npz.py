@@ -13,24 +13,76 @@ features are read when it is sampled.
 from __future__ import annotations
 
 import glob
+import math
 import os
 import zipfile
+import zlib
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from fastfair.sim.data.base import split_sizes
+from fastfair.sim.checkpoint import open_regular
+from fastfair.sim.data.base import check_finite, split_sizes
 from fastfair.sim.data.client_files import ClientFiles, choose_clients
 
 
-def _header(zf: zipfile.ZipFile, member: str) -> Tuple[Tuple[int, ...], np.dtype]:
-    """Shape and dtype of array ``member`` of an open ``.npz``, read from its header only."""
-    with zf.open(member + ".npy") as f:
+#: The most a deflated zip entry can expand (deflate's limit is about 1032 to 1).
+_MAX_RATIO = 1100
+
+
+def _member(zf: zipfile.ZipFile, member: str, path: str) -> zipfile.ZipInfo:
+    """The zip entry of array ``member``, refused when the sizes it declares cannot be true of
+    the file (an entry claiming gigabytes from a few bytes)."""
+    info = zf.getinfo(member + ".npy")
+    stored = info.compress_type == zipfile.ZIP_STORED
+    if info.compress_size > os.path.getsize(path) or (
+            info.file_size != info.compress_size if stored
+            else info.file_size > _MAX_RATIO * info.compress_size + 4096):
+        raise ValueError(f"{path}: its zip entry {member}.npy declares {info.file_size} bytes "
+                         f"from {info.compress_size}; the file is corrupted")
+    return info
+
+
+def _header(zf: zipfile.ZipFile, member: str, path: str) -> Tuple[Tuple[int, ...], np.dtype]:
+    """Shape and dtype of array ``member`` of an open ``.npz``, read from its header only, and
+    checked against the size of its zip entry (a header declaring 10^12 items is refused
+    before anything reads them)."""
+    info = _member(zf, member, path)
+    with zf.open(info) as f:
         version = np.lib.format.read_magic(f)
         read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
                 else np.lib.format.read_array_header_2_0)
         shape, _, dtype = read(f)
-    return tuple(shape), dtype
+        start = f.tell()
+    shape = tuple(int(d) for d in shape)
+    if dtype.hasobject:
+        raise ValueError(f"{path}: {member} holds Python objects ({dtype}); it needs numbers "
+                         "(it is never unpickled)")
+    nbytes = math.prod(shape) * dtype.itemsize
+    if start + nbytes != info.file_size:
+        raise ValueError(f"{path}: {member} declares {list(shape)} {dtype} ({nbytes} bytes) but "
+                         f"its entry holds {info.file_size - start}; the file is corrupted")
+    return shape, dtype
+
+
+def _load(path: str, read):
+    """``read(npz, zip)`` of the ``.npz`` at ``path`` (a regular file, opened without pickles);
+    every way the file can be broken (not a zip, truncated, a damaged entry) is one ValueError
+    naming it."""
+    try:
+        with open_regular(path) as f:
+            z = np.load(f, allow_pickle=False)
+            if not isinstance(z, np.lib.npyio.NpzFile):
+                raise ValueError("it is a single .npy array, not an .npz of x and y")
+            with z:
+                return read(z, z.zip)
+    except ValueError as exc:
+        text = str(exc)
+        raise ValueError(text if text.startswith(path) else f"{path}: {text}") from None
+    except (OSError, EOFError, KeyError, zipfile.BadZipFile, zlib.error, MemoryError,
+            NotImplementedError, RuntimeError, TypeError) as exc:
+        raise ValueError(f"{path} is not a readable .npz ({type(exc).__name__}: {exc}); it may "
+                         "be truncated or corrupted") from None
 
 
 def npz_paths(data_dir: str) -> List[str]:
@@ -50,33 +102,18 @@ class NpzClients(ClientFiles):
         self.paths = paths = choose_clients(npz_paths(data_dir), clients, seed,
                                             f".npz files of {data_dir}")
         counts: Dict[str, List[int]] = {"train": [], "test": []}
-        shapes, labels, top_label, top_id = set(), set(), 0, -1
+        shapes: set = set()
+        labels: set = set()
+        tops = [0, -1]                         # the largest label and token id
         self._own_test: List[bool] = []
         for path in paths:
-            with np.load(path, allow_pickle=False) as z, zipfile.ZipFile(path) as zf:
-                names = set(z.files)
-                if not {"x", "y"} <= names or ("x_test" in names) != ("y_test" in names):
-                    raise ValueError(f"{path} must hold x and y (and x_test with y_test); it "
-                                     f"holds {', '.join(sorted(names))}")
-                own = "x_test" in names
-                ys = [z["y"]] + ([z["y_test"]] if own else [])
-                for member, y in zip(["x", "x_test"], ys):
-                    shape, dtype = _header(zf, member)
-                    if shape[:1] != y.shape[:1] or y.dtype.kind not in "iu":
-                        raise ValueError(f"{path}: {member} {list(shape)} needs integer labels "
-                                         f"with as many rows; got {list(y.shape)} {y.dtype}")
-                    shapes.add((shape[1:], dtype.kind == "f"))
-                    labels.add(y.shape[1:])
-                    top_label = max(top_label, int(y.max(initial=0)))
-                    if y.size and y.min() < 0:
-                        raise ValueError(f"{path}: labels must be >= 0")
-                    if dtype.kind != "f":
-                        top_id = max(top_id, int(z[member].max(initial=0)))
-            n = len(ys[0])
+            own, n, n_test = _load(path, lambda z, zf, path=path: self._open(
+                z, zf, path, shapes, labels, tops))
             train = n if own else int(split_sizes(np.array([n]))[0][0])
             counts["train"].append(train)
-            counts["test"].append(len(ys[1]) if own else n - train)
+            counts["test"].append(n_test if own else n - train)
             self._own_test.append(own)
+        top_label, top_id = tops
         if len(shapes) != 1 or len(labels) != 1:
             raise ValueError(f"every client of {data_dir} needs the same sample shape, kind "
                              f"(float or integer) and label shape; got {sorted(shapes)} and "
@@ -87,13 +124,63 @@ class NpzClients(ClientFiles):
                          vocab_size=None if floats else top_id + 1, label_shape=labels.pop(),
                          cache_bytes=cache_bytes)
 
-    def describe(self, k: int) -> str:
+    @staticmethod
+    def _open(z, zf: zipfile.ZipFile, path: str, shapes: set, labels: set,
+              tops: list) -> Tuple[bool, int, int]:
+        """Checks one client's file from its array headers and labels (every member's header
+        first, so no member is read past what its entry holds); returns (own test split,
+        samples, test samples)."""
+        names = set(z.files)
+        if not {"x", "y"} <= names or ("x_test" in names) != ("y_test" in names):
+            raise ValueError(f"{path} must hold x and y (and x_test with y_test); it "
+                             f"holds {', '.join(sorted(names))}")
+        own = "x_test" in names
+        pairs = [("x", "y")] + ([("x_test", "y_test")] if own else [])
+        headers = {m: _header(zf, m, path) for pair in pairs for m in pair}
+        rows = []
+        for member, label in pairs:
+            (shape, dtype), (y_shape, y_dtype) = headers[member], headers[label]
+            if len(shape) < 1 or dtype.kind not in "fiu":
+                raise ValueError(f"{path}: {member} must be float features or integer token "
+                                 f"ids [n, ...]; got {list(shape)} {dtype}")
+            if shape[:1] != y_shape[:1] or y_dtype.kind not in "iu":
+                raise ValueError(f"{path}: {member} {list(shape)} needs integer labels "
+                                 f"with as many rows; got {list(y_shape)} {y_dtype}")
+            y = z[label]
+            shapes.add((shape[1:], dtype.kind == "f"))
+            labels.add(y.shape[1:])
+            if y.size and y.min() < 0:
+                raise ValueError(f"{path}: labels must be >= 0; {label} holds {y.min()}")
+            tops[0] = max(tops[0], int(y.max(initial=0)))
+            if dtype.kind != "f":
+                ids = z[member]
+                if ids.size and ids.min() < 0:
+                    raise ValueError(f"{path}: token ids must be >= 0; {member} holds "
+                                     f"{ids.min()}")
+                tops[1] = max(tops[1], int(ids.max(initial=0)))
+            rows.append(shape[0])
+        return own, rows[0], rows[1] if own else 0
+
+    def describe(self, k: int, split: str = "train") -> str:
         return self.paths[k]
 
     def _read(self, split: str, k: int) -> Tuple[np.ndarray, np.ndarray]:
-        with np.load(self.paths[k], allow_pickle=False) as z:
-            if self._own_test[k]:
-                return (z["x"], z["y"]) if split == "train" else (z["x_test"], z["y_test"])
-            x, y = z["x"], z["y"]
-        n = int(self._counts["train"][k])
-        return (x[:n], y[:n]) if split == "train" else (x[n:], y[n:])
+        path = self.paths[k]
+        own = self._own_test[k]
+        field, label = ("x", "y") if split == "train" or not own else ("x_test", "y_test")
+
+        def read(z, zf):
+            _header(zf, field, path)               # the file may have changed since it opened
+            _header(zf, label, path)
+            return z[field], z[label]
+
+        x, y = _load(path, read)
+        first = 0
+        if not own:
+            n = int(self._counts["train"][k])
+            x, y, first = (x[:n], y[:n], 0) if split == "train" else (x[n:], y[n:], n)
+        if x.dtype.kind == "f":
+            with np.errstate(over="ignore"):           # as the batch holds it: inf past 3.4e38
+                x = x.astype(np.float32, copy=False)
+            check_finite(x, f"{path} (client {k})", field, first)
+        return x, y

@@ -20,13 +20,18 @@ so every client is evaluated on its own distribution. Nothing is downloaded unle
 from __future__ import annotations
 
 import gzip
+import io
+import math
 import os
 import pickle
+import zlib
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
+from fastfair.sim.checkpoint import open_regular, read_regular_file
 from fastfair.sim.data.arrays import partition_labels
+from fastfair.sim.data.base import check_labels
 from fastfair.sim.data.client_files import ClientFiles
 from fastfair.sim.seeding import Stream, numpy_rng
 
@@ -41,26 +46,62 @@ _CIFAR = {"cifar10": ({"train": [f"data_batch_{i}" for i in range(1, 6)], "test"
           "cifar100": ({"train": ["train"], "test": ["test"]}, "fine_labels")}
 
 
+_CHUNK = 1 << 26
+
+
 def read_idx(path: str) -> np.ndarray:
     """An IDX file (big-endian header: two zero bytes, type 0x08 = uint8, rank, then the
-    sizes) as a uint8 array; uncompressed files are memory-mapped, ``.gz`` ones decompressed."""
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        magic = f.read(4)
-        if len(magic) < 4 or magic[:2] != b"\0\0" or magic[2] != 0x08:
-            raise ValueError(f"{path} is not an IDX file of uint8 (magic 00 00 08 rank)")
-        shape = tuple(int(d) for d in np.frombuffer(f.read(4 * magic[3]), dtype=">u4"))
-        raw = f.read() if opener is gzip.open else None
-    offset = 4 + 4 * len(shape)
-    data = (np.frombuffer(raw, dtype=np.uint8) if raw is not None
-            else np.memmap(path, dtype=np.uint8, mode="r", offset=offset))
-    if data.size != int(np.prod(shape)):
-        raise ValueError(f"{path} holds {data.size} values; its header promises {list(shape)}")
-    return data.reshape(shape)
+    sizes) as a uint8 array; uncompressed files are memory-mapped, ``.gz`` ones decompressed.
+    A file that is not a regular file, is cut short, or holds other than its header declares
+    is refused with one ValueError naming it (before anything that large is allocated)."""
+    try:
+        with open_regular(path) as raw_file:
+            f = gzip.GzipFile(fileobj=raw_file, mode="rb") if path.endswith(".gz") else raw_file
+            magic = f.read(4)
+            if len(magic) < 4 or magic[:2] != b"\0\0" or magic[2] != 0x08:
+                raise ValueError(f"{path} is not an IDX file of uint8 (magic 00 00 08 rank)")
+            sizes = f.read(4 * magic[3])
+            if len(sizes) != 4 * magic[3]:
+                raise ValueError(f"{path}: its header declares rank {magic[3]} but the file "
+                                 "ends before the sizes")
+            shape = tuple(int(d) for d in np.frombuffer(sizes, dtype=">u4"))
+            expected = math.prod(shape)
+            if f is raw_file:
+                held = os.fstat(raw_file.fileno()).st_size - 4 - len(sizes)
+                if held != expected:
+                    raise ValueError(f"{path}: its header declares {list(shape)} ({expected} "
+                                     f"bytes) but the file holds {held}")
+                if expected == 0:
+                    return np.zeros(shape, dtype=np.uint8)
+                return np.memmap(raw_file, dtype=np.uint8, mode="r", offset=4 + len(sizes),
+                                 shape=shape)
+            chunks, held = [], 0
+            while held <= expected:                  # never more than declared, plus a byte
+                chunk = f.read(min(_CHUNK, expected + 1 - held))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                held += len(chunk)
+            if held != expected:
+                raise ValueError(f"{path}: its header declares {list(shape)} ({expected} "
+                                 f"bytes) but the file holds "
+                                 f"{held if held < expected else 'more'}")
+            return np.frombuffer(b"".join(chunks), dtype=np.uint8).reshape(shape)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise ValueError(f"{path} cannot be read as IDX ({type(exc).__name__}: {exc}); it may "
+                         "be truncated or corrupted") from None
+
+
+class RefusedPickle(pickle.UnpicklingError, ValueError):
+    """A CIFAR batch that asked for code (any global but NumPy's array builders)."""
 
 
 class _ArraysOnly(pickle.Unpickler):
     """Builds dicts, lists, strings, numbers and NumPy arrays; any other global is refused."""
+
+    def __init__(self, file, path: str, **kwargs) -> None:
+        super().__init__(file, **kwargs)
+        self.path = path
 
     def find_class(self, module: str, name: str):
         if (module, name) in (("numpy.core.multiarray", "_reconstruct"),
@@ -72,19 +113,54 @@ class _ArraysOnly(pickle.Unpickler):
             return np.dtype
         if (module, name) == ("_codecs", "encode"):
             return lambda text, encoding="utf-8": text.encode(encoding)
-        raise pickle.UnpicklingError(f"refusing to load {module}.{name}: a CIFAR batch holds "
-                                     "arrays only")
+        raise RefusedPickle(f"{self.path}: refusing to load {module}.{name}: a CIFAR batch "
+                            "holds arrays only")
 
 
-def read_cifar_batch(path: str, label_key: str) -> Tuple[np.ndarray, np.ndarray]:
-    """``(images [n, 3, 32, 32] uint8, labels [n] int64)`` of one CIFAR python batch."""
-    with open(path, "rb") as f:
-        batch = _ArraysOnly(f, encoding="latin1").load()
-    data = np.asarray(batch["data"])
-    labels = np.asarray(batch[label_key], dtype=np.int64)
-    if data.dtype != np.uint8 or data.ndim != 2 or data.shape != (labels.size, 3 * 32 * 32):
-        raise ValueError(f"{path}: 'data' must be uint8 [n, 3072] with one label per row")
-    return data.reshape(-1, 3, 32, 32), labels
+#: label key of a CIFAR batch -> its number of classes
+_CLASSES = {"labels": 10, "fine_labels": 100}
+
+
+def read_cifar_batch(path: str, label_key: str,
+                     num_classes: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """``(images [n, 3, 32, 32] uint8, labels [n] int64)`` of one CIFAR python batch, labels
+    checked against ``[0, num_classes)`` (default: 10 for ``labels``, 100 for
+    ``fine_labels``). Anything else (a truncated or foreign pickle, missing keys, labels that
+    are no class, a pickle asking for code) is one ValueError naming the file."""
+    classes = num_classes if num_classes is not None else _CLASSES.get(label_key)
+    data = read_regular_file(path, "CIFAR batch")
+    try:
+        batch = _ArraysOnly(io.BytesIO(data), path, encoding="latin1").load()
+    except RefusedPickle:
+        raise
+    except Exception as exc:  # a broken pickle fails in many ways; all mean the same here
+        raise ValueError(f"{path} is not a readable CIFAR python batch ({type(exc).__name__}: "
+                         f"{str(exc)[:200]}); it may be truncated or corrupted") from None
+    finally:
+        del data
+    if not isinstance(batch, dict) or "data" not in batch or label_key not in batch:
+        raise ValueError(f"{path} is not a CIFAR python batch: it needs a dict with 'data' and "
+                         f"{label_key!r}")
+    images = batch["data"]
+    if not isinstance(images, np.ndarray) or images.dtype != np.uint8 or images.ndim != 2 \
+            or images.shape[1] != 3 * 32 * 32:
+        raise ValueError(f"{path}: 'data' must be uint8 [n, 3072]")
+    try:
+        labels = np.asarray(batch[label_key])
+    except Exception:
+        labels = np.zeros(0, dtype=object)
+    if labels.ndim != 1 or labels.size != images.shape[0] or labels.dtype.kind not in "iuf":
+        raise ValueError(f"{path}: {label_key!r} must hold one integer class per row of 'data' "
+                         f"({images.shape[0]}); got {labels.dtype} {list(labels.shape)}")
+    if labels.dtype.kind == "f":
+        bad = ~np.isfinite(labels) | (labels != np.round(labels))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ValueError(f"{path}: {label_key!r} must hold integer classes; got "
+                             f"{labels[i]} at index {i}")
+    if classes is not None:
+        check_labels(labels, classes, path)
+    return images.reshape(-1, 3, 32, 32), labels.astype(np.int64)
 
 
 def _first(paths: List[str]) -> Optional[str]:
@@ -98,7 +174,8 @@ def find_files(name: str, data_dir: str) -> Dict[str, List[str]]:
     if name in _CIFAR:
         names = _CIFAR[name][0]
         for base in (os.path.join(data_dir, folder), data_dir):
-            if all(os.path.isfile(os.path.join(base, f)) for s in names for f in names[s]):
+            # exists, not isfile: a named pipe in a file's place is refused when it is read
+            if all(os.path.exists(os.path.join(base, f)) for s in names for f in names[s]):
                 return {s: [os.path.join(base, f) for f in names[s]] for s in names}
         raise ValueError(f"{name}: no {folder}/ with {', '.join(names['train'] + names['test'])} "
                          f"in {data_dir}; pass --download or see the README")
@@ -167,16 +244,23 @@ class VisionDataset(ClientFiles):
         self.labels: Dict[str, np.ndarray] = {}
         for split, paths in files.items():
             if name in _CIFAR:
-                pairs = [read_cifar_batch(p, _CIFAR[name][1]) for p in paths]
+                pairs = [read_cifar_batch(p, _CIFAR[name][1], classes) for p in paths]
                 self.images[split] = np.concatenate([p[0] for p in pairs])
                 self.labels[split] = np.concatenate([p[1] for p in pairs])
             else:
-                self.images[split] = read_idx(paths[0]).reshape((-1,) + shape)
-                self.labels[split] = np.asarray(read_idx(paths[1]), dtype=np.int64)
-            if len(self.images[split]) != len(self.labels[split]) or \
-                    self.labels[split].max(initial=0) >= classes:
-                raise ValueError(f"{name} {split}: {len(self.images[split])} images but "
-                                 f"{len(self.labels[split])} labels, or labels >= {classes}")
+                images, labels = read_idx(paths[0]), read_idx(paths[1])
+                if images.ndim < 1 or math.prod(images.shape[1:]) != math.prod(shape):
+                    raise ValueError(f"{paths[0]}: images of {list(images.shape[1:])}; {name} "
+                                     f"has {list(shape[1:])}")
+                if labels.ndim != 1:
+                    raise ValueError(f"{paths[1]}: labels must be a vector; the file holds "
+                                     f"{list(labels.shape)}")
+                check_labels(labels, classes, paths[1])
+                self.images[split] = images.reshape((-1,) + shape)
+                self.labels[split] = np.asarray(labels, dtype=np.int64)
+                if len(self.images[split]) != len(self.labels[split]):
+                    raise ValueError(f"{paths[0]} holds {len(self.images[split])} images but "
+                                     f"{paths[1]} {len(self.labels[split])} labels")
         train = partition_labels(self.labels["train"], clients, partition, seed=seed,
                                  alpha=alpha, classes_per_client=classes_per_client,
                                  stream=Stream.VISION_PARTITION)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from fastfair._options import check_name
+from fastfair.sim.checkpoint import write_error
 
 #: The logger of per-round messages; only the command line attaches handlers to it.
 LOGGER = logging.getLogger("fastfair.sim")
@@ -93,7 +94,9 @@ class CSVLogger(RoundCallback):
     ``run,round,metric,value`` (so records with different keys share one header). The file is
     opened at the first run's start, appended to when it exists (a resumed run adds its new
     rounds; rounds after its last checkpoint then appear twice, the later row being the replay),
-    and flushed after every round, so a crashed run leaves what it logged."""
+    and flushed after every round, so a crashed run leaves what it logged. A write that fails
+    (a full disk) raises :class:`~fastfair.sim.checkpoint.FileWriteError` ("no space left on
+    device while writing PATH") and closes the file."""
 
     COLUMNS = ("run", "round", "metric", "value")
 
@@ -104,21 +107,42 @@ class CSVLogger(RoundCallback):
 
     def on_run_start(self, run: str, config: Dict[str, Any]) -> None:
         if self._file is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(self.path, "a", newline="")
-            self._writer = csv.writer(self._file)
-            if self._file.tell() == 0:
-                self._writer.writerow(self.COLUMNS)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._file = open(self.path, "a", newline="")
+                self._writer = csv.writer(self._file)
+                if self._file.tell() == 0:
+                    self._writer.writerow(self.COLUMNS)
+            except OSError as exc:
+                self._failed()
+                raise write_error(exc, self.path) from None
 
     def on_round(self, run: str, record: Dict[str, Any]) -> None:
         t = record["round"]
-        self._writer.writerows((run, t, k, v) for k, v in record.items() if k != "round")
-        self._file.flush()
+        try:
+            self._writer.writerows((run, t, k, v) for k, v in record.items() if k != "round")
+            self._file.flush()
+        except OSError as exc:
+            self._failed()
+            raise write_error(exc, self.path) from None
+
+    def _failed(self) -> None:
+        """Closes the file after a failed write, dropping what it could not write (closing
+        would only fail again)."""
+        if self._file is not None:
+            try:
+                self._file.close()
+            except OSError:
+                pass
+        self._file = self._writer = None
 
     def close(self) -> None:
         if self._file is not None:
-            self._file.close()
-            self._file = self._writer = None
+            file, self._file, self._writer = self._file, None, None
+            try:
+                file.close()
+            except OSError as exc:
+                raise write_error(exc, self.path) from None
 
 
 def folder_name(run: str) -> str:

@@ -10,6 +10,8 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
+from fastfair.sim.checkpoint import writing
+
 SUMMARY_COLUMNS = [("acc_mean", "mean acc"), ("acc_weighted_mean", "weighted"),
                    ("acc_worst10", "worst 10%"), ("acc_worst5", "worst 5%"),
                    ("acc_best10", "best 10%"), ("acc_variance", "variance"),
@@ -19,22 +21,27 @@ GROUP_COLUMN = ("acc_worst_group", "worst grp")
 
 
 def write_metrics(out: Path, histories: Dict[str, List[dict]]) -> None:
-    """``metrics.csv`` (one row per rule and round) and ``metrics.json`` ({rule: [records]})."""
+    """``metrics.csv`` (one row per rule and round) and ``metrics.json`` ({rule: [records]}).
+    A failed write (a full disk) raises :class:`~fastfair.sim.checkpoint.FileWriteError`
+    naming the file."""
     rows = [{"rule": rule, **rec} for rule, hist in histories.items() for rec in hist]
     columns: List[str] = []
     for row in rows:
         columns += [c for c in row if c not in columns]
-    with open(out / "metrics.csv", "w", newline="") as f:
+    with writing(out / "metrics.csv"), open(out / "metrics.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
-    (out / "metrics.json").write_text(json.dumps(histories, indent=1))
+    text = json.dumps(histories, indent=1)
+    with writing(out / "metrics.json"), open(out / "metrics.json", "w") as f:
+        f.write(text)
 
 
 def write_final_accuracy(out: Path, finals: Dict[str, np.ndarray], client_ids: np.ndarray) -> None:
     """``final_accuracy.csv``: the final per-client test accuracy of every rule."""
     rules = list(finals)
-    with open(out / "final_accuracy.csv", "w", newline="") as f:
+    with writing(out / "final_accuracy.csv"), \
+            open(out / "final_accuracy.csv", "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["client", *rules])
         for k, cid in enumerate(client_ids):
@@ -106,8 +113,11 @@ def plot(out: Path, histories: Dict[str, List[dict]], finals: Dict[str, np.ndarr
     fig.suptitle(title)
     fig.tight_layout()
     paths = [out / "fairness.png", out / "final_accuracy.png"]
-    fig.savefig(paths[0], dpi=110)
-    plt.close(fig)
+    try:
+        with writing(paths[0]):
+            fig.savefig(paths[0], dpi=110)
+    finally:
+        plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     bins = np.linspace(0, 100, 21)
@@ -118,8 +128,11 @@ def plot(out: Path, histories: Dict[str, List[dict]], finals: Dict[str, np.ndarr
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(paths[1], dpi=110)
-    plt.close(fig)
+    try:
+        with writing(paths[1]):
+            fig.savefig(paths[1], dpi=110)
+    finally:
+        plt.close(fig)
     return paths
 
 
