@@ -89,9 +89,10 @@ class ClientFiles(FederatedDataset):
         want = int(self._counts[split][k])
         if len(x) != want or len(y) != want or tuple(x.shape[1:]) != self.sample_shape \
                 or tuple(y.shape[1:]) != self.label_shape:
-            raise ValueError(f"{self.describe(k, split)}: its {split} data hold x {list(x.shape)} and "
-                             f"y {list(y.shape)}; the index promises {want} samples of "
-                             f"{list(self.sample_shape)} with labels {list(self.label_shape)}")
+            raise ValueError(f"{self.describe(k, split)}: its {split} data hold x "
+                             f"{list(x.shape)} and y {list(y.shape)}; the index promises {want} "
+                             f"samples of {list(self.sample_shape)} with labels "
+                             f"{list(self.label_shape)}")
         size = x.nbytes + y.nbytes
         if size <= self.cache_bytes:
             self._cache[key] = (x, y)

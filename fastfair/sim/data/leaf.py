@@ -21,7 +21,6 @@ and decoded when the client is sampled (:mod:`fastfair.sim.data.leaf_json`).
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 import zlib

@@ -199,7 +199,9 @@ def _value(buf: bytes, text: str, pos: int, path: str) -> Tuple[Any, int]:
     """The JSON value at byte ``pos`` and the offset after it. ``text`` is ``buf`` decoded as
     latin-1 (one character per byte, so positions are byte offsets); the value's bytes are then
     decoded as what they are, UTF-8 JSON text, whichever way its strings are escaped."""
-    _, end = _DECODER.raw_decode(text, pos)
+    value, end = _DECODER.raw_decode(text, pos)
+    if buf[pos:end].isascii():                  # ASCII (escapes or none): parsed right already
+        return value, end
     return loads_json(buf[pos:end], f"{path}: its header"), end
 
 

@@ -25,7 +25,6 @@ from fastfair.sim.checkpoint import open_regular
 from fastfair.sim.data.base import check_finite, split_sizes
 from fastfair.sim.data.client_files import ClientFiles, choose_clients
 
-
 #: The most a deflated zip entry can expand (deflate's limit is about 1032 to 1).
 _MAX_RATIO = 1100
 
@@ -34,10 +33,10 @@ def _member(zf: zipfile.ZipFile, member: str, path: str) -> zipfile.ZipInfo:
     """The zip entry of array ``member``, refused when the sizes it declares cannot be true of
     the file (an entry claiming gigabytes from a few bytes)."""
     info = zf.getinfo(member + ".npy")
-    stored = info.compress_type == zipfile.ZIP_STORED
     if info.compress_size > os.path.getsize(path) or (
-            info.file_size != info.compress_size if stored
-            else info.file_size > _MAX_RATIO * info.compress_size + 4096):
+            info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size) \
+            or (info.compress_type == zipfile.ZIP_DEFLATED
+                and info.file_size > _MAX_RATIO * info.compress_size + 4096):
         raise ValueError(f"{path}: its zip entry {member}.npy declares {info.file_size} bytes "
                          f"from {info.compress_size}; the file is corrupted")
     return info
@@ -80,7 +79,7 @@ def _load(path: str, read):
         text = str(exc)
         raise ValueError(text if text.startswith(path) else f"{path}: {text}") from None
     except (OSError, EOFError, KeyError, zipfile.BadZipFile, zlib.error, MemoryError,
-            NotImplementedError, RuntimeError, TypeError) as exc:
+            NotImplementedError) as exc:
         raise ValueError(f"{path} is not a readable .npz ({type(exc).__name__}: {exc}); it may "
                          "be truncated or corrupted") from None
 

@@ -134,8 +134,10 @@ def read_cifar_batch(path: str, label_key: str,
     except RefusedPickle:
         raise
     except Exception as exc:  # a broken pickle fails in many ways; all mean the same here
+        detail = str(exc)[:200] or ("it declares more than fits in memory"
+                                    if isinstance(exc, MemoryError) else "no detail")
         raise ValueError(f"{path} is not a readable CIFAR python batch ({type(exc).__name__}: "
-                         f"{str(exc)[:200]}); it may be truncated or corrupted") from None
+                         f"{detail}); it may be truncated or corrupted") from None
     finally:
         del data
     if not isinstance(batch, dict) or "data" not in batch or label_key not in batch:
