@@ -23,11 +23,21 @@ void check_like(const ArrayView& v, const ArrayView& x) {
   if (v.shape != x.shape) throw py::value_error(v.name + " must have the shape of " + x.name);
 }
 
-// Optional per-sample vector: [N] float64 contiguous on x's device (an empty view for None).
-ArrayView per_sample(py::handle obj, const std::string& name, const ArrayView& x, int64_t n,
-                     int64_t stream) {
-  if (obj.is_none()) return ArrayView();
-  return typed(obj, name, Spec().on(x).dtype(kF64).shape({n}, "[N]"), stream);
+// The optional per-sample step and noise vectors of a Langevin update: [N] float64 on x's
+// device (empty views for None), pointed to by u.
+struct PerSample {
+  ArrayView step, noise;
+};
+
+PerSample per_sample(LangevinArgs& u, py::handle step_vec, py::handle noise_vec,
+                     const ArrayView& x, int64_t n, int64_t stream) {
+  const Spec spec = Spec().on(x).dtype(kF64).shape({n}, "[N]");
+  PerSample p;
+  if (!step_vec.is_none()) p.step = typed(step_vec, "step", spec, stream);
+  if (!noise_vec.is_none()) p.noise = typed(noise_vec, "noise_std", spec, stream);
+  u.step_vec = p.step.as<const double>();
+  u.noise_vec = p.noise.as<const double>();
+  return p;
 }
 
 LangevinArgs langevin(double step, double noise, double grad_clip, double lo, double hi,
@@ -57,11 +67,8 @@ void sgld_step(py::handle x, py::handle grad, py::handle out, double step, py::h
   const int64_t n = xv.shape[0], total = xv.numel();
   SgldArgs a{xv.dtype, n, n ? total / n : 0, xv.data, gv.data, ov.data,
              langevin(step, noise, grad_clip, lo, hi, seed, offset)};
-  const ArrayView sv = per_sample(step_vec, "step", xv, n, stream);
-  const ArrayView nv = per_sample(noise_vec, "noise_std", xv, n, stream);
-  a.u.step_vec = sv.as<const double>();
-  a.u.noise_vec = nv.as<const double>();
-  require_disjoint({&ov}, {&xv, &gv, &sv, &nv}, {&ov, &xv});  // out = x: the step in place
+  const PerSample ps = per_sample(a.u, step_vec, noise_vec, xv, n, stream);
+  require_disjoint({&ov}, {&xv, &gv, &ps.step, &ps.noise}, {&ov, &xv});  // out = x: in place
   if (total == 0) return;
   run_on_device(xv, stream, [&] { throw_value_error_if_failed(cpu::sgld_step(a)); },
                 [&](void* s) { throw_if_failed(cuda::sgld_step(a, s)); });
@@ -92,11 +99,8 @@ void fedevg_server_step(py::handle x, py::handle G, py::handle e, py::handle w, 
   FedEvgServerArgs a{xv.dtype, m, M, M ? total / M : 0, xv.data, Gv.data, ev.as<const double>(),
                      wv.as<const double>(), ov.data,
                      langevin(step, noise, grad_clip, lo, hi, seed, offset)};
-  const ArrayView sv = per_sample(step_vec, "step", xv, M, stream);
-  const ArrayView nv = per_sample(noise_vec, "noise_std", xv, M, stream);
-  a.u.step_vec = sv.as<const double>();
-  a.u.noise_vec = nv.as<const double>();
-  require_disjoint({&ov}, {&xv, &Gv, &ev, &wv, &sv, &nv}, {&ov, &xv});  // out = x: in place
+  const PerSample ps = per_sample(a.u, step_vec, noise_vec, xv, M, stream);
+  require_disjoint({&ov}, {&xv, &Gv, &ev, &wv, &ps.step, &ps.noise}, {&ov, &xv});  // in place
   if (total == 0) return;
   run_on_device(xv, stream, [&] { throw_value_error_if_failed(cpu::fedevg_server_step(a)); },
                 [&](void* s) { throw_if_failed(cuda::fedevg_server_step(a, s)); });
