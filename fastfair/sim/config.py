@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
 from fastfair._options import check_options, dataclass_options
+from fastfair.aggregators.bounds import NORM_REFERENCES, check_bound
 from fastfair.sim.data import registry
 
 DATASETS = tuple(registry.DATASETS)
@@ -108,6 +109,18 @@ class SimulationConfig:
         choices="fastfair.aggregators.server_opt:SERVER_OPTIMIZERS"))
     server_options: Dict[str, Any] = field(default_factory=dict, metadata=doc(
         TRAINING, "a server optimizer option, e.g. momentum=0.5 (repeatable)"))
+    # the opt-in bound on one client's influence (fastfair.aggregators.bounds, shared with the
+    # Flower strategy)
+    max_update_norm: Optional[float] = field(default=None, metadata=doc(
+        RULES, "clip each client's update to this norm before the rule sees it: a multiple of "
+        "the round's median update norm, or with --update-norm-reference absolute a norm in "
+        "the parameters' units (default: no clip)"))
+    update_norm_reference: str = field(default="median", metadata=doc(
+        RULES, "what --max-update-norm multiplies: the round's median update norm, or "
+        "nothing (absolute)", choices=NORM_REFERENCES))
+    max_samples_per_client: Optional[float] = field(default=None, metadata=doc(
+        RULES, "count a client's samples as at most this many when rules weigh by counts "
+        "(default: no cap)"))
     # availability and evaluation
     availability: str = field(default="uniform", metadata=doc(
         DATA, "which clients can take part in a round",
@@ -161,6 +174,12 @@ class SimulationConfig:
                 raise TypeError(f"{name} must be a dict of option names to values; got "
                                 f"{options!r}")
 
+        check_bound(self.max_update_norm, self.update_norm_reference,
+                    self.max_samples_per_client)
+        if self.max_update_norm is None and self.update_norm_reference != "median":
+            raise ValueError(f"update_norm_reference = {self.update_norm_reference!r} has no "
+                             "effect without max_update_norm (--max-update-norm): set that, or "
+                             "leave update_norm_reference at its default")
         self._check_used()
         registry.check_pair(self.dataset, self.model)
         family = registry.DATASETS[self.dataset].family

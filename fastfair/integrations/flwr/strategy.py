@@ -337,10 +337,13 @@ class FastFairStrategy(_FlowerFedAvg):
                         ) -> Tuple[Optional[ArrayRecord], Optional[MetricRecord]]:
         """Validates the replies, asks the rule for coefficients and takes the server step.
 
-        Returns the new global ``ArrayRecord`` (None when no reply is usable) and the train
-        metrics: Flower's weighted average of the client metrics plus ``fastfair-clients``,
-        ``fastfair-coefficients``, ``fastfair-coef-min``/``-max``/``-sum`` and
-        ``fastfair-dropped`` (replies left out).
+        Returns the new global ``ArrayRecord`` and the train metrics: the weighted average
+        of the client metrics (:func:`average_metrics` unless ``train_metrics_aggr_fn`` is
+        given) plus ``fastfair-clients``, ``fastfair-coefficients``,
+        ``fastfair-coef-min``/``-max``/``-sum``, ``fastfair-dropped`` (replies left out) and,
+        with ``max_update_norm``, ``fastfair-clipped``. ``(None, None)``, with a log line
+        saying why and nothing changed, when no reply is usable or the round cannot be
+        aggregated (see the class docstring).
         """
         if self._sent is None:
             raise AggregationError("aggregate_train was called before configure_train: the "

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from fastfair import ops
+from fastfair.aggregators.bounds import UpdateBound
 from fastfair.aggregators.objectives import ClientObjective
 from fastfair.sim.config import SimulationConfig
 from fastfair.sim.data.base import ClientBatch, FederatedDataset, concat_batches
@@ -165,16 +166,29 @@ class Simulation(Runner):
                    updates: torch.Tensor, state: Optional[torch.Tensor]) -> Dict[str, Any]:
         """The server side of a round: the cohort's losses and counts gathered from every
         process, the rule's coefficients, the weighted average of this process's ``updates``
-        (its ``share`` of the cohort ``ids``) summed over processes, the optimiser's step."""
+        (its ``share`` of the cohort ``ids``) summed over processes, the optimiser's step.
+
+        With the opt-in bound of the configuration (``max_update_norm``,
+        ``update_norm_reference``, ``max_samples_per_client``;
+        :mod:`fastfair.aggregators.bounds`, shared with the Flower strategy) the counts are
+        capped and each update ``X_i`` is clipped to ``s_i X_i`` before the rule sees
+        them; the step is ``sum_i c_i s_i X_i`` (coefficients times scales)."""
+        cfg = self.config
+        bound = UpdateBound(cfg.max_update_norm, cfg.update_norm_reference,
+                            cfg.max_samples_per_client)
         m = ids.shape[0]
         losses = self.dist.gather(losses_mine, m)
-        counts = self.dist.gather(counts_mine.astype(np.float64), m)
+        counts = bound.counts(self.dist.gather(counts_mine.astype(np.float64), m))
+        scales = bound.scales(self.dist.gather(_row_norms(updates), m)) if bound.clips else None
         inputs = self._round_inputs(objective, state, updates, m)
+        if scales is not None:
+            inputs = _clipped_inputs(inputs, scales)
         coef = np.asarray(self.rule.weights(ids, losses, num_samples=counts, **inputs),
                           dtype=np.float64)
+        step = coef if scales is None else coef * scales
         direction = torch.zeros_like(self.params)
         if updates.shape[0]:
-            ops.weighted_average(updates, torch.from_numpy(coef[share]).to(self.device),
+            ops.weighted_average(updates, torch.from_numpy(step[share]).to(self.device),
                                  out=direction)
         self.optimizer.step(self.params, self.dist.sum(direction))
         return {"participants": int(m), "train_loss": float(np.mean(losses)),
@@ -191,6 +205,30 @@ class Simulation(Runner):
         rule.load_state_dict(state["rule"])
         optimizer.load_state_dict(state["optimizer"])
         self.rule, self.optimizer, self.params = rule, optimizer, params
+
+
+def _row_norms(updates: torch.Tensor, rows: int = 0) -> np.ndarray:
+    """``[n]`` float64 norms of the rows of ``updates [n, P]``, summed in float64 a block of
+    rows at a time (never a float64 copy of the whole cohort)."""
+    n, P = updates.shape
+    rows = rows or max(1, (1 << 22) // max(P, 1))
+    out = np.empty(n, dtype=np.float64)
+    for i in range(0, n, rows):
+        block = updates[i:i + rows].double()
+        out[i:i + rows] = block.pow_(2).sum(1).sqrt_().cpu().numpy()
+    return out
+
+
+def _clipped_inputs(inputs: Dict[str, Any], scales: np.ndarray) -> Dict[str, Any]:
+    """The rule's round inputs of the clipped updates ``s_i X_i``: ``sq_norms`` times
+    ``s_i^2``, ``updates`` rows times ``s_i``; reported inputs unchanged."""
+    out = dict(inputs)
+    if "sq_norms" in out:
+        out["sq_norms"] = np.asarray(out["sq_norms"], dtype=np.float64) * scales ** 2
+    if "updates" in out:
+        u = out["updates"]
+        out["updates"] = u * torch.from_numpy(scales).to(u.device, u.dtype)[:, None]
+    return out
 
 
 def _scores(model: FlatModel, params: torch.Tensor,
