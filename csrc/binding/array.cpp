@@ -43,11 +43,12 @@ std::string ArrayView::device_str() const {
 
 namespace {
 
-// Re-raises a producer's refusal to export `obj` (BufferError, ValueError, ...) as a ValueError
-// that names the argument and the fix, chained to the producer's error.
+// Re-raises a producer's refusal to export `obj` (BufferError, ValueError, RuntimeError) as a
+// ValueError that names the argument and the fix, chained to the producer's error; other errors
+// pass unchanged.
 [[noreturn]] void refuse_export(py::handle obj, const std::string& name, py::error_already_set& e) {
   if (!e.matches(PyExc_BufferError) && !e.matches(PyExc_ValueError) &&
-      !e.matches(PyExc_TypeError) && !e.matches(PyExc_RuntimeError))
+      !e.matches(PyExc_RuntimeError))
     throw;
   std::string msg;
   py::object dtype = py::getattr(obj, "dtype", py::none());
