@@ -28,7 +28,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from fastfair.sim.checkpoint import loads_json
+from fastfair.sim.checkpoint import loads_json, open_regular
 from fastfair.sim.data.base import check_finite
 from fastfair.sim.data.client_files import ClientFiles, choose_clients
 from fastfair.sim.data.leaf_json import LeafFile, parse_unit_pixels
@@ -134,7 +134,7 @@ class LeafDataset(ClientFiles):
                 return ids, np.concatenate([ids[:, 1:], nxt], axis=1)
             if self.name == "sent140":
                 return _word_ids([row[4] for row in entry["x"]]), self._labels(entry["y"], k, who)
-            return self._images(entry["x"]), self._labels(entry["y"], k, who)
+            return self._images(entry["x"], who), self._labels(entry["y"], k, who)
         except (TypeError, KeyError, IndexError, AttributeError) as exc:
             raise ValueError(f"{who}: its entry is not what LEAF writes for {self.name} "
                              f"({type(exc).__name__}: {exc})") from None
@@ -148,13 +148,28 @@ class LeafDataset(ClientFiles):
             raise ValueError(f"{who}: labels must be integers in [0, {self.num_classes})")
         return y.astype(np.int64)
 
-    def _images(self, names: List[str]) -> np.ndarray:
+    def _images(self, names: List[str], who: str) -> np.ndarray:
+        """The images ``names`` (plain file names in the image folder; regular files only)
+        as ``[n, 3, IMAGE, IMAGE]`` uint8; one that cannot be read is a ValueError naming it."""
         from PIL import Image
 
         out = np.empty((len(names), 3, IMAGE, IMAGE), dtype=np.uint8)
         for j, name in enumerate(names):
-            with Image.open(os.path.join(self.images, name)) as img:
-                out[j] = np.asarray(img.resize((IMAGE, IMAGE)).convert("RGB")).transpose(2, 0, 1)
+            if not isinstance(name, str) or os.path.basename(name) != name or name in ("", ".",
+                                                                                      ".."):
+                raise ValueError(f"{who}: image {name!r} is not a file name in {self.images}")
+            path = os.path.join(self.images, name)
+            try:
+                f = open_regular(path)
+            except ValueError as exc:
+                raise ValueError(f"{who}: {exc}") from None
+            try:
+                with f, Image.open(f) as img:
+                    out[j] = np.asarray(img.resize((IMAGE, IMAGE)).convert("RGB")).transpose(
+                        2, 0, 1)
+            except (OSError, SyntaxError, Image.DecompressionBombError) as exc:
+                raise ValueError(f"{who}: {path} is not a readable image "
+                                 f"({type(exc).__name__}: {exc})") from None
         return out
 
 

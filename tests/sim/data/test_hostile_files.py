@@ -153,6 +153,28 @@ def test_named_pipes_in_place_of_data_files_are_refused_not_read(tmp_path, rng, 
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_celeba_images_that_are_pipes_broken_or_outside_the_folder_are_refused(tmp_path, rng,
+                                                                               no_hang):
+    images = tmp_path / "raw" / "img_align_celeba"
+    data = sf.split_users(rng, sf.celeba_users(rng, [3, 4, 3], images))
+    sf.write_leaf(tmp_path, data)
+    d = open_files("celeba", str(tmp_path))
+    names = data["train"]["101"]["x"]
+    _fifo(images / names[1])
+    with pytest.raises(ValueError, match=f"user '101' in .*json \\(client 1\\): .*{names[1]} "
+                                         "is not a regular file"):
+        d.client_data([1])
+    (images / data["train"]["102"]["x"][0]).write_bytes(b"\xff\xd8 not a jpeg")
+    with pytest.raises(ValueError, match="is not a readable image"):
+        d.client_data([2])
+    data["train"]["100"]["x"][0] = "../../../etc/passwd"
+    sf.write_leaf(tmp_path / "escape", data)
+    (tmp_path / "escape" / "raw").symlink_to(tmp_path / "raw")
+    with pytest.raises(ValueError, match="is not a file name in"):
+        open_files("celeba", str(tmp_path / "escape")).client_data([0])
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
 def test_named_pipes_in_place_of_run_files_are_refused(tmp_path, no_hang):
     _fifo(tmp_path / "checkpoint.pt")
     with pytest.raises(ValueError, match="checkpoint.pt is not a regular file"):
