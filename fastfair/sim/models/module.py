@@ -3,14 +3,19 @@ one flat vector per client, a cohort trained batched through ``torch.func``."""
 
 from __future__ import annotations
 
+import copy
 import math
+import warnings
 from collections import OrderedDict
-from typing import Callable, Dict, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 
 from fastfair.sim.models.flat import FlatModel
 from fastfair.sim.models.layers import CohortMode
+
+#: The values of ``ModuleModel(init=...)``.
+INIT_MODES = ("seed", "given")
 
 _OTHER_RANDOMNESS = ("the module calls a random operation other than dropout; batched "
                      "training reproduces only dropout per client (keyed masks)")
@@ -29,10 +34,26 @@ class ModuleModel(FlatModel):
     server averages them with the rule's coefficients like the parameters. Another random
     operation inside ``forward`` is refused: it could not be reproduced per client.
 
+    The initial global model comes from the run's seed by default (``init="seed"``): a copy of
+    the module has every submodule's ``reset_parameters()`` called, in ``module.modules()``
+    order, under ``torch.manual_seed(generator.initial_seed())``; the simulator's runners pass a
+    generator seeded from the run's ``MODEL_INIT`` stream
+    (``raw_seed(seed, Stream.MODEL_INIT)``, :mod:`fastfair.sim.seeding`), so different seeds
+    start from different weights and every rule of one seed (a sweep's paired runs) from the
+    same ones. The draws happen on the CPU under a forked random state: the module itself and
+    torch's global generator are left as they were. Submodules without ``reset_parameters``
+    (e.g. a custom layer holding its own ``nn.Parameter``, or ``nn.MultiheadAttention``, whose
+    method is private) keep the module's given weights, as do buffers that no
+    ``reset_parameters`` touches; with ``init="given"`` the whole module starts from its given
+    parameters and buffers, whatever the seed.
+
     Parameters
     ----------
     module
-        The network; its current parameters and buffers are the initial global model.
+        The network, mapping inputs to logits.
+    init
+        ``"seed"`` (default): initial weights from the run's seed, as above. ``"given"``: the
+        module's current parameters and buffers are the initial global model of every run.
     loss
         Per-position loss ``loss(logits [N, C], target [N]) -> [N]`` (default cross-entropy,
         e.g. ``functools.partial(F.cross_entropy, reduction="none", label_smoothing=0.1)``);
@@ -41,9 +62,15 @@ class ModuleModel(FlatModel):
         Samples per forward pass in evaluation.
     """
 
-    def __init__(self, module: torch.nn.Module, *,
+    def __init__(self, module: torch.nn.Module, *, init: str = "seed",
                  loss: Optional[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = None,
                  eval_rows: int = 1024) -> None:
+        if not isinstance(module, torch.nn.Module):
+            raise TypeError(f"module must be a torch.nn.Module; got {type(module).__name__}")
+        if init not in INIT_MODES:
+            raise ValueError(f"init must be one of {', '.join(map(repr, INIT_MODES))}; got "
+                             f"{init!r}: 'seed' draws the initial weights from the run's seed, "
+                             "'given' starts from the module's own")
         for name, sub in module.named_modules():
             if isinstance(sub, torch.nn.modules.batchnorm._BatchNorm) and sub.momentum is None \
                     and sub.track_running_stats:
@@ -63,7 +90,23 @@ class ModuleModel(FlatModel):
         self._dtypes = [t.dtype for _, t in params + buffers]
         self._sizes = [math.prod(s) for s in self.shapes]
         self.num_buffers = sum(self._sizes[len(params):])
-        self._initial = torch.cat([t.detach().reshape(-1).float() for _, t in params + buffers])
+        self._initial = self._flatten(module)
+        self.init_mode = init
+        #: The submodules (by name, "" for the module itself) whose ``reset_parameters`` the
+        #: seeded initialisation calls.
+        self.resettable: List[str] = [name for name, sub in module.named_modules()
+                                      if callable(getattr(sub, "reset_parameters", None))]
+        if init == "seed" and not self.resettable:
+            warnings.warn("init='seed': no submodule of the module has reset_parameters(), so "
+                          "every seed starts from the module's given weights; pass "
+                          "init='given' to say so", UserWarning, stacklevel=2)
+
+    def _flatten(self, module: torch.nn.Module) -> torch.Tensor:
+        """``module``'s parameters then buffers as one float32 vector ``[P]`` (on its device),
+        in the order of :attr:`names`."""
+        tensors = dict(module.named_parameters())
+        tensors.update(module.named_buffers())
+        return torch.cat([tensors[n].detach().reshape(-1).float() for n in self.names])
 
     def position_loss(self, logits, target):
         """The ``loss`` given at construction, else cross-entropy."""
@@ -156,8 +199,30 @@ class ModuleModel(FlatModel):
             raise ValueError(_OTHER_RANDOMNESS)
         return out.unsqueeze(0)
 
-    def init(self, generator):
-        return self._initial.clone()
+    def init(self, generator: Optional[torch.Generator]) -> torch.Tensor:
+        """The initial global model ``[P]`` (parameters, then buffers).
+
+        With ``init="seed"`` and a ``generator``: a copy of the module, moved to the CPU, has
+        every submodule's ``reset_parameters()`` called (in ``module.modules()`` order) under
+        ``torch.manual_seed(generator.initial_seed())`` inside ``torch.random.fork_rng``, so the
+        result depends on the generator's seed alone (not on its state, the global generator
+        or the device) and neither the module nor torch's global random state changes.
+        Submodules without ``reset_parameters`` keep their given weights. With
+        ``init="given"``, or a ``generator`` of None, the module's given weights."""
+        if self.init_mode == "given" or generator is None:
+            return self._initial.clone()
+        if not isinstance(generator, torch.Generator):
+            raise TypeError(f"generator must be a torch.Generator or None; got "
+                            f"{type(generator).__name__}")
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(generator.initial_seed())
+            fresh = copy.deepcopy(self.module).cpu()
+            with torch.no_grad():
+                for sub in fresh.modules():
+                    reset = getattr(sub, "reset_parameters", None)
+                    if callable(reset):
+                        reset()
+        return self._flatten(fresh)
 
     def state_dict(self, params):
         """The module's ``state_dict`` (its own keys and dtypes) holding ``params [P]``, ready

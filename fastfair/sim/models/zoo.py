@@ -197,7 +197,8 @@ def build_model(name: str, dataset, *, hidden: int = 64, seed: int = 0) -> FlatM
         build, eval_rows = BUILDERS[name]
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(raw_seed(seed, Stream.MODEL_INIT))
-            model = ModuleModel(build(dataset), eval_rows=eval_rows)
+            # Built under the seed already: its weights are the run's initial model.
+            model = ModuleModel(build(dataset), init="given", eval_rows=eval_rows)
     else:
         raise ValueError(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
     check_model(model, dataset)
