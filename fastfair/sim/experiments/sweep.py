@@ -15,9 +15,17 @@ so differences between rules on one seed are paired. Every rule's runs (all grid
 seeds) train their cohorts together: one :func:`~fastfair.sim.rounds.engine.play_round` per
 round for all of them, each run with its own global model, rule, server optimiser and keys, and
 each run's records equal to the same run alone. Methods (FedEvg, SuPerFed) run one after another
-on the same data sets. With ``checkpoint_every`` a sweep saves its state into its folder, and
-:meth:`Sweep.resume` continues it bit for bit. ``fastfair sweep`` is the command-line layer
-over this class.
+on the same data sets. Every run's final global model is kept (:attr:`SweepResult.models`, and
+``models.pt`` in the output folder). With ``checkpoint_every`` a sweep saves its state into its
+folder, and :meth:`Sweep.resume` continues it bit for bit. ``fastfair sweep`` is the
+command-line layer over this class.
+
+.. code-block:: python
+
+    import torch
+
+    models = torch.load("out/models.pt", weights_only=True)   # {run name: state_dict}
+    net.load_state_dict(models["fedavg/seed0"])                # a ModuleModel's own module
 """
 
 from __future__ import annotations
@@ -30,7 +38,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
+import torch
 
+from fastfair.sim import checkpoint
 from fastfair.sim.config import SimulationConfig
 from fastfair.sim.data.base import FederatedDataset
 from fastfair.sim.data.catalog import build_dataset
@@ -55,6 +65,8 @@ from fastfair.sim.rounds.runner import Runner
 #: The metrics a sweep summarises by default (accuracy columns of the simulate table).
 METRICS = ("acc_mean", "acc_worst10", "acc_gini", "acc_variance")
 CONFIG = "sweep.json"
+#: The file of a sweep's folder holding every run's final global model.
+MODELS_FILE = "models.pt"
 GROUP_METRIC = "acc_worst_group"
 
 
@@ -96,8 +108,15 @@ def grid_points(rule: str, fixed: Mapping[str, Any],
 class SweepResult:
     """What a sweep produced: every run (:class:`~fastfair.sim.reporting.stats.SweepRun`), the grid
     point chosen per rule on the validation split (``selection``), the summary rows (mean and
-    95 % CI over seeds, paired differences against ``baseline``), the wall time and the output
-    folder (None when nothing was written)."""
+    95 % CI over seeds, paired differences against ``baseline``), the wall time, the output
+    folder (None when nothing was written) and every run's final global model.
+
+    ``models`` maps each run's name (:attr:`RunSpec.name`, e.g. ``"fedavg/seed0"`` or
+    ``"term(tilt=1.0)/seed2"``) to its final global model as
+    :meth:`~fastfair.sim.rounds.runner.Runner.global_state_dict` gives it (CPU tensors; a
+    :class:`~fastfair.sim.models.module.ModuleModel`'s own module ``state_dict``, ready for
+    ``module.load_state_dict``). The output folder holds the same as ``models.pt``
+    (``torch.load(path, weights_only=True)`` reads it)."""
 
     runs: List[SweepRun]
     selection: Dict[str, Dict[str, Any]]
@@ -106,6 +125,7 @@ class SweepResult:
     baseline: Optional[str]
     seconds: float
     out: Optional[Path]
+    models: Dict[str, Dict[str, torch.Tensor]] = dataclasses.field(default_factory=dict)
 
     def table(self) -> str:
         """The summary as ``fastfair sweep`` prints it."""
@@ -124,7 +144,9 @@ class Sweep(Orchestration):
     rules
         Rule and method names.
     seeds
-        Seeds; runs of one seed share data, initial model and client samples.
+        Seeds; runs of one seed share data, initial model and client samples (a
+        :class:`~fastfair.sim.models.module.ModuleModel` given as ``model`` starts each seed
+        from weights drawn from that seed, unless built with ``init="given"``).
     grid
         ``{rule: {option: [values]}}``: every combination is a grid point of the rule.
     rule_options
@@ -137,7 +159,8 @@ class Sweep(Orchestration):
         The metrics summarised.
     out
         Output folder (created; must be empty or absent); None writes nothing and
-        ``checkpoint_every`` must be 0.
+        ``checkpoint_every`` must be 0. It receives the metrics, the summary and
+        ``models.pt``, every run's final global model by run name.
     checkpoint_every
         Save a checkpoint every N rounds (0: never): the batched runs' states together, and
         the method run in progress; :meth:`resume` continues from it bit for bit.
@@ -225,6 +248,9 @@ class Sweep(Orchestration):
         started = time.perf_counter() - state.get("seconds", 0.0)
         datasets = {s: self._dataset(s) for s in self.seeds}
         finished = self._restored(state.get("finished", {}))
+        saved_models = state.get("models", {})
+        self._models: Dict[RunSpec, Dict[str, torch.Tensor]] = {
+            spec: dict(saved_models[spec.name]) for spec in finished if spec.name in saved_models}
         current = state.get("current")
         with round_hooks(self.callbacks, self.dist) as hooks:
             for group in self._groups():
@@ -246,8 +272,9 @@ class Sweep(Orchestration):
         selection = select(runs, self.select)
         rows = summarize(runs, metrics, self.baseline, selection)
         seconds = time.perf_counter() - started
+        models = {spec.name: self._models[spec] for spec in self.specs if spec in self._models}
         result = SweepResult(runs, selection, rows, metrics, self.baseline, seconds,
-                             self.out if lead else None)
+                             self.out if lead else None, models)
         if lead and self.out is not None:
             self._write(result)
         return result
@@ -332,6 +359,8 @@ class Sweep(Orchestration):
                 hooks: RoundCallback) -> SweepRun:
         run = SweepRun(spec.rule, dict(spec.options), spec.seed, list(runner.history),
                        np.asarray(final, dtype=np.float64), seconds)
+        self._models[spec] = {k: v.detach().cpu().clone()
+                              for k, v in runner.global_state_dict().items()}
         hooks.on_run_end(spec.name, run_summary(spec.name, run.history, seconds))
         return run
 
@@ -341,7 +370,8 @@ class Sweep(Orchestration):
         names, their ``state_dict`` s and its seconds so far)."""
         self._checkpoint(seconds=time.perf_counter() - started, current=current, finished={
             spec.name: {"history": run.history, "final": run.final, "seconds": run.seconds}
-            for spec, run in finished.items()})
+            for spec, run in finished.items()},
+            models={spec.name: self._models[spec] for spec in finished if spec in self._models})
 
     def _restored(self, saved: Dict[str, Any]) -> Dict[RunSpec, SweepRun]:
         """The finished runs of a checkpoint, by run."""
@@ -356,6 +386,7 @@ class Sweep(Orchestration):
         report.write_metrics(self.out, histories)
         sweep_report.write_sweep(self.out, result.runs, result.rows, result.selection,
                                  result.metrics, result.baseline, self.select)
+        checkpoint.save(self.out / MODELS_FILE, result.models)
 
 
 def _has(run: SweepRun, metric: str) -> bool:
