@@ -199,6 +199,11 @@ class AAggFFD(Aggregator):
 
     name = "aaggff-d"
 
+    def invalid_loss(self, loss: float) -> Optional[str]:
+        """Negative losses: AAggFF divides the losses by their mean."""
+        return "must be non-negative (AAggFF divides the losses by their mean)" if loss < 0 \
+            else None
+
     def __init__(self, num_clients: int, cdf: str = "weibull", *, response_range: Any = None,
                  sample_prob: Optional[float] = None, variant: str = "paper",
                  initial_p: str = "uniform", normal_cdf: str = "paper") -> None:
@@ -326,6 +331,11 @@ class AAggFFS(Aggregator):
     full_participation = True
     # A state_dict written before alpha_scale existed ran with Theorem 3.1's alpha.
     options_before = {"alpha_scale": 1.0}
+
+    def invalid_loss(self, loss: float) -> Optional[str]:
+        """Negative losses: AAggFF divides the losses by their mean."""
+        return "must be non-negative (AAggFF divides the losses by their mean)" if loss < 0 \
+            else None
 
     def __init__(self, num_clients: int, cdf: str = "weibull", *, response_range: Any = None,
                  alpha_scale: float = 64.0, variant: str = "paper", initial_p: str = "uniform",

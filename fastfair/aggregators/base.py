@@ -144,6 +144,27 @@ class Aggregator:
         module docstring); empty for most rules."""
         return ()
 
+    def invalid_loss(self, loss: float) -> Optional[str]:
+        """Why this rule cannot take ``loss`` as one client's loss (a finite float), or None.
+
+        The per-client part of the checks ``weights`` applies to ``losses`` (e.g. q-FedAvg and
+        AAggFF need ``loss >= 0``, PropFair's EG weighting ``loss < M``), so that a caller
+        with untrusted clients (the Flower strategy) can drop the one reply a round would
+        otherwise be refused for. Checks over the whole round stay in ``weights``.
+
+        Parameters
+        ----------
+        loss
+            One client's finite loss.
+
+        Returns
+        -------
+        str or None
+            What the loss must be (e.g. ``"must be non-negative (q-FedAvg takes F^q)"``), or
+            None when the rule takes it.
+        """
+        return None
+
     def client_objective(self) -> Optional[ClientObjective]:
         """What this round's clients minimise, or None for their plain mean loss. Call it every
         round: an objective may carry server state (Fed-CVaR-Avg's current threshold)."""

@@ -75,6 +75,12 @@ class PropFair(Aggregator):
         return {"M": self.M, "epsilon": self.epsilon, "extension": self.extension,
                 "weighting": self.weighting}
 
+    def invalid_loss(self, loss: float) -> Optional[str]:
+        """Losses at or above M under ``weighting="eg"`` (its weights are ``n_k / (M - F_k)``)."""
+        if self.weighting == "eg" and loss >= self.M:
+            return f"must be below M = {self.M} for weighting='eg'"
+        return None
+
     def _round(self, ids, losses, num_samples, **round_inputs) -> Tuple[np.ndarray, Commit]:
         self._no_round_inputs(round_inputs)
         if self.weighting == "fedavg":

@@ -16,7 +16,7 @@ weights with response :math:`q \log F_k`).
 
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -96,6 +96,15 @@ class QFedAvg(Aggregator):
     @property
     def round_inputs(self) -> Tuple[str, ...]:
         return ("sq_norms",) if self.form == "qffl" else ()
+
+    def invalid_loss(self, loss: float) -> Optional[str]:
+        """Negative losses (F^q), and 0 where 0 < q < 1 in the q-FFL form (F^(q-1) is infinite
+        at 0; such a client's coefficient L F^q would be 0 anyway)."""
+        if loss < 0:
+            return "must be non-negative (q-FedAvg takes F^q)"
+        if loss == 0 and self.form == "qffl" and 0.0 < self.q < 1.0:
+            return "must be positive when 0 < q < 1 (F^(q-1) is infinite at 0)"
+        return None
 
     def _round(self, ids, losses, num_samples, **round_inputs) -> Tuple[np.ndarray, Commit]:
         updates = round_inputs.pop("updates", None)

@@ -45,8 +45,11 @@ arrays. The opt-in bound of :mod:`fastfair.aggregators.bounds` (``max_update_nor
 count before the rule sees them. A round in which no reply carries the
 loss a rule needs is a misconfigured ``ClientApp`` (e.g. an unchanged Flower example): it raises
 ``AggregationError`` saying what to send. (Flower's own FedAvg drops failed
-replies the same way but stops the run on inconsistent ones.) Inputs the rule itself rejects
-(e.g. a negative loss for q-FedAvg) raise Flower's ``AggregationError``.
+replies the same way but stops the run on inconsistent ones.) A loss the rule cannot take from
+one client (``Aggregator.invalid_loss``: a negative loss for q-FedAvg or AAggFF, a loss at or
+above M for PropFair's EG weighting) drops that reply; a round the rule refuses as a whole
+(e.g. every loss 0 under q-FedAvg's EG form) raises Flower's ``AggregationError``, with nothing
+changed.
 
 Client side: ``ClientObjective.from_config(msg.content["config"])`` rebuilds, inside a
 ``ClientApp``, what the rule asks clients to minimise (FedProx's proximal term, PropFair's loss

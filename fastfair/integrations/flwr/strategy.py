@@ -227,8 +227,9 @@ class FastFairStrategy(_FlowerFedAvg):
 
     Every field of a reply is untrusted: a reply whose arrays hold NaN or inf, whose count is
     not a non-negative integer that fits a float, whose loss, round inputs or client id are
-    not finite numbers (the id an integer in ``[0, K)``), or whose client id another reply of
-    the round also claims, is dropped with a log line naming the node and the field. A round
+    not finite numbers (the id an integer in ``[0, K)``), whose loss the rule cannot take
+    (:meth:`~fastfair.aggregators.Aggregator.invalid_loss`), or whose client id another reply
+    of the round also claims, is dropped with a log line naming the node and the field. A round
     commits entirely or not at all: the metrics, the rule's coefficients
     (:meth:`~fastfair.aggregators.Aggregator.propose`) and the server step are computed first,
     and only then are the rule, the optimiser's step count and the node numbering committed. A
@@ -529,6 +530,11 @@ class FastFairStrategy(_FlowerFedAvg):
             drop(f"metric '{self.loss_key}' is missing or not a finite number (got "
                  f"{_shown(raw)}); rule {self.aggregator.name!r} needs it: "
                  f"{self._what_to_send()}")
+            return None
+        why = None if loss is None else self.aggregator.invalid_loss(loss)
+        if why is not None:
+            drop(f"metric '{self.loss_key}' = {loss!r} {why} for rule "
+                 f"{self.aggregator.name!r}")
             return None
         inputs = {}
         for name, key in self.round_input_keys.items():

@@ -153,6 +153,27 @@ def test_a_bad_loss_is_dropped_with_a_log_line(loss, flwr_log):
     assert f"dropping the reply of node 8: metric '{RECEIVED_LOSS_KEY}'" in flwr_log.text
 
 
+@pytest.mark.parametrize("rule,loss,why", [
+    (lambda: agg.QFedAvg(K, q=1.0), -1.0, "must be non-negative (q-FedAvg takes F^q)"),
+    (lambda: agg.QFedAvg(K, q=0.5), 0.0, "must be positive when 0 < q < 1"),
+    (lambda: agg.AAggFFD(K), -0.5, "must be non-negative (AAggFF divides"),
+    (lambda: agg.PropFair(K, M=5.0, weighting="eg"), 5.0, "must be below M = 5.0"),
+])
+def test_a_loss_the_rule_cannot_take_drops_that_reply_not_the_run(rule, loss, why, flwr_log):
+    # Before: the rule refused the whole round (AggregationError), which stops Flower's run:
+    # one client could end it. The rule's per-client check (invalid_loss) now drops the reply.
+    rng = np.random.default_rng(12)
+    strategy = FastFairStrategy(rule())
+    params = model(rng)
+    configure(strategy, params, range(K))
+    replies = honest(rng, params, range(3)) + [
+        reply(8, params, {"num-examples": 3, RECEIVED_LOSS_KEY: loss})]
+    record, metrics = strategy.aggregate_train(1, replies)
+    assert record is not None and metrics["fastfair-dropped"] == 1
+    assert f"dropping the reply of node 8: metric '{RECEIVED_LOSS_KEY}' = {loss!r} {why}" \
+        in flwr_log.text
+
+
 def test_replies_that_claim_the_same_client_id_are_dropped(flwr_log):
     rng = np.random.default_rng(4)
     strategy = FastFairStrategy(agg.FedMABA(K), client_id_key="partition-id")
@@ -275,15 +296,16 @@ def test_a_step_that_overflows_is_refused_and_changes_nothing(flwr_log):
 
 
 def test_a_rule_that_rejects_the_round_commits_nothing():
-    # The rule is asked last of everything that can fail, through propose/commit: nothing of
-    # the strategy is committed before it.
-    strategy = FastFairStrategy(agg.QFedAvg(K, q=0.5), server_optimizer=agg.FedAvgM())
+    # A rejection of the whole round (no single reply is at fault) comes through
+    # propose/commit before anything of the strategy is committed.
+    strategy = FastFairStrategy(agg.QFedAvg(K, q=0.5, form="eg"),
+                                server_optimizer=agg.FedAvgM())
     params = model(np.random.default_rng(9))
     configure(strategy, params, range(K))
     before = snapshot(strategy)
-    with pytest.raises(Exception, match="losses must be non-negative"):
+    with pytest.raises(AggregationError, match="losses .* are all zero"):
         strategy.aggregate_train(1, [reply(n, params, {"num-examples": 3,
-                                                       RECEIVED_LOSS_KEY: -1.0 + n})
+                                                       RECEIVED_LOSS_KEY: 0.0})
                                      for n in range(2)])
     assert_unchanged(strategy, before)
 

@@ -408,13 +408,15 @@ def test_round_without_usable_replies_keeps_the_model():
 
 
 def test_rule_rejection_is_an_aggregation_error_and_changes_nothing():
-    strategy = FastFairStrategy(agg.QFedAvg(K, q=0.5), server_optimizer=agg.FedYogi())
+    # A round the rule refuses as a whole (a single bad loss, e.g. a negative one for q-FedAvg,
+    # drops that reply instead: tests/integrations/flwr/test_hostile_replies.py).
+    strategy = FastFairStrategy(agg.QFedAvg(K, q=0.5, form="eg"), server_optimizer=agg.FedYogi())
     params = model(np.random.default_rng(0))
     configure(strategy, params, range(K))
     sd = strategy.state_dict()
-    with pytest.raises(AggregationError, match="losses must be non-negative"):
+    with pytest.raises(AggregationError, match="losses .* are all zero"):
         strategy.aggregate_train(1, [reply(1, params, {"num-examples": 3,
-                                                       RECEIVED_LOSS_KEY: -1.0})])
+                                                       RECEIVED_LOSS_KEY: 0.0})])
     assert_state_equal(strategy.state_dict(), sd)
 
 
