@@ -286,5 +286,9 @@ def load(path: Path) -> Any:
                              f"({type(exc).__name__}: "
                              f"{str(exc).splitlines()[0] if str(exc) else 'no detail'}); it may "
                              "be truncated or corrupted: start a new run") from None
-    _check_models(payload, str(path))
-    return from_plain(payload)
+    try:
+        _check_models(payload, str(path))
+        return from_plain(payload)
+    except RecursionError:
+        raise ValueError(f"{path} is not a fastfair checkpoint: it is nested too deeply") \
+            from None

@@ -9,6 +9,7 @@ import io
 import json
 import pickle
 import struct
+import zipfile
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
@@ -196,6 +197,22 @@ def patch_zip_sizes(path: Path, member: str, size: int) -> None:
                 struct.pack_into("<I", raw, at + field, size)
             at = raw.find(signature, at + 4)
     path.write_bytes(bytes(raw))
+
+
+def deep_checkpoint(depth: int) -> bytes:
+    """A torch checkpoint file (zip) whose pickle is lists nested ``depth`` deep, built from
+    opcodes (``torch.save`` of such a value overflows the C stack)."""
+    import torch
+
+    buf = io.BytesIO()
+    torch.save({"history": [1]}, buf)
+    pickled = b"\x80\x02" + b"]" * depth + b"a" * (depth - 1) + b"."   # EMPTY_LIST..., APPEND...
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(buf.getvalue())) as zin, \
+            zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as zout:
+        for name in zin.namelist():
+            zout.writestr(name, pickled if name.endswith("/data.pkl") else zin.read(name))
+    return out.getvalue()
 
 
 class _FullFile:

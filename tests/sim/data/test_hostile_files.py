@@ -271,6 +271,10 @@ def test_checkpoint_with_a_nan_model_is_refused_naming_the_field(tmp_path):
                                         "finals": {"fedavg": np.full(3, np.nan)}})
     with pytest.raises(ValueError, match=r"d.pt: models\.fedavg\.w has inf"):
         checkpoint.load(tmp_path / "d.pt")
+    (tmp_path / "f.pt").write_bytes(sf.deep_checkpoint(50000))     # lists 50000 deep
+    with pytest.raises(ValueError, match="f.pt is not a fastfair checkpoint: it is nested too "
+                                         "deeply"):
+        checkpoint.load(tmp_path / "f.pt")
     # NaN where a run may keep one (an undefined metric) stays readable.
     checkpoint.save(tmp_path / "e.pt", {"current": {"params": torch.ones(3)},
                                         "finals": {"fedavg": np.full(3, np.nan)}})
