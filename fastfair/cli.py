@@ -12,7 +12,7 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Set
 
 from fastfair.cli_options import HelpFormatter, add_config_options, config_values, parse_value
 
@@ -67,10 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--seeds", metavar="S1,S2,...",
                    help="several seeds: the rules run as a sweep (mean and 95%% CI over seeds)")
     _run_options(p, d)
-    g = p.add_argument_group("checkpoints")
-    g.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
-                   help="save a checkpoint every N rounds (0: never)")
-    g.add_argument("--resume", type=Path, metavar="DIR", help="continue the run saved in DIR")
+    _checkpoint_options(p)
     p = sub.add_parser(
         "sweep", help="run rules x seeds x hyperparameter grids as one batched program",
         description="Runs every rule at every grid point with every seed, trained together as one "
@@ -94,11 +91,22 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--select", default="acc_mean", metavar="METRIC",
                    help="the metric whose validation value picks each rule's grid point")
     _run_options(p, d)
+    _checkpoint_options(p)
     p.set_defaults(threads=None)  # see --threads: the idle cores
     sub.add_parser("rules", help="list every rule, server optimizer and method with its options",
                    description="Lists every rule and server optimizer with its options and "
                                "defaults, and the methods (their options: --rule-option).")
     return parser
+
+
+def _checkpoint_options(p: argparse.ArgumentParser) -> None:
+    """``--checkpoint-every`` and ``--resume``, the same for an experiment and a sweep."""
+    g = p.add_argument_group("checkpoints")
+    g.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
+                   help="save a checkpoint every N rounds (0: never)")
+    g.add_argument("--resume", type=Path, metavar="DIR",
+                   help="continue the run (experiment or sweep) saved in DIR, bit-identical to "
+                        "an uninterrupted one; takes no other run option")
 
 
 def _run_options(p: argparse.ArgumentParser, d: Any) -> None:
@@ -186,12 +194,14 @@ def _experiment(args: argparse.Namespace, dist: Any) -> Any:
     """The experiment the options describe (or the one saved in ``--resume DIR``): an
     :class:`~fastfair.sim.Experiment` for one seed, a :class:`~fastfair.sim.Sweep` for several
     (and for ``fastfair sweep``)."""
-    from fastfair.sim.experiments import Experiment, Sweep
+    from fastfair.sim.experiments import Experiment, Sweep, run_folder
     from fastfair.sim.process import idle_cores
 
-    if args.command == "simulate" and args.resume is not None:
-        return Experiment.resume(args.resume, progress=not args.quiet, dist=dist,
-                                 threads=args.threads, callbacks=_callbacks(args, args.resume))
+    if args.resume is not None:
+        sweep = run_folder.kind(args.resume) is Sweep
+        return run_folder.resume(args.resume, progress=not args.quiet, dist=dist,
+                                 threads=args.threads or idle_cores() if sweep else args.threads,
+                                 callbacks=_callbacks(args, args.resume))
     rules, seeds = _rules(args), _seeds(args)
     options = _rule_options(args.rule_option, rules)
     out = args.out or _fresh_folder(args.command)
@@ -199,14 +209,13 @@ def _experiment(args: argparse.Namespace, dist: Any) -> Any:
         return Experiment(_config(args, rules, seeds[0]), rules, options, out=out,
                           checkpoint_every=args.checkpoint_every, progress=not args.quiet,
                           dist=dist, threads=args.threads, callbacks=_callbacks(args, out))
-    if args.command == "simulate" and args.checkpoint_every:
-        raise ValueError("--checkpoint-every runs with one seed; several seeds run as a sweep")
     grid = _grid(getattr(args, "grid", []), rules)
     baseline = getattr(args, "baseline", "fedavg") or None
     return Sweep(_config(args, rules, seeds[0]), rules, seeds, grid,
                  {r: o for r, o in options.items() if o},
                  baseline=baseline if baseline in rules or args.command == "sweep" else None,
-                 select=getattr(args, "select", "acc_mean"), out=out, progress=not args.quiet,
+                 select=getattr(args, "select", "acc_mean"), out=out,
+                 checkpoint_every=args.checkpoint_every, progress=not args.quiet,
                  callbacks=_callbacks(args, out), dist=dist,
                  threads=args.threads or idle_cores())
 
@@ -256,14 +265,15 @@ def simulate(args: argparse.Namespace) -> int:
 
     from fastfair.sim.distributed import Distributed
 
+    others = sorted(getattr(args, "typed", set()) - RESUME_COMPANIONS)
+    if args.resume is not None and others:
+        flags = ", ".join("--" + name.replace("_", "-") for name in others)
+        raise ValueError(f"--resume continues the saved run with its saved options; drop "
+                         f"{flags} (to change them, start a new run)")
     dist = Distributed.from_environment(_device(args))
     try:
         experiment = _experiment(args, dist)
         lead = dist.rank == 0
-        if args.command == "simulate" and args.resume is not None and \
-                any(v != d for v, d in _given(args)):
-            raise ValueError("--resume continues the saved run with its saved options; pass "
-                             "no other run option (to change them, start a new run)")
         if lead:
             b = experiment.base
             seeds = getattr(experiment, "seeds", [b.seed])
@@ -295,18 +305,27 @@ def _device(args: argparse.Namespace) -> str:
         return "cpu"  # Experiment.resume reports what is wrong with the folder
 
 
-def _given(args: argparse.Namespace):
-    """(given, default) for every run option of ``simulate``: all but --resume and the options
-    of how it runs and reports (--quiet, --threads, --log, --log-level)."""
-    defaults = _parser().parse_args(["simulate"])
-    for name, value in vars(args).items():
-        if name not in ("resume", "quiet", "command", "threads", "log", "log_level"):
-            yield value, getattr(defaults, name)
+def _typed(argv: Optional[Sequence[str]]) -> Set[str]:
+    """The destinations of the options ``argv`` gives, whatever their values (an option typed
+    at its default value counts: it is what the user asked for)."""
+    parser = _parser()
+    parsers = [parser] + [sub for action in parser._subparsers._group_actions
+                          for sub in action.choices.values()]
+    for each in parsers:
+        each._defaults.clear()
+        for action in each._actions:
+            action.default = argparse.SUPPRESS
+    return set(vars(parser.parse_args(argv)))
+
+
+#: What ``--resume`` may be given with: how the run is executed and reported, not what it runs.
+RESUME_COMPANIONS = {"command", "resume", "quiet", "threads", "log", "log_level"}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``fastfair`` console script and ``python -m fastfair``."""
     args = _parser().parse_args(argv)
+    args.typed = _typed(argv)
     quiet = getattr(args, "quiet", False)
     with _console_logging(getattr(args, "log_level", None) or ("warning" if quiet else "info")):
         try:

@@ -143,7 +143,46 @@ def test_the_cli_reads_run_folders_only_through_the_experiments(tmp_path):
     assert saved_config(tmp_path) == SimulationConfig(rounds=3)
     args = cli._parser().parse_args(["simulate", "--resume", str(tmp_path)])
     assert cli._device(args) == "cpu"
-    with pytest.raises(ValueError, match="not a valid run configuration"):
+    with pytest.raises(ValueError, match="holds no config.json: it is not a fastfair run folder"):
         saved_config(tmp_path / "absent")
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ValueError, match="not a valid run configuration"):
+        saved_config(tmp_path)
     assert cli._device(cli._parser().parse_args(["simulate", "--resume",
                                                  str(tmp_path / "absent")])) == "cpu"
+
+
+# ---------------------------------------------------------------------------------------------
+# --resume: what the user typed, not what differs from a default; experiments and sweeps alike.
+
+TINY_RUN = ["--rounds", "4", "--clients", "12", "--per-round", "4", "--eval-every", "2",
+            "--quiet"]
+
+
+def test_typed_options_are_what_the_user_gave_even_at_their_default():
+    typed = cli._typed(["simulate", "--resume", "x", "--per-round", "10", "--quiet"])
+    assert {"resume", "per_round", "quiet"} <= typed and "rounds" not in typed
+    assert SimulationConfig().per_round == 10  # the case the old comparison let through
+
+
+@pytest.mark.parametrize("extra", [["--per-round", "10"], ["--rounds", "4"], ["--seed", "0"]])
+def test_resume_refuses_any_typed_run_option(tmp_path, extra, capsys):
+    out = tmp_path / "run"
+    assert cli.main(["simulate", "--rule", "fedavg", *TINY_RUN, "--checkpoint-every", "2",
+                     "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert cli.main(["simulate", "--resume", str(out), *extra]) == 2
+    assert "drop --" + extra[0][2:] in capsys.readouterr().err
+
+
+def test_sweep_checkpoints_and_resumes_from_the_command_line(tmp_path):
+    out = tmp_path / "sweep"
+    args = ["sweep", "--compare", "fedavg,aaggff-d", "--seeds", "0,1", *TINY_RUN]
+    assert cli.main([*args, "--checkpoint-every", "2", "--out", str(out)]) == 0
+    assert (out / "checkpoint.pt").is_file() and (out / "sweep.json").is_file()
+    before = (out / "sweep_summary.csv").read_text()
+    (out / "sweep_summary.csv").unlink()
+    for command in ("sweep", "simulate"):  # either command continues a sweep's folder
+        assert cli.main([command, "--resume", str(out), "--quiet"]) == 0
+        assert (out / "sweep_summary.csv").read_text() == before
+    assert saved_config(out).clients == 12

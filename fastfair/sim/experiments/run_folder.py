@@ -1,29 +1,44 @@
-"""What a run folder says about its run, read without running it: for callers (the command
-line) that must know a saved run's settings before they make the run itself, e.g. the device
-its processes start on. The folder's format stays the business of the experiments
-(``Experiment.resume`` reads and checks it all; this reads only its configuration)."""
+"""A run folder by what it holds: an experiment's (``config.json``) or a sweep's
+(``sweep.json``). For callers (the command line) that continue a folder without knowing which it
+is, or must know a saved run's settings before they make the run itself (the device its processes
+start on). The folder's format stays the business of :class:`~.experiment.Experiment` and
+:class:`~.sweep.Sweep`."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Union
+from typing import Any, Type, Union
 
 from fastfair.sim.config import SimulationConfig
-from fastfair.sim.experiments.experiment import CONFIG
+from fastfair.sim.experiments.common import Orchestration, read_config
+from fastfair.sim.experiments.experiment import Experiment
+from fastfair.sim.experiments.sweep import Sweep
+
+
+def kind(out: Union[str, Path]) -> Type[Orchestration]:
+    """:class:`Sweep` when ``out`` holds a sweep's configuration file, else
+    :class:`Experiment` (whose :meth:`~.common.Orchestration.resume` says what is wrong with a
+    folder that is neither)."""
+    return Sweep if (Path(out) / Sweep.CONFIG).is_file() else Experiment
+
+
+def resume(out: Union[str, Path], **options: Any) -> Orchestration:
+    """The experiment or sweep saved in ``out``, to continue with ``run()``; ``options`` as
+    :meth:`~.common.Orchestration.resume` takes them (progress, dist, threads, callbacks)."""
+    return kind(out).resume(out, **options)
 
 
 def saved_config(out: Union[str, Path]) -> SimulationConfig:
-    """The configuration of the experiment saved in the run folder ``out``.
+    """The configuration (the base one, for a sweep) of the run saved in ``out``.
 
     Raises
     ------
     ValueError
-        ``out`` holds no experiment's configuration file, or not a valid one.
+        ``out`` holds no run's configuration file, or not a valid one.
     """
-    path = Path(out) / CONFIG
+    out = Path(out)
+    name = kind(out).CONFIG
     try:
-        saved = json.loads(path.read_text())
-        return SimulationConfig.from_dict(saved["config"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ValueError(f"{path} is not a valid run configuration ({exc})") from None
+        return SimulationConfig.from_dict(read_config(out, name)["config"])
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"{out / name} is not a valid run configuration ({exc})") from None

@@ -219,7 +219,6 @@ def test_cli_sweep_runs_a_grid_and_reports_the_choice(tmp_path, capsys):
     (["sweep", "--compare", "fedavg,term", "--grid", "term:tilt=1,2"], "validation"),
     (["sweep", "--seeds", "0,x"], "comma-separated integers"),
     (["simulate", "--seed", "1", "--seeds", "1,2"], "--seed or --seeds"),
-    (["simulate", "--seeds", "1,2", "--checkpoint-every", "1"], "one seed"),
 ])
 def test_cli_refuses_bad_sweeps(tmp_path, caplog, argv, message):
     from fastfair.cli import main
