@@ -40,13 +40,40 @@ def _rule_options(pairs: Sequence[str], rules: Sequence[str]) -> Dict[str, Dict[
     return options
 
 
+#: The top of ``fastfair --help`` (the module docstring carries reST roles for the API docs).
+DESCRIPTION = ("fastfair simulate runs federated simulations of one rule or several side by side "
+               "and writes metrics, plots and checkpoints; fastfair sweep runs rules x seeds x "
+               "hyperparameter grids as one batched program and reports means, confidence "
+               "intervals and paired differences; fastfair rules lists the rules and options.")
+
+
+def _version() -> str:
+    from fastfair import __version__
+
+    return __version__
+
+
+def _banner() -> str:
+    """What was compiled (``fastfair.build_info()``), for the end of ``--help``."""
+    from fastfair import build_info
+
+    info = build_info()
+    cuda = f"CUDA {info['cuda_archs']}" if info["cuda"] else "no CUDA"
+    return (f"fastfair {info['version']} (build {info.get('build_id', '?')}): CPU kernels for "
+            f"{info['cpu_isa']}, OpenMP {'on' if info['openmp'] else 'off'}, {cuda}, "
+            f"{info['compiler']}.")
+
+
 def _parser() -> argparse.ArgumentParser:
     from fastfair.aggregators.registry import RULES
     from fastfair.methods import METHODS
     from fastfair.sim.config import SimulationConfig
 
     d = SimulationConfig()
-    parser = argparse.ArgumentParser(prog="fastfair", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="fastfair", description=DESCRIPTION, epilog=_banner(),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"fastfair {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser(
         "simulate", help="run a federated simulation",

@@ -186,3 +186,16 @@ def test_sweep_checkpoints_and_resumes_from_the_command_line(tmp_path):
         assert cli.main([command, "--resume", str(out), "--quiet"]) == 0
         assert (out / "sweep_summary.csv").read_text() == before
     assert saved_config(out).clients == 12
+
+
+def test_version_and_build_in_help(capsys):
+    import fastfair
+
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out.strip() == \
+        f"fastfair {fastfair.__version__}"
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    text = capsys.readouterr().out
+    assert fastfair.build_info()["cpu_isa"] in text and ":class:" not in text
