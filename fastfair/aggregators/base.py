@@ -1,8 +1,9 @@
 r"""The contract every fastfair aggregator follows (one place; ``docs/aggregators.md`` repeats it).
 
 Construction
-    ``Rule(num_clients, ..., num_samples=None)``. ``num_clients`` (K) is the client population;
-    clients are the integers ``0 .. K-1``. Rules that weight by data size take static per-client
+    ``Rule(num_clients, ..., num_samples=None)``. ``num_clients`` (K) is the client population,
+    at most :data:`MAX_CLIENTS` = 2**63 - 1 (ids are int64); clients are the integers
+    ``0 .. K-1``. Rules that weight by data size take static per-client
     sample counts ``num_samples`` of shape ``[K]`` (kept as float64, 8 bytes per client), which a
     round may override with its own ``num_samples=``. Hyperparameters are checked here and errors
     name the argument.
@@ -13,6 +14,12 @@ One round
     rule's state. They sum to 1 unless the rule defines otherwise (q-FedAvg's step scaling,
     Fed-CVaR-Avg's one-step form, FedMGDA's coefficients on unnormalised updates). The result is a
     NumPy array, or a tensor of the framework and device of ``losses`` (else of ``client_ids``).
+
+    ``coef, commit = agg.propose(client_ids, losses, ...)`` is the same round in two phases:
+    the coefficients, with nothing changed, and ``commit()`` (which cannot fail) to advance the
+    state; a caller with other steps that can fail checks them in between, so that its round
+    commits entirely or not at all (the Flower strategy). ``invalid_loss(loss)`` says why the
+    rule cannot take one client's loss (the per-client part of its checks), or None.
 
     ``agg.aggregate(updates, coef, base=params, lr=1.0)`` applies them:
     ``params <- params - lr * sum_i coef_i X_i`` with pseudo-gradients ``X_i = global - local_i``
