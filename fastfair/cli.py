@@ -35,9 +35,28 @@ def _rule_options(pairs: Sequence[str], rules: Sequence[str]) -> Dict[str, Dict[
             raise ValueError(f"--rule-option expects KEY=VALUE or RULE:KEY=VALUE; got {pair!r}")
         if target and target not in options:
             raise ValueError(f"--rule-option {pair!r} names rule {target!r}, which is not run")
+        if not target and len(rules) > 1:
+            _check_taken_by_all(key, text, rules)
         for rule in ([target] if target else rules):
             options[rule][key] = parse_value(text)
     return options
+
+
+def _check_taken_by_all(key: str, text: str, rules: Sequence[str]) -> None:
+    """Raises ValueError when option ``key``, given to every rule, is not an option of each:
+    naming the rules that lack it and suggesting ``RULE:KEY=VALUE`` for those that take it."""
+    from fastfair.aggregators.registry import RULES, rule_options
+    from fastfair.methods import METHODS, method_options
+
+    known = [r for r in rules if r in RULES or r in METHODS]  # others: refused by name later
+    takers = [r for r in known if key in (rule_options(r) if r in RULES else method_options(r))]
+    if len(takers) == len(known) or not takers:
+        return  # all take it, or none: the rules' own checks name the option and the valid ones
+    lacking = [repr(r) for r in known if r not in takers]
+    verb = "has" if len(lacking) == 1 else "have"
+    hint = " or ".join(f"{r}:{key}={text}" for r in takers)
+    raise ValueError(f"--rule-option {key}={text} goes to every rule, but {', '.join(lacking)} "
+                     f"{verb} no option {key!r}; did you mean {hint}?")
 
 
 #: The top of ``fastfair --help`` (the module docstring carries reST roles for the API docs).
@@ -366,7 +385,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 print("methods (their options: --rule-option; see fastfair.methods):")
                 print("  " + ", ".join(METHODS))
                 return 0
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, OSError) as exc:
+            # OSError: a file that cannot be written (a full disk says so, naming the file).
             LOG.error("fastfair %s: error: %s", args.command, exc)
             return 2
     return 1

@@ -199,3 +199,22 @@ def test_version_and_build_in_help(capsys):
         cli.main(["--help"])
     text = capsys.readouterr().out
     assert fastfair.build_info()["cpu_isa"] in text and ":class:" not in text
+
+
+def test_an_option_for_every_rule_that_some_lack_suggests_the_rules_that_take_it(capsys):
+    argv = ["simulate", "--rounds", "2", "--quiet", "--rule-option", "cdf=weibull"]
+    assert cli.main(argv) == 2  # the default comparison: only aaggff-d takes cdf
+    err = capsys.readouterr().err
+    assert "'fedavg', 'fairavg', 'fedmaba' have no option 'cdf'" in err
+    assert "did you mean aaggff-d:cdf=weibull?" in err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--lr", "1e308"], "training diverged: the global model's loss on client"),
+    (["--dataset", "grouped", "--group-shift", "inf"], "group_shift (--group-shift) must be"),
+    (["--synthetic-alpha", "nan"], "synthetic_alpha (--synthetic-alpha) must be finite"),
+])
+def test_hostile_values_are_refused_naming_the_option(argv, message, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert cli.main(["simulate", "--rule", "fedavg", *TINY_RUN, *argv, "--out", str(out)]) == 2
+    assert message in capsys.readouterr().err

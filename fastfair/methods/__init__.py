@@ -3,5 +3,24 @@ that synthesises a server-side data set) and SuPerFed-MM / -LM (personalisation 
 line between a federated and a local model). No simulator code: :mod:`fastfair.sim` runs them.
 """
 
+from typing import Dict
+
+from fastfair._options import OptionSpec, check_name, dataclass_options
+
 #: The methods by the public name the simulator and the command line use.
 METHODS = ("fedevg", "superfed-mm", "superfed-lm")
+
+
+def method_options(name: str) -> Dict[str, OptionSpec]:
+    """The options of method ``name`` (its ``rule_options``, ``--rule-option``) with their
+    defaults: :class:`~fastfair.methods.fedevg.FedEvgOptions`' fields for FedEvg,
+    :class:`~fastfair.methods.superfed.SuperFedOptions`' but ``mode`` (which the name sets) for
+    SuPerFed. Imports the method (and torch for FedEvg) only when asked."""
+    check_name("method", name, list(METHODS))
+    if name == "fedevg":
+        from fastfair.methods.fedevg import FedEvgOptions
+
+        return dataclass_options(FedEvgOptions)
+    from fastfair.methods.superfed import SuperFedOptions
+
+    return {k: v for k, v in dataclass_options(SuperFedOptions).items() if k != "mode"}

@@ -5,6 +5,7 @@ documented in its field's metadata (:func:`doc`), from which ``fastfair simulate
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -142,6 +143,10 @@ class SimulationConfig:
         values = dataclasses.asdict(self)
         spec = dataclass_options(type(self))
         check_options("SimulationConfig", values, spec)
+        for name, value in values.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"{name} (--{name.replace('_', '-')}) must be finite; got "
+                                 f"{value}")
         for name in ("clients", "per_round", "rounds", "eval_every", "eval_clients", "batch_size",
                      "epochs", "max_samples", "hidden", "classes_per_client", "groups"):
             if getattr(self, name) < 1:

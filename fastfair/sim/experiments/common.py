@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -71,22 +72,23 @@ def open_folder(out: Path, name: str, config: Dict[str, Any]) -> None:
     """Creates the run folder ``out`` (it must be empty or absent) and writes ``config`` into
     its file ``name``. Called when a run starts, after every check passed, so that a refused
     run leaves no folder behind."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out {out} is a file, not a folder; pick a new folder")
     if out.exists() and any(out.iterdir()):
         raise ValueError(f"out folder {out} is not empty; pick a new folder or resume it")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / name).write_text(json.dumps(config, indent=1))
+    with checkpoint.writing(out / name):
+        out.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(json.dumps(config, indent=1))
 
 
 def read_config(out: Path, name: str) -> Dict[str, Any]:
     """The configuration saved in the run folder ``out`` (its file ``name``); ValueError when
-    ``out`` is not such a folder."""
-    if not (out / name).is_file():
+    ``out`` is not such a folder, or the file is not a regular file of JSON (a named pipe in
+    its place is refused, never opened for reading)."""
+    if not os.path.lexists(out / name):
         raise ValueError(f"{out} holds no {name}: it is not a fastfair run folder of this kind "
                          "(an experiment's holds config.json, a sweep's sweep.json)")
-    try:
-        saved = json.loads((out / name).read_text())
-    except ValueError as exc:
-        raise ValueError(f"{out / name} is not a valid run configuration ({exc})") from None
+    saved = checkpoint.read_json_file(out / name, "run configuration")
     if not isinstance(saved, dict):
         raise ValueError(f"{out / name} is not a valid run configuration (not an object)")
     return saved

@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 
+from fastfair.sim import checkpoint
 from fastfair.sim.config import SimulationConfig
 from fastfair.sim.data.base import FederatedDataset
 from fastfair.sim.data.registry import DATASETS
@@ -190,9 +191,11 @@ class Experiment(common.Orchestration):
     def _write(self, histories, finals, eval_ids, summary, models) -> None:
         report.write_metrics(self.out, histories)
         report.write_final_accuracy(self.out, finals, eval_ids)
-        torch.save(models, self.out / MODELS_FILE)
+        with checkpoint.writing(self.out / MODELS_FILE):
+            torch.save(models, self.out / MODELS_FILE)
         b = self.base
         model = b.model or DATASETS[b.dataset].default_model
         title = f"{b.dataset}, K={b.clients}, m={b.per_round}, {model}, seed {b.seed}"
         report.plot(self.out, histories, finals, title)
-        (self.out / "summary.json").write_text(json.dumps(summary, indent=1))
+        with checkpoint.writing(self.out / "summary.json"):
+            (self.out / "summary.json").write_text(json.dumps(summary, indent=1))

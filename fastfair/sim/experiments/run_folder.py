@@ -6,6 +6,7 @@ start on). The folder's format stays the business of :class:`~.experiment.Experi
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Type, Union
 
@@ -19,7 +20,7 @@ def kind(out: Union[str, Path]) -> Type[Orchestration]:
     """:class:`Sweep` when ``out`` holds a sweep's configuration file, else
     :class:`Experiment` (whose :meth:`~.common.Orchestration.resume` says what is wrong with a
     folder that is neither)."""
-    return Sweep if (Path(out) / Sweep.CONFIG).is_file() else Experiment
+    return Sweep if os.path.lexists(Path(out) / Sweep.CONFIG) else Experiment
 
 
 def resume(out: Union[str, Path], **options: Any) -> Orchestration:

@@ -178,6 +178,7 @@ class Simulation(Runner):
                             cfg.max_samples_per_client)
         m = ids.shape[0]
         losses = self.dist.gather(losses_mine, m)
+        _check_diverged(losses, ids, cfg)
         counts = bound.counts(self.dist.gather(counts_mine.astype(np.float64), m))
         scales = bound.scales(self.dist.gather(_row_norms(updates), m)) if bound.clips else None
         inputs = self._round_inputs(objective, state, updates, m)
@@ -229,6 +230,18 @@ def _clipped_inputs(inputs: Dict[str, Any], scales: np.ndarray) -> Dict[str, Any
         u = out["updates"]
         out["updates"] = u * torch.from_numpy(scales).to(u.device, u.dtype)[:, None]
     return out
+
+
+def _check_diverged(losses: np.ndarray, ids: np.ndarray, config: SimulationConfig) -> None:
+    """Raises ValueError naming the step sizes when a client's loss of the received model is not
+    finite: the global model diverged in an earlier round (the rules would refuse the losses
+    without saying why)."""
+    bad = np.flatnonzero(~np.isfinite(losses))
+    if bad.size:
+        k = int(bad[0])
+        raise ValueError(f"training diverged: the global model's loss on client {int(ids[k])} "
+                         f"is {losses[k]}; lower lr (--lr, now {config.lr:g}) or server_lr "
+                         f"(--server-lr, now {config.server_lr:g})")
 
 
 def _scores(model: FlatModel, params: torch.Tensor,

@@ -10,7 +10,8 @@ import numpy as np
 import torch
 
 from fastfair import ops
-from fastfair._options import check_options, dataclass_options
+from fastfair._options import check_options
+from fastfair.methods import method_options
 from fastfair.methods.fedevg import FedEvgOptions, client_update, server_classifier
 from fastfair.sim.data.base import FederatedDataset
 from fastfair.sim.rounds.runner import MethodRunner
@@ -21,7 +22,7 @@ _OWN = "FedEvg has its own (see --rule-option, fastfair.methods.fedevg.FedEvgOpt
 
 def fedevg_options(options: Dict[str, Any]) -> FedEvgOptions:
     """``FedEvgOptions(**options)``, names and types checked first."""
-    check_options("rule 'fedevg'", options, dataclass_options(FedEvgOptions))
+    check_options("rule 'fedevg'", options, method_options("fedevg"))
     return FedEvgOptions(**options)
 
 

@@ -13,7 +13,8 @@ import numpy as np
 import torch
 
 from fastfair import ops
-from fastfair._options import check_options, dataclass_options
+from fastfair._options import check_options
+from fastfair.methods import method_options
 from fastfair.methods.superfed import SuperFedOptions, draw_lambdas, initial_local_model
 from fastfair.sim.data.base import ClientBatch
 from fastfair.sim.models.flat import FlatModel
@@ -25,8 +26,7 @@ from fastfair.sim.training.schedule import LocalTrainingConfig, masked_mean, min
 
 def superfed_options(rule: str, options: Dict[str, Any]) -> SuperFedOptions:
     """The options of ``rule`` (``superfed-mm`` / ``superfed-lm``, which sets ``mode``)."""
-    spec = {k: v for k, v in dataclass_options(SuperFedOptions).items() if k != "mode"}
-    check_options(f"rule {rule!r}", options, spec)
+    check_options(f"rule {rule!r}", options, method_options(rule))
     return SuperFedOptions(**options, mode=rule.rsplit("-", 1)[1])
 
 
