@@ -213,6 +213,7 @@ def test_an_option_for_every_rule_that_some_lack_suggests_the_rules_that_take_it
     (["--lr", "1e308"], "training diverged: the global model's loss on client"),
     (["--dataset", "grouped", "--group-shift", "inf"], "group_shift (--group-shift) must be"),
     (["--synthetic-alpha", "nan"], "synthetic_alpha (--synthetic-alpha) must be finite"),
+    (["--seed", str(2 ** 64)], "seed (--seed) must be in [0, 2**63)"),
 ])
 def test_hostile_values_are_refused_naming_the_option(argv, message, tmp_path, capsys):
     out = tmp_path / "run"

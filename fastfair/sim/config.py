@@ -157,8 +157,8 @@ class SimulationConfig:
             raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N'; got {self.device!r}")
         if not 0 <= self.validation <= 0.5:
             raise ValueError(f"validation must be in [0, 0.5]; got {self.validation}")
-        if self.seed < 0:
-            raise ValueError(f"seed must be >= 0; got {self.seed}")
+        if not 0 <= self.seed < 2 ** 63:  # seeds feed int64 generators (torch, the kernels)
+            raise ValueError(f"seed (--seed) must be in [0, 2**63); got {self.seed}")
         if self.per_round > self.clients:
             raise ValueError(f"per_round ({self.per_round}) cannot exceed clients ({self.clients})")
         for name, choices in (("dataset", DATASETS), ("model", MODELS + (None,)),
