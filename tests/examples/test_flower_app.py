@@ -80,14 +80,29 @@ def superlink(tmp_path):
         _wait_until_up(port, proc, log)
         yield env, "test"
     finally:
+        _stop_group(proc)
+
+
+def _stop_group(proc: subprocess.Popen, timeout: float = 20) -> None:
+    """Stops the process group that ``proc`` leads (the SuperLink and the simulation it
+    started): SIGTERM, then SIGKILL for what is left after ``timeout`` seconds."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        proc.poll()
         try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            os.killpg(proc.pid, 0)  # anyone of the group left?
         except ProcessLookupError:
-            pass
+            return
+        time.sleep(0.3)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
 
 
 def test_flwr_run_prints_the_table_quietly(superlink):
