@@ -33,6 +33,13 @@ Validation before mutation
     length m and be finite; ``num_samples`` must be finite and non-negative. A failing call raises
     ``ValueError``/``TypeError`` naming the argument, and the state is exactly as before it.
 
+Threads
+    An aggregator takes one round at a time. Its rounds are not serialised for concurrent
+    callers, but concurrent use is detected: a round commits only if no other round (nor
+    ``load_state_dict``) changed the state since it was proposed, else its commit raises
+    ``RuntimeError`` and changes nothing. Share one aggregator between threads behind your own
+    lock; :class:`fastfair.ops.Accumulator` is safe to feed from many threads.
+
 State
     Per-client state lives in flat float64 NumPy arrays on the host (never Python objects per
     client), and a round touches O(m) of it where the rule's math allows.
@@ -76,6 +83,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import threading
 from typing import Any, Callable, ClassVar, Dict, Optional, Tuple
 
 import numpy as np
@@ -93,6 +101,10 @@ FORMAT_VERSION = 2
 UPDATE_INPUTS = ("updates", "sq_norms")
 
 Commit = Callable[[], None]
+
+#: Held while a round's state change is checked and applied: a commit is atomic, so concurrent
+#: rounds on one aggregator are detected (the later commit raises), never silently lost.
+_COMMITS = threading.Lock()
 
 #: The largest population a rule accepts: client ids are int64 (``check_ids``), so ids stop at
 #: 2**63 - 1 and a larger ``num_clients`` would name clients no call can address.
@@ -128,6 +140,9 @@ class Aggregator:
     #: whose scale is 1/norm in FedMGDA, they mean the same for every rule (a per-round
     #: record such as the largest weight compares across rules).
     last_mixture: Optional[np.ndarray] = None
+    #: How many times the state changed (rounds committed, states loaded): a proposed round
+    #: commits only if it is unchanged since (see the module docstring, Threads).
+    _changes = 0
 
     def __init__(self, num_clients: int, num_samples: Any = None) -> None:
         if isinstance(num_clients, bool) or not isinstance(num_clients, (int, np.integer)):
@@ -224,6 +239,7 @@ class Aggregator:
         -------
         ``(coef, commit)``: the ``[m]`` coefficients of :meth:`weights` and the commit.
         """
+        seen = self._changes  # first: a state change from here on makes this round stale
         ids = check_ids(client_ids, self.num_clients, allow_duplicates=self.allow_duplicates)
         m = ids.shape[0]
         if losses is None:
@@ -240,9 +256,17 @@ class Aggregator:
         result = from_host(coef, losses if losses is not None else client_ids)
 
         def commit() -> None:
-            apply()
-            self.round += 1
-            self.last_mixture = self._mixture(coef)
+            with _COMMITS:
+                if self._changes != seen:
+                    raise RuntimeError(
+                        f"{type(self).__name__}: another round (or load_state_dict) changed the "
+                        "rule's state after this round was proposed; an aggregator takes one "
+                        "round at a time: call it from one thread, or hold your own lock "
+                        "around its rounds")
+                apply()
+                self._changes += 1
+                self.round += 1
+                self.last_mixture = self._mixture(coef)
 
         return result, commit
 
@@ -384,6 +408,8 @@ class Aggregator:
         new["round"] = check_count(given["round"], "state['round']")
         self._check_state(new)
         # Everything is checked: nothing below can fail.
+        with _COMMITS:
+            self._changes += 1
         self.round = new.pop("round")
         if "num_samples" in new:
             self._num_samples = new.pop("num_samples")
