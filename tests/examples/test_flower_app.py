@@ -111,7 +111,7 @@ def test_flwr_run_prints_the_table_quietly(superlink):
     done = subprocess.run(
         [_tool("flwr"), "run", str(APP), name, "--stream",
          "--run-config", "num-server-rounds=2 per-round=2 rules='fedavg,aaggff-d'",
-         "--federation-config", "num-supernodes=4"],
+         "--federation-config", "num-supernodes=4 client-resources-num-cpus=1"],
         env=env, capture_output=True, text=True, timeout=240, check=False)
     out = done.stdout + done.stderr
     print(out)  # shown with -s, or on failure
