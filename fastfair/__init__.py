@@ -8,12 +8,15 @@ needed: the simulator (``fastfair.sim``, ``pip install "fastfair[sim]"``), FedEv
 (``fastfair.methods.fedevg``), SuPerFed's local-model initialisation and the autograd reference
 ``fastfair.reference.superfed_gradients`` (``pip install "fastfair[torch]"``; without torch the
 last three raise an ``ImportError`` that says so). Ops and rules also take torch tensors when torch
-is installed, and return results in the framework of their inputs.
+is installed, and return results in the framework of their inputs. Every ``state_dict()`` saves
+with ``torch.save`` (read back by ``torch.load``'s weights-only default) or with
+:func:`save_state` / :func:`load_state`, NumPy alone (:mod:`fastfair.state`).
 """
 
 from fastfair import aggregators, ops, reference
 from fastfair._C import build_info, get_num_threads, set_num_threads
+from fastfair.state import StateDict, load_state, save_state
 
 __version__ = "0.1.0"
-__all__ = ["aggregators", "ops", "reference", "build_info", "get_num_threads", "set_num_threads",
-           "__version__"]
+__all__ = ["aggregators", "ops", "reference", "StateDict", "build_info", "get_num_threads",
+           "load_state", "save_state", "set_num_threads", "__version__"]

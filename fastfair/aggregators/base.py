@@ -92,6 +92,7 @@ from fastfair import ops
 from fastfair._arrays import from_host
 from fastfair.aggregators._checks import StateSpec, check_count, check_ids, check_vector
 from fastfair.aggregators.objectives import ClientObjective
+from fastfair.state import StateDict
 
 #: Version of the ``state_dict`` format (2: ``"rule"`` holds the rule's public name).
 FORMAT_VERSION = 2
@@ -348,15 +349,18 @@ class Aggregator:
 
     def state_dict(self) -> Dict[str, Any]:
         """Versioned snapshot: ``{"format_version", "rule", "num_clients", "config", "state"}``;
-        every array is a copy."""
+        every array is a copy. A :class:`~fastfair.state.StateDict`: ``torch.save`` it and
+        ``torch.load`` (weights-only, torch's default) reads it, or :func:`fastfair.save_state`
+        with NumPy alone."""
         state = {"round": self.round}
         if self._num_samples is not None:
             state["num_samples"] = self._num_samples
         state.update(self._state())
-        return {"format_version": FORMAT_VERSION, "rule": self.name,
-                "num_clients": self.num_clients, "config": dict(self._config()),
-                "state": {k: (np.array(v, copy=True) if isinstance(v, np.ndarray) else v)
-                          for k, v in state.items()}}
+        return StateDict(
+            format_version=FORMAT_VERSION, rule=self.name, num_clients=self.num_clients,
+            config=dict(self._config()),
+            state={k: (np.array(v, copy=True) if isinstance(v, np.ndarray) else v)
+                   for k, v in state.items()})
 
     def _check_header(self, state_dict: Dict[str, Any]) -> None:
         """Raises unless ``state_dict`` has this format version, rule, population and config

@@ -24,13 +24,31 @@ from typing import Any, ClassVar, Dict, List, Optional, Tuple, Type
 
 import numpy as np
 
-from fastfair._arrays import dtype_name, framework_or_none
+from fastfair._arrays import dtype_name, framework_or_none, from_host
 from fastfair.aggregators._checks import check_count, check_scalar
 from fastfair.aggregators.base import FORMAT_VERSION
+from fastfair.state import StateDict
 
 
 def _clone(x: Any) -> Any:
     return x.clone() if framework_or_none(x) == "torch" else x.copy()
+
+
+def _like(buf: Any, param: Any) -> Any:
+    """``buf`` in the framework, on the device and of the dtype of ``param`` (itself when it is
+    already): a state saved from one framework steps parameters of another."""
+    kind = framework_or_none(param)
+    if framework_or_none(buf) == kind and getattr(buf, "device", None) == getattr(
+            param, "device", None) and buf.dtype == param.dtype:
+        return buf
+    if framework_or_none(buf) == "torch":
+        host = buf.detach().cpu().numpy()
+    elif framework_or_none(buf) == "cupy":
+        host = buf.get()
+    else:
+        host = np.asarray(buf)
+    like = from_host(np.array(host, copy=True), param)
+    return like.to(param.dtype) if kind == "torch" else like.astype(param.dtype)
 
 
 def _sign(x: Any) -> Any:
@@ -96,6 +114,9 @@ class ServerOptimizer:
                                  "earlier steps")
         if self.state and next(iter(self.state.values())) is None:
             self._init_buffers(ps)
+        else:  # buffers of a loaded state may be in another framework (torch.load gives tensors)
+            self.state = {name: [_like(b, p) for b, p in zip(bufs, ps)]
+                          for name, bufs in self.state.items()}
         for k, (p, g) in enumerate(zip(ps, gs)):
             self._step(k, p, -g)
         self.steps += 1
@@ -122,12 +143,13 @@ class ServerOptimizer:
 
     def state_dict(self) -> Dict[str, Any]:
         """``{"format_version", "optimizer", "config", "state"}``; buffers copied, in their own
-        framework."""
-        return {"format_version": FORMAT_VERSION, "optimizer": self.name,
-                "config": dict(self._config()),
-                "state": {"steps": self.steps,
-                          **{name: None if bufs is None else [_clone(b) for b in bufs]
-                             for name, bufs in self.state.items()}}}
+        framework; a :class:`~fastfair.state.StateDict` (``torch.save``/``torch.load`` with
+        torch's defaults, or :func:`fastfair.save_state`)."""
+        return StateDict(format_version=FORMAT_VERSION, optimizer=self.name,
+                         config=dict(self._config()),
+                         state={"steps": self.steps,
+                                **{name: None if bufs is None else [_clone(b) for b in bufs]
+                                   for name, bufs in self.state.items()}})
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
         """Restores :meth:`state_dict` exactly. The step counter and every buffer are checked

@@ -23,6 +23,7 @@ from fastfair.aggregators.server_opt import SGD, ServerOptimizer
 from fastfair.integrations.flwr.aggregate import propose_server_step, squared_distance
 from fastfair.integrations.flwr.arrays import array_to_numpy, numpy_to_array
 from fastfair.integrations.flwr.client import RECEIVED_LOSS_KEY, client_config
+from fastfair.state import StateDict
 
 MetricsAggregation = Callable[[List[RecordDict], str], MetricRecord]
 
@@ -630,12 +631,13 @@ class FastFairStrategy(_FlowerFedAvg):
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> Dict[str, Any]:
         """Checkpoint of the strategy: the rule's and the server optimiser's versioned
-        state_dicts and the node-to-client numbering. Pickle it, or save it with
-        ``torch.save``; restore with :meth:`load_state_dict`."""
+        state_dicts and the node-to-client numbering. ``torch.save`` it (``torch.load`` with
+        torch's defaults reads it), save it with :func:`fastfair.save_state` (NumPy only) or
+        pickle it; restore with :meth:`load_state_dict`."""
         nodes = sorted(self._node_index, key=self._node_index.get)
-        return {"format_version": FORMAT_VERSION, "rule": self.aggregator.state_dict(),
-                "optimizer": self.server_optimizer.state_dict(),
-                "node_ids": [int(n) for n in nodes]}
+        return StateDict(format_version=FORMAT_VERSION, rule=self.aggregator.state_dict(),
+                         optimizer=self.server_optimizer.state_dict(),
+                         node_ids=[int(n) for n in nodes])
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
         """Restores :meth:`state_dict` (the rule's and the optimiser's own checks apply: same

@@ -1,0 +1,169 @@
+"""State that saves the way its users save: every ``state_dict()`` of fastfair (rules, server
+optimisers, the Flower strategy) is a :class:`StateDict`, which ``torch.save`` writes so that
+``torch.load`` with its defaults (``weights_only=True``) reads it back, and which
+:func:`save_state` / :func:`load_state` write and read with NumPy alone. Neither way of loading
+can run code: torch's weights-only unpickler, and ``.npz`` read with ``allow_pickle=False`` plus
+JSON.
+
+.. code-block:: python
+
+    import fastfair
+
+    agg = fastfair.aggregators.AAggFFD(num_clients=100)
+    agg.weights([1, 2, 3], [0.5, 1.0, 2.0])
+    fastfair.save_state("rule.npz", agg.state_dict())        # NumPy only
+    agg.load_state_dict(fastfair.load_state("rule.npz"))     # exact
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import os
+from collections import OrderedDict
+from typing import Any, Dict, List, Tuple, Union
+
+import numpy as np
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+#: The key of the JSON skeleton inside a :func:`save_state` file; arrays are ``a0``, ``a1``, ...
+SKELETON = "__fastfair_state__"
+_ARRAY = "__array__"
+
+
+#: The pickle protocol ``torch.save`` writes with by default (``pickle_protocol=2``).
+TORCH_SAVE_PROTOCOL = 2
+
+
+class StateDict(dict):
+    """A ``dict`` (what every ``state_dict()`` returns) whose pickled form suits ``torch.save``:
+    at torch.save's protocol (:data:`TORCH_SAVE_PROTOCOL`) its NumPy arrays travel as torch
+    tensors (copies) inside plain dicts and an ``OrderedDict``, the types torch's weights-only
+    loader accepts, so ``torch.load(path)`` with torch's defaults reads it. The loaded value is
+    an ``OrderedDict`` with tensors where the arrays were; every ``load_state_dict`` of
+    fastfair takes it as it takes the original. Other pickling (``pickle.dumps``'s default
+    protocol, ``multiprocessing``) and copies keep the NumPy arrays, as does pickling without
+    torch installed."""
+
+    def __reduce_ex__(self, protocol: Any) -> Tuple[Any, ...]:
+        # torch.save pickles at protocol 2 (its default); pickle, copy and multiprocessing use
+        # 4 or 5 and keep the arrays, so only torch's files hold tensors.
+        if protocol == TORCH_SAVE_PROTOCOL:
+            try:
+                import torch
+            except ImportError:
+                pass
+            else:
+                return (OrderedDict, ([(k, _as_torch(v, torch)) for k, v in self.items()],))
+        return (dict, (dict(self),))
+
+    def __copy__(self) -> "StateDict":
+        return StateDict(self)
+
+    def __deepcopy__(self, memo: Dict[int, Any]) -> "StateDict":
+        return StateDict({k: copy.deepcopy(v, memo) for k, v in self.items()})
+
+
+def _as_torch(value: Any, torch: Any) -> Any:
+    """``value`` with every NumPy array (and NumPy scalar) made a torch tensor (a plain Python
+    number), recursively through dicts, lists and tuples."""
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(np.array(value, copy=True, order="C"))
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {k: _as_torch(v, torch) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_as_torch(v, torch) for v in value)
+    return value
+
+
+def save_state(path: PathLike, state: Dict[str, Any]) -> None:
+    """Writes a ``state_dict`` with NumPy alone into the ``.npz`` file ``path``: its arrays
+    (NumPy, or any DLPack tensor on the CPU) as entries ``a0``, ``a1``, ..., everything else
+    (dicts, lists, strings, numbers, None) as one JSON skeleton. :func:`load_state` reads it
+    back exactly (arrays keep dtype and shape; tuples come back as lists, which every
+    ``load_state_dict`` takes). Written to ``path + ".tmp"`` and renamed, so an interrupted
+    save leaves an earlier file whole.
+
+    Raises
+    ------
+    TypeError
+        A value that is neither an array, a number, a string, None, nor a dict (string keys),
+        list or tuple of those; it names the value's place in the state.
+    """
+    arrays: List[np.ndarray] = []
+    skeleton = _skeleton(state, arrays, "state")
+    payload = {f"a{i}": a for i, a in enumerate(arrays)}
+    payload[SKELETON] = np.frombuffer(json.dumps(skeleton, allow_nan=True).encode(), np.uint8)
+    tmp = os.fspath(path) + ".tmp"
+    try:
+        with open(tmp, "wb") as f:
+            np.savez(f, **payload)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _skeleton(value: Any, arrays: List[np.ndarray], where: str) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) for k in value):
+            raise TypeError(f"{where} has a key that is not a string; save_state writes JSON "
+                            "keys")
+        return {k: _skeleton(v, arrays, f"{where}[{k!r}]") for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_skeleton(v, arrays, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, np.ndarray) or hasattr(value, "__dlpack__"):
+        array = np.array(np.from_dlpack(value) if not isinstance(value, np.ndarray) else value,
+                         copy=True)
+        if array.dtype.kind not in "biuf":
+            raise TypeError(f"{where} is an array of dtype {array.dtype}; save_state writes "
+                            "booleans, integers and floats")
+        arrays.append(array)
+        return {_ARRAY: len(arrays) - 1}
+    raise TypeError(f"{where} is a {type(value).__name__}; save_state writes arrays, numbers, "
+                    "strings, None, and dicts and lists of them")
+
+
+def load_state(path: PathLike) -> Dict[str, Any]:
+    """The ``state_dict`` :func:`save_state` wrote into ``path``, with NumPy arrays; reads no
+    pickle (``allow_pickle=False``), so loading cannot run code.
+
+    Raises
+    ------
+    ValueError
+        ``path`` is not a file :func:`save_state` wrote (naming it and what is wrong).
+    """
+    name = os.fspath(path)
+    try:
+        with open(name, "rb") as f:
+            data = f.read()
+        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+            if SKELETON not in npz.files:
+                raise ValueError("it has no state skeleton")
+            skeleton = json.loads(npz[SKELETON].tobytes().decode())
+            arrays = {k: npz[k] for k in npz.files if k != SKELETON}
+    except (OSError, ValueError, KeyError, EOFError) as exc:
+        raise ValueError(f"{name} is not a state file written by fastfair.save_state "
+                         f"({exc})") from None
+    return _filled(skeleton, arrays, name)
+
+
+def _filled(value: Any, arrays: Dict[str, np.ndarray], name: str) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {_ARRAY}:
+            key = f"a{value[_ARRAY]}"
+            if key not in arrays:
+                raise ValueError(f"{name} names array {key}, which it does not hold")
+            return arrays[key]
+        return {k: _filled(v, arrays, name) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_filled(v, arrays, name) for v in value]
+    return value

@@ -1,0 +1,105 @@
+"""Every state_dict saves the way users save: torch.save then torch.load with torch's defaults
+(weights only), or fastfair.save_state / load_state with NumPy alone; both load exactly, neither
+runs code, and states saved before (plain dicts of arrays, pickled) still load."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import numpy as np
+import pytest
+
+import fastfair
+from fastfair.aggregators import registry
+
+torch = pytest.importorskip("torch")
+
+RULES = ["fedavg", "fairavg", "aaggff-d", "fedmaba", "fedcvar", "qfedavg", "term", "afl",
+         "propfair", "fedmgda"]
+
+
+def _played(rule: str):
+    agg = registry.build(rule, 50)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        ids = rng.choice(50, 8, replace=False)
+        inputs = {name: rng.normal(size=(8, 5)) if name == "updates" else rng.uniform(0.5, 2.0, 8)
+                  for name in agg.round_inputs}
+        agg.weights(ids, rng.uniform(0.5, 2.0, 8), num_samples=np.full(8, 10.0), **inputs)
+    return agg
+
+
+def _equal(a, b):
+    assert set(a) == set(b)
+    for key in a:
+        x, y = a[key], b[key]
+        if isinstance(x, dict):
+            _equal(x, y)
+        elif isinstance(x, np.ndarray) or isinstance(y, (np.ndarray, torch.Tensor)):
+            np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+        else:
+            assert x == y, key
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_torch_save_then_torch_load_with_defaults(rule, tmp_path):
+    agg = _played(rule)
+    torch.save(agg.state_dict(), tmp_path / "s.pt")
+    loaded = torch.load(tmp_path / "s.pt")  # torch's default: weights_only=True
+    fresh = registry.build(rule, 50)
+    fresh.load_state_dict(loaded)
+    _equal(fresh.state_dict(), agg.state_dict())
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_save_state_with_numpy_alone(rule, tmp_path):
+    agg = _played(rule)
+    fastfair.save_state(tmp_path / "s.npz", agg.state_dict())
+    fresh = registry.build(rule, 50)
+    fresh.load_state_dict(fastfair.load_state(tmp_path / "s.npz"))
+    _equal(fresh.state_dict(), agg.state_dict())
+
+
+def test_server_optimizer_state_saves_both_ways(tmp_path):
+    opt = registry.build_server_optimizer("fedadam", lr=0.1)
+    params = np.zeros(4)
+    for step in range(3):
+        opt.step(params, np.full(4, 0.1 * (step + 1)))
+    torch.save(opt.state_dict(), tmp_path / "o.pt")
+    fastfair.save_state(tmp_path / "o.npz", opt.state_dict())
+    for loaded in (torch.load(tmp_path / "o.pt"), fastfair.load_state(tmp_path / "o.npz")):
+        fresh = registry.build_server_optimizer("fedadam", lr=0.1)
+        fresh.load_state_dict(loaded)
+        a, b = params.copy(), params.copy()
+        opt_copy = copy.deepcopy(opt)
+        opt_copy.step(a, np.ones(4))
+        fresh.step(b, np.ones(4))
+        np.testing.assert_array_equal(a, b)
+
+
+def test_old_pickled_states_still_load_and_copies_stay_arrays():
+    agg = _played("aaggff-d")
+    state = agg.state_dict()
+    old = pickle.loads(pickle.dumps(dict(state)))  # a plain dict of arrays, as before
+    fresh = registry.build("aaggff-d", 50)
+    fresh.load_state_dict(old)
+    _equal(fresh.state_dict(), state)
+    deep = copy.deepcopy(state)
+    assert isinstance(deep, fastfair.StateDict)
+    assert all(isinstance(v, np.ndarray) for v in deep["state"].values() if hasattr(v, "shape"))
+
+
+def test_a_file_that_is_not_a_state_is_refused(tmp_path):
+    np.savez(tmp_path / "x.npz", a=np.zeros(2))
+    with pytest.raises(ValueError, match="not a state file written by fastfair.save_state"):
+        fastfair.load_state(tmp_path / "x.npz")
+    with pytest.raises(TypeError, match=r"state\['bad'\] is a object"):
+        fastfair.save_state(tmp_path / "y.npz", {"bad": object()})
+
+
+def test_plain_pickle_keeps_numpy_arrays():
+    state = _played("aaggff-d").state_dict()
+    loaded = pickle.loads(pickle.dumps(state))
+    assert type(loaded) is dict
+    assert all(isinstance(v, np.ndarray) for v in loaded["state"].values() if hasattr(v, "shape"))
