@@ -57,19 +57,28 @@ def check_bound(max_update_norm: Any = None, update_norm_reference: str = "media
     _optional_positive(max_samples_per_client, "max_samples_per_client")
 
 
-def _norms(norms: Any) -> np.ndarray:
-    v = host_array(norms, "norms")
-    if v.ndim != 1 or v.shape[0] == 0:
-        raise ValueError(f"norms must be 1-D with one entry per client (m >= 1); got shape "
-                         f"{v.shape}")
+def _nonnegative(values: Any, name: str, hint: str = "") -> np.ndarray:
+    """``values`` as a new ``[m]`` float64 array, refused (naming ``name``) unless 1-D real,
+    finite and non-negative."""
+    v = host_array(values, name)
+    if v.ndim != 1:
+        raise ValueError(f"{name} must be 1-D [m], one entry per client; got shape {v.shape}")
     if v.dtype.kind not in "biuf":
-        raise TypeError(f"norms must be real numbers; got dtype {v.dtype}")
-    v = np.asarray(v, dtype=np.float64)
+        raise TypeError(f"{name} must be real numbers; got dtype {v.dtype}")
+    v = np.array(v, dtype=np.float64)
     bad = ~np.isfinite(v) | (v < 0)
     if bad.any():
         k = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"norms must be finite and non-negative; got {v[k]} at position {k} "
-                         "(drop the client whose update is not finite before bounding)")
+        raise ValueError(f"{name} must be finite and non-negative; got {v[k]} at position "
+                         f"{k}{hint}")
+    return v
+
+
+def _norms(norms: Any) -> np.ndarray:
+    v = _nonnegative(norms, "norms", " (drop the client whose update is not finite before "
+                                      "bounding)")
+    if v.shape[0] == 0:
+        raise ValueError("norms must be 1-D with one entry per client (m >= 1); got shape (0,)")
     return v
 
 
@@ -153,17 +162,7 @@ def cap_counts(num_samples: Any, max_samples_per_client: Optional[float]) -> np.
     -------
     ``[m]`` float64 counts (a new array).
     """
-    n = host_array(num_samples, "num_samples")
-    if n.ndim != 1:
-        raise ValueError(f"num_samples must be 1-D [m]; got shape {n.shape}")
-    if n.dtype.kind not in "biuf":
-        raise TypeError(f"num_samples must be real numbers; got dtype {n.dtype}")
-    n = np.array(n, dtype=np.float64)
-    bad = ~np.isfinite(n) | (n < 0)
-    if bad.any():
-        k = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"num_samples must be finite and non-negative; got {n[k]} at "
-                         f"position {k}")
+    n = _nonnegative(num_samples, "num_samples")
     if max_samples_per_client is None:
         return n
     cap = check_scalar(max_samples_per_client, "max_samples_per_client", lo=0.0, lo_open=True)
