@@ -27,6 +27,7 @@ std::string compiler() {
 py::dict build_info() {
   py::dict d;
   d["version"] = FASTFAIR_VERSION;
+  d["build_id"] = FASTFAIR_BUILD_ID;  // hash of the sources (CMakeLists.txt, bench/tracking.py)
   d["compiler"] = compiler();
   d["cxx_standard"] = __cplusplus;
   d["cpu_isa"] = fastfair::cpu::isa_name(fastfair::cpu::active_isa());
