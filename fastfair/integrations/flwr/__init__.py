@@ -58,21 +58,27 @@ of :mod:`fastfair.aggregators.objectives`, shared with the simulator.
 
 Modules: :mod:`~fastfair.integrations.flwr.arrays` (Flower arrays read in place),
 :mod:`~fastfair.integrations.flwr.aggregate` (the pure server step),
-:mod:`~fastfair.integrations.flwr.client` (the client config) and
+:mod:`~fastfair.integrations.flwr.client` (the client config),
+:mod:`~fastfair.integrations.flwr.replies` (the untrusted replies, :func:`average_metrics`) and
 :mod:`~fastfair.integrations.flwr.strategy` (:class:`FastFairStrategy`).
 """
 
 try:
     from fastfair.integrations.flwr.arrays import array_to_numpy, numpy_to_array
-    from fastfair.integrations.flwr.strategy import FastFairStrategy, average_metrics
+    from fastfair.integrations.flwr.replies import average_metrics
+    from fastfair.integrations.flwr.strategy import FastFairStrategy
 except ImportError as exc:  # the integration is an optional extra
     if not (exc.name or "").startswith("flwr"):
         raise
     raise ImportError('fastfair.integrations.flwr needs Flower >= 1.41: '
                       'pip install "fastfair[flower]"') from exc
 from fastfair.integrations.flwr.aggregate import aggregate_arrays, pseudo_gradient
-from fastfair.integrations.flwr.client import (RECEIVED_LOSS_KEY, THRESHOLD_KEY, ClientObjective,
-                                               client_config)
+from fastfair.integrations.flwr.client import (
+    RECEIVED_LOSS_KEY,
+    THRESHOLD_KEY,
+    ClientObjective,
+    client_config,
+)
 
 __all__ = ["ClientObjective", "FastFairStrategy", "RECEIVED_LOSS_KEY", "THRESHOLD_KEY",
            "aggregate_arrays", "array_to_numpy", "average_metrics", "client_config",

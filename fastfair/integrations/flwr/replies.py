@@ -1,0 +1,287 @@
+"""The untrusted train replies of a Flower round: reading and checking each field of a reply
+(a reply that fails is dropped with a log line naming the node and the field), measuring its
+update, numbering the clients that sent them, and averaging the replies' metrics without ever
+raising (:func:`average_metrics`). :class:`~fastfair.integrations.flwr.strategy.FastFairStrategy`
+reads its replies through :class:`_ReplyChecks`."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from logging import WARNING
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+from flwr.app import Message, MetricRecord, RecordDict
+from flwr.serverapp.exception import AggregationError
+from flwr.supercore import log
+
+from fastfair.integrations.flwr.aggregate import squared_distance
+from fastfair.integrations.flwr.arrays import array_to_numpy
+
+
+class _Reply:
+    """One usable train reply, its arrays viewed in place, with its squared update norm."""
+
+    __slots__ = ("node_id", "arrays", "count", "loss", "inputs", "content", "client", "sq_norm")
+
+    def __init__(self, node_id, arrays, count, loss, inputs, content, client, sq_norm):
+        self.node_id, self.arrays, self.count, self.loss = node_id, arrays, count, loss
+        self.inputs, self.content, self.client, self.sq_norm = inputs, content, client, sq_norm
+
+
+def _finite_number(value: Any) -> Optional[float]:
+    """``value`` as a finite float, or None: bools, non-numbers, NaN, inf and integers too
+    large for a float (``float(10**400)`` raises ``OverflowError``) are not numbers here."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer,
+                                                                     np.floating)):
+        return None
+    try:
+        v = float(value)
+    except (OverflowError, ValueError, TypeError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _integer(value: Any) -> Optional[int]:
+    """``value`` as an int when it is an integer (an int, or a float with no fraction that fits
+    a float), else None."""
+    v = _finite_number(value)
+    if v is None or v != math.floor(v):
+        return None
+    return int(value) if isinstance(value, (int, np.integer)) else int(v)
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)``, shortened for a log line (a 400-digit integer is not read)."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:30]}... ({len(text)} characters)"
+
+
+def _is_number(value: Any) -> bool:
+    return _finite_number(value) is not None
+
+
+def average_metrics(records: List[RecordDict], weighted_by_key: str,
+                    weights: Optional[np.ndarray] = None) -> MetricRecord:
+    r"""Flower's weighted average of the replies' metrics, made safe for untrusted replies.
+
+    .. math:: \bar{v}_{key} = \sum_{i \ni key} \frac{n_i}{\sum_j n_j}\, v_{i, key}
+
+    (elementwise for lists), as ``flwr.serverapp.strategy.strategy_utils.aggregate_metricrecords``,
+    except that it never raises: a key whose values are not all finite numbers, or not all
+    lists of finite numbers of one length, is left out with a log line; weights that are not
+    finite non-negative numbers count as 0, and when they sum to 0 (or overflow) every reply
+    weighs the same.
+
+    Parameters
+    ----------
+    records
+        The replies' contents, one ``MetricRecord`` each (others are left out).
+    weighted_by_key
+        The metric holding each reply's weight :math:`n_i` (left out of the result).
+    weights
+        ``[len(records)]`` weights to use instead of reading ``weighted_by_key`` (the
+        strategy's checked and capped counts).
+
+    Returns
+    -------
+    MetricRecord
+    """
+    metrics = [next(iter(r.metric_records.values())) if len(r.metric_records) == 1 else None
+               for r in records]
+    if weights is None:
+        weights = np.array([0.0 if m is None else max(_finite_number(m.get(weighted_by_key))
+                                                      or 0.0, 0.0) for m in metrics])
+    w = np.asarray(weights, dtype=np.float64)
+    scale = float(w.max()) if w.size else 0.0
+    w = w / scale if scale > 0 else np.ones_like(w)  # scaled first: huge counts do not overflow
+    w = w / w.sum() if w.size else w
+    values: Dict[str, List[Tuple[float, Any]]] = {}
+    for m, wi in zip(metrics, w):
+        if m is None:
+            continue
+        for key, value in m.items():
+            if key != weighted_by_key:
+                values.setdefault(key, []).append((float(wi), value))
+    out = MetricRecord()
+    for key, pairs in values.items():
+        vals = [v for _, v in pairs]
+        if all(_is_number(v) for v in vals):
+            out[key] = float(sum(wi * float(v) for wi, v in pairs))
+            continue
+        lists = all(isinstance(v, list) and all(_is_number(x) for x in v) for v in vals)
+        if lists and len({len(v) for v in vals}) == 1:
+            out[key] = [float(sum(wi * float(v[j]) for wi, v in pairs))
+                        for j in range(len(vals[0]))]
+            continue
+        why = ("lists of different lengths" if lists else
+               "a number in one reply and a list in another, or a value that is not a finite "
+               "number")
+        log(WARNING, "metric '%s' is left out of the averaged metrics: the replies hold "
+            "%s", key, why)
+    return out
+
+
+def _non_finite(keys: List[str], arrays: List[np.ndarray]) -> Optional[str]:
+    """Why the arrays cannot be averaged (the first array holding NaN or inf), or None."""
+    for k, a in zip(keys, arrays):
+        if a.dtype.kind == "f" and not np.isfinite(a).all():
+            pos = int(np.flatnonzero(~np.isfinite(a.reshape(-1)))[0])
+            return (f"array '{k}' holds NaN or inf (first at flat index {pos}); a model that "
+                    "is not finite is never averaged")
+    return None
+
+
+def _measure(keys: List[str], sent: List[np.ndarray], arrays: List[np.ndarray]
+             ) -> Tuple[Optional[float], Optional[str]]:
+    """``(||w - w_i||^2, None)``, or ``(None, why)`` when the arrays hold NaN or inf or the
+    norm overflows float64. One pass in the arrays' dtype; a finite update whose squares
+    overflow that dtype is measured again in float64."""
+    with np.errstate(over="ignore", invalid="ignore"):  # NaN, inf and overflow: below
+        sq = squared_distance(sent, arrays)
+    if math.isfinite(sq):
+        return sq, None
+    why = _non_finite(keys, arrays)
+    if why is not None:
+        return None, why
+    with np.errstate(over="ignore", invalid="ignore"):
+        sq = sum(float(np.square(a.astype(np.float64) - g).sum()) for a, g in zip(arrays, sent))
+    if not math.isfinite(sq):
+        return None, "its update is too large to measure (the norm overflows float64)"
+    return sq, None
+
+
+class _ReplyChecks:
+    """The checks of :class:`~fastfair.integrations.flwr.strategy.FastFairStrategy` on its
+    train replies, as a mixin: they read the strategy's rule (``aggregator``), its metric keys
+    (``weighted_by_key``, ``loss_key``, ``client_id_key``, ``round_input_keys``), the model it
+    sent (``_sent``), whether update norms are measured (``_measures``) and its node numbering
+    (``_node_index``)."""
+
+    def _read_reply(self, msg: Message) -> Optional[_Reply]:
+        """The reply's arrays and metrics, or None (with a log line saying why) if unusable."""
+        node = msg.metadata.src_node_id
+        content = msg.content
+
+        def drop(reason: str) -> None:
+            log(WARNING, "aggregate_train: dropping the reply of node %d: %s", node, reason)
+
+        if len(content.array_records) != 1 or len(content.metric_records) != 1:
+            drop(f"expected one ArrayRecord and one MetricRecord; got "
+                 f"{len(content.array_records)} and {len(content.metric_records)}")
+            return None
+        record = next(iter(content.array_records.values()))
+        metrics = next(iter(content.metric_records.values()))
+        keys, sent = self._sent
+        if list(record.keys()) != keys:
+            drop(f"its arrays are named {list(record.keys())[:4]}...; the model sent has "
+                 f"{keys[:4]}...")
+            return None
+        try:
+            arrays = [array_to_numpy(record[k]) for k in keys]
+        except (TypeError, ValueError) as exc:
+            drop(f"unreadable array ({exc})")
+            return None
+        for k, a, g in zip(keys, arrays, sent):
+            if a.shape != g.shape or a.dtype != g.dtype:
+                drop(f"array '{k}' is {a.dtype}{list(a.shape)}; the model sent has "
+                     f"{g.dtype}{list(g.shape)}")
+                return None
+        sq_norm = None
+        if self._measures:  # the norms are needed: they check the arrays on the way
+            sq_norm, why = _measure(keys, sent, arrays)
+            if why is not None:
+                drop(why)
+                return None
+        raw = metrics.get(self.weighted_by_key)
+        count = _integer(raw)
+        if count is None or count < 0:
+            drop(f"metric '{self.weighted_by_key}' (example count) must be a non-negative "
+                 f"integer that fits a float; got {_shown(raw)}")
+            return None
+        raw = metrics.get(self.loss_key)
+        loss = _finite_number(raw)
+        if loss is None and self.aggregator.needs_losses:
+            drop(f"metric '{self.loss_key}' is missing or not a finite number (got "
+                 f"{_shown(raw)}); rule {self.aggregator.name!r} needs it: "
+                 f"{self._what_to_send()}")
+            return None
+        why = None if loss is None else self.aggregator.invalid_loss(loss)
+        if why is not None:
+            drop(f"metric '{self.loss_key}' = {loss!r} {why} for rule "
+                 f"{self.aggregator.name!r}")
+            return None
+        inputs = {}
+        for name, key in self.round_input_keys.items():
+            value = _finite_number(metrics.get(key))
+            if value is None:
+                drop(f"metric '{key}' ({name}) is missing or not a finite number; got "
+                     f"{_shown(metrics.get(key))}")
+                return None
+            inputs[name] = value
+        client = None
+        if self.client_id_key is not None:
+            raw = metrics.get(self.client_id_key)
+            client = _integer(raw)
+            if client is None or not 0 <= client < self.aggregator.num_clients:
+                drop(f"metric '{self.client_id_key}' (client id) must be an integer in "
+                     f"[0, {self.aggregator.num_clients}); got {_shown(raw)}")
+                return None
+        return _Reply(node, arrays, float(count), loss, inputs, content, client, sq_norm)
+
+    def _drop_shared_ids(self, usable: List[_Reply]) -> List[_Reply]:
+        """The replies less those whose client id (or Flower node id) another reply of the
+        round also has, each group dropped with a log line: which of them is the client
+        cannot be told, and a rule takes each client at most once a round."""
+        if self.aggregator.allow_duplicates:
+            return usable
+        by_client = self.client_id_key is not None
+        key = (lambda r: r.client) if by_client else (lambda r: r.node_id)
+        seen = Counter(key(r) for r in usable)
+        shared = {k for k, n in seen.items() if n > 1}
+        for k in sorted(shared):
+            nodes = [r.node_id for r in usable if key(r) == k]
+            log(WARNING, "aggregate_train: dropping the replies of nodes %s: %s %d is claimed "
+                "by %d replies", nodes, "client id" if by_client else "node id", k, len(nodes))
+        return [r for r in usable if key(r) not in shared] if shared else usable
+
+    def _what_to_send(self) -> str:
+        """What a reply must carry for a rule that needs losses (for error messages)."""
+        return (f"each client must report its loss of the model it received, on its training "
+                f"data before local training, as metric '{self.loss_key}' (Flower's examples "
+                "report 'train_loss', the mean loss during training: a different quantity)")
+
+    def _check_losses_sent(self, server_round: int, valid: List[Message]) -> None:
+        """Raises ``AggregationError`` when the rule needs losses and not one reply has the
+        loss key: the ``ClientApp`` does not send it (e.g. an unchanged Flower example)."""
+        if not self.aggregator.needs_losses or not valid:
+            return
+        if any(self.loss_key in record for msg in valid
+               for record in msg.content.metric_records.values()):
+            return
+        raise AggregationError(f"rule {self.aggregator.name!r} needs losses, but none of the "
+                               f"{len(valid)} replies of round {server_round} has metric "
+                               f"'{self.loss_key}': {self._what_to_send()}. In the ClientApp, "
+                               "evaluate the received model before training and add "
+                               f"{{'{self.loss_key}': loss}} to the reply's MetricRecord")
+
+    def _client_ids(self, usable: List[_Reply]) -> Tuple[np.ndarray, Dict[int, int]]:
+        """Client ids of the replies, and the node numbers this round would add (committed
+        only once the rule accepts the round)."""
+        if self.client_id_key is not None:
+            return np.array([r.client for r in usable], dtype=np.int64), {}
+        new: Dict[int, int] = {}
+        ids = []
+        for r in usable:
+            idx = self._node_index.get(r.node_id, new.get(r.node_id))
+            if idx is None:
+                idx = len(self._node_index) + len(new)
+                if idx >= self.aggregator.num_clients:
+                    raise AggregationError(
+                        f"more than num_clients = {self.aggregator.num_clients} distinct nodes "
+                        "replied: build the aggregator with num_clients >= the number of nodes, "
+                        "or pass client_id_key")
+                new[r.node_id] = idx
+            ids.append(idx)
+        return np.array(ids, dtype=np.int64), new
