@@ -81,8 +81,6 @@ Writing a rule
 
 from __future__ import annotations
 
-import inspect
-import math
 import threading
 from typing import Any, Callable, ClassVar, Dict, Optional, Tuple
 
@@ -90,12 +88,10 @@ import numpy as np
 
 from fastfair import ops
 from fastfair._arrays import from_host
-from fastfair.aggregators._checks import StateSpec, check_count, check_ids, check_vector
+from fastfair.aggregators._checks import StateSpec, check_ids, check_vector
+from fastfair.aggregators._state import FORMAT_VERSION, StateChecks
 from fastfair.aggregators.objectives import ClientObjective
 from fastfair.state import StateDict
-
-#: Version of the ``state_dict`` format (2: ``"rule"`` holds the rule's public name).
-FORMAT_VERSION = 2
 
 #: Round inputs a caller computes from the cohort's pseudo-gradients; every other input a rule
 #: declares is reported by the clients' objective.
@@ -114,8 +110,9 @@ MAX_CLIENTS = int(np.iinfo(np.int64).max)
 
 # --------------------------------------------------------------------------- the base class
 
-class Aggregator:
-    """Base of every rule: validation, the round protocol, aggregation and the state_dict.
+class Aggregator(StateChecks):
+    """Base of every rule: validation, the round protocol, aggregation and the state_dict (a
+    loaded one is checked by :class:`~fastfair.aggregators._state.StateChecks`).
 
     See the module docstring of :mod:`fastfair.aggregators.base` for the contract.
     """
@@ -362,55 +359,11 @@ class Aggregator:
             state={k: (np.array(v, copy=True) if isinstance(v, np.ndarray) else v)
                    for k, v in state.items()})
 
-    def _check_header(self, state_dict: Dict[str, Any]) -> None:
-        """Raises unless ``state_dict`` has this format version, rule, population and config
-        (where a hyperparameter it lacks, being older, must be at its default here)."""
-        if not isinstance(state_dict, dict):
-            raise TypeError("state_dict must be a dict returned by state_dict()")
-        version = state_dict.get("format_version")
-        if version not in (1, FORMAT_VERSION):
-            raise ValueError(f"state_dict has format_version {version!r}; this fastfair reads "
-                             f"versions 1 and {FORMAT_VERSION}")
-        # Version 1 named the rule by its class.
-        rule = self.name if version == FORMAT_VERSION else type(self).__name__
-        if state_dict.get("rule") != rule:
-            raise ValueError(f"state_dict is for rule {state_dict.get('rule')!r}, not {rule!r}")
-        if state_dict.get("num_clients") != self.num_clients:
-            raise ValueError(f"state_dict has num_clients {state_dict.get('num_clients')!r}; "
-                             f"this aggregator has {self.num_clients}")
-        config = state_dict.get("config", {})
-        if isinstance(config, dict):
-            config = {**self.options_before, **config}
-        mine = self._config()
-        # An option added after the state_dict was written is absent from it: fine at its default.
-        defaults = {p.name: p.default
-                    for p in inspect.signature(type(self).__init__).parameters.values()}
-        for key in sorted(set(config) | set(mine)):
-            if key not in config and key in defaults and _same(mine[key], defaults[key]):
-                continue
-            if key not in config or key not in mine or not _same(config[key], mine[key]):
-                raise ValueError(f"state_dict config[{key!r}] = {config.get(key)!r} differs from "
-                                 f"this aggregator's {mine.get(key)!r}; construct it with the "
-                                 "same hyperparameters")
-
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
         """Restores a :meth:`state_dict` exactly. Every value is checked first (the round
         counter, the static counts, each key's :class:`StateSpec`, then :meth:`_check_state`),
         and only then is anything installed: on any mismatch it raises and changes nothing."""
-        self._check_header(state_dict)
-        given = state_dict.get("state")
-        if not isinstance(given, dict):
-            raise TypeError("state_dict['state'] must be a dict returned by state_dict()")
-        specs = dict(self._state_specs())
-        if self._num_samples is not None:
-            specs["num_samples"] = self._counts_spec()
-        expected = {"round", *specs}
-        if set(given) != expected:
-            raise ValueError(f"state_dict state has keys {sorted(given)}; expected "
-                             f"{sorted(expected)}")
-        new = {key: spec.check(given[key], f"state[{key!r}]") for key, spec in specs.items()}
-        new["round"] = check_count(given["round"], "state['round']")
-        self._check_state(new)
+        new = self._checked_state(state_dict)
         # Everything is checked: nothing below can fail.
         with _COMMITS:
             self._changes += 1
@@ -422,9 +375,3 @@ class Aggregator:
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self._config().items())
         return f"{type(self).__name__}(num_clients={self.num_clients}{', ' if args else ''}{args})"
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
-        return True
-    return a == b
