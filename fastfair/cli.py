@@ -12,9 +12,10 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Set
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set
 
-from fastfair.cli_options import HelpFormatter, add_config_options, config_values, parse_value
+from fastfair.cli_options import (HelpFormatter, add_config_options, apply_file, config_values,
+                                  file_by_rule, parse_grid, parse_value)
 
 DEFAULT_RULES = ("fedavg", "fairavg", "aaggff-d", "fedmaba")
 #: The seeds of the default comparison (no --rule, --compare, --seed or --seeds given).
@@ -24,9 +25,11 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG = logging.getLogger("fastfair")
 
 
-def _rule_options(pairs: Sequence[str], rules: Sequence[str]) -> Dict[str, Dict[str, Any]]:
-    """``KEY=VALUE`` (every rule) or ``RULE:KEY=VALUE`` (one rule) -> {rule: {key: value}}."""
-    options: Dict[str, Dict[str, Any]] = {r: {} for r in rules}
+def _rule_options(pairs: Sequence[str], rules: Sequence[str],
+                  given: Mapping[str, Mapping[str, Any]]) -> Dict[str, Dict[str, Any]]:
+    """``KEY=VALUE`` (every rule) or ``RULE:KEY=VALUE`` (one rule) -> {rule: {key: value}},
+    over the options ``given`` by a configuration file."""
+    options: Dict[str, Dict[str, Any]] = {r: dict(given.get(r, {})) for r in rules}
     for pair in pairs:
         scoped = ":" in pair.split("=", 1)[0]
         target, _, assignment = pair.rpartition(":") if scoped else ("", "", pair)
@@ -162,6 +165,10 @@ def _run_options(p: argparse.ArgumentParser, d: Any) -> None:
     from fastfair.methods import METHODS
     from fastfair.sim.config import DATA, EVALUATION, EXECUTION, TRAINING
 
+    p.add_argument("--config", type=Path, metavar="FILE", help=(
+        "read the run's options from a TOML, YAML or JSON file: SimulationConfig's fields and "
+        "rules, seeds, rule_options, grid, baseline, select, checkpoint_every (a run folder's "
+        "config.json or sweep.json runs that run again); options typed here override it"))
     groups = {title: p.add_argument_group(title)
               for title in (DATA, TRAINING, EVALUATION, EXECUTION)}
     inferred = {"dataset": f"default {d.dataset}, digits for " + ", ".join(METHODS),
@@ -233,7 +240,12 @@ def _config(args: argparse.Namespace, rules: Sequence[str], seed: int) -> Any:
     values["dataset"] = args.dataset or ("digits" if set(rules) & set(METHODS)
                                          else SimulationConfig().dataset)
     values["clients"] = _clients(args, values["dataset"])
-    return SimulationConfig(**values, seed=seed)
+    try:
+        return SimulationConfig(**values, seed=seed)
+    except (ValueError, TypeError) as exc:
+        if getattr(args, "file", None) is None:
+            raise
+        raise type(exc)(f"{exc} (options of {args.file.path} and the command line)") from None
 
 
 def _experiment(args: argparse.Namespace, dist: Any) -> Any:
@@ -249,37 +261,24 @@ def _experiment(args: argparse.Namespace, dist: Any) -> Any:
                                  threads=args.threads or idle_cores() if sweep else args.threads,
                                  callbacks=_callbacks(args, args.resume))
     rules, seeds = _rules(args), _seeds(args)
-    options = _rule_options(args.rule_option, rules)
+    options = _rule_options(args.rule_option, rules, file_by_rule(args, "rule_options", rules))
+    grid = parse_grid(getattr(args, "grid", []), rules, file_by_rule(args, "grid", rules))
     out = args.out or _fresh_folder(args.command)
-    if args.command == "simulate" and len(seeds) == 1:
+    if args.command == "simulate" and len(seeds) == 1 and not grid:
         return Experiment(_config(args, rules, seeds[0]), rules, options, out=out,
                           checkpoint_every=args.checkpoint_every, progress=not args.quiet,
                           dist=dist, threads=args.threads, callbacks=_callbacks(args, out))
-    grid = _grid(getattr(args, "grid", []), rules)
     baseline = getattr(args, "baseline", "fedavg") or None
+    run = getattr(args, "file", None)  # its metrics and batched: a sweep's folder's own
     return Sweep(_config(args, rules, seeds[0]), rules, seeds, grid,
                  {r: o for r, o in options.items() if o},
                  baseline=baseline if baseline in rules or args.command == "sweep" else None,
                  select=getattr(args, "select", "acc_mean"), out=out,
                  checkpoint_every=args.checkpoint_every, progress=not args.quiet,
                  callbacks=_callbacks(args, out), dist=dist,
-                 threads=args.threads or idle_cores())
-
-
-def _grid(pairs: Sequence[str], rules: Sequence[str]) -> Dict[str, Dict[str, List[Any]]]:
-    """``RULE:KEY=V1,V2,...`` -> {rule: {key: [values]}}."""
-    grid: Dict[str, Dict[str, List[Any]]] = {}
-    for pair in pairs:
-        target, sep, assignment = pair.partition(":")
-        key, eq, text = assignment.partition("=")
-        if not sep or not eq or not target or not key or not text:
-            raise ValueError(f"--grid expects RULE:KEY=V1,V2,...; got {pair!r}")
-        if target not in rules:
-            raise ValueError(f"--grid {pair!r} names rule {target!r}, which is not run")
-        if key in grid.get(target, {}):
-            raise ValueError(f"--grid gives {target}:{key} twice")
-        grid.setdefault(target, {})[key] = [parse_value(v) for v in text.split(",")]
-    return grid
+                 threads=args.threads or idle_cores(),
+                 **{k: v for k, v in (run.run if run else {}).items()
+                    if k in ("metrics", "batched")})
 
 
 def _callbacks(args: argparse.Namespace, out: Path) -> List[Any]:
@@ -316,6 +315,10 @@ def simulate(args: argparse.Namespace) -> int:
         flags = ", ".join("--" + name.replace("_", "-") for name in others)
         raise ValueError(f"--resume continues the saved run with its saved options; drop "
                          f"{flags} (to change them, start a new run)")
+    if getattr(args, "config", None) is not None:
+        from fastfair.sim.config import SimulationConfig
+
+        apply_file(args, args.config, getattr(args, "typed", set()), SimulationConfig)
     dist = Distributed.from_environment(_device(args))
     try:
         experiment = _experiment(args, dist)

@@ -8,7 +8,10 @@ A field ``some_name`` is the option ``--some-name``: a flag for a bool, ``KEY=VA
 (repeatable) for a dict (``server_options`` is ``--server-option``), a value of the field's
 type otherwise (``Optional[int]``: an int). The command line writes by hand only the options of
 :data:`HAND_WRITTEN` fields and those that are not fields at all (rules, seeds, grid, output,
-logging, checkpoints)."""
+logging, checkpoints).
+
+``--config FILE`` (:func:`apply_file`) gives any of them from a TOML, YAML or JSON file
+(:mod:`fastfair.sim.experiments.config_file`); what the command line types overrides it."""
 
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ import dataclasses
 import importlib
 import json
 import typing
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set
 
 #: The fields the command line sets by hand: the rules (``--rule``, ``--compare``,
 #: ``--rule-option``) and the seed (``--seed``, ``--seeds``).
@@ -45,10 +48,14 @@ def parse_value(text: str) -> Any:
         return text
 
 
-def key_values(pairs: Sequence[str], flag: str) -> Dict[str, Any]:
-    """``["KEY=VALUE", ...]`` -> {key: value}; ValueError naming ``flag`` on a malformed pair."""
-    out = {}
+def key_values(pairs: Sequence[Any], flag: str) -> Dict[str, Any]:
+    """``["KEY=VALUE", ...]`` -> {key: value}; ValueError naming ``flag`` on a malformed pair.
+    A mapping among ``pairs`` (a configuration file's) gives its keys in its place."""
+    out: Dict[str, Any] = {}
     for pair in pairs:
+        if isinstance(pair, Mapping):
+            out.update(pair)
+            continue
         key, sep, text = pair.partition("=")
         if not sep or not key:
             raise ValueError(f"{flag} expects KEY=VALUE; got {pair!r}")
@@ -127,3 +134,65 @@ def _choices(choices: Any) -> List[Any]:
         module, _, name = choices.partition(":")
         choices = getattr(importlib.import_module(module), name)
     return list(choices)
+
+
+def parse_grid(pairs: Sequence[str], rules: Sequence[str],
+               given: Optional[Mapping[str, Mapping[str, List[Any]]]] = None
+               ) -> Dict[str, Dict[str, List[Any]]]:
+    """``--grid RULE:KEY=V1,V2,...`` -> {rule: {key: [values]}}, over the grid ``given`` by a
+    configuration file (a rule's key typed here replaces the file's values of it)."""
+    grid: Dict[str, Dict[str, List[Any]]] = {r: dict(o) for r, o in (given or {}).items()}
+    typed: set = set()
+    for pair in pairs:
+        target, sep, assignment = pair.partition(":")
+        key, eq, text = assignment.partition("=")
+        if not sep or not eq or not target or not key or not text:
+            raise ValueError(f"--grid expects RULE:KEY=V1,V2,...; got {pair!r}")
+        if target not in rules:
+            raise ValueError(f"--grid {pair!r} names rule {target!r}, which is not run")
+        if (target, key) in typed:
+            raise ValueError(f"--grid gives {target}:{key} twice")
+        typed.add((target, key))
+        grid.setdefault(target, {})[key] = [parse_value(v) for v in text.split(",")]
+    return grid
+
+
+def apply_file(args: argparse.Namespace, path: Any, typed: Set[str], cls: type) -> None:
+    """Sets in ``args`` what the configuration file ``path`` gives (fields of ``cls`` and the
+    run keys of :mod:`fastfair.sim.experiments.config_file`) and the command line did not
+    type (``typed``, destinations): an option typed replaces the file's value; ``KEY=VALUE``
+    options, ``--rule-option`` and ``--grid`` replace only the keys they give. Rules the file
+    gives options or a grid for that the command line's ``--rule`` / ``--compare`` leave out
+    are dropped. ``args.file`` keeps the rest (rule options, grid, metrics, batched)."""
+    from fastfair.sim.experiments.config_file import load_run_file
+
+    run = load_run_file(path)
+    for f in config_fields(cls):
+        if f.name not in run.config:
+            continue
+        if _is_dict(f):
+            setattr(args, dest(f), [run.config[f.name], *getattr(args, dest(f))])
+        elif dest(f) not in typed:
+            setattr(args, dest(f), run.config[f.name])
+    rules_typed = bool({"rule", "compare"} & typed)
+    if run.rules is not None and not rules_typed:
+        args.compare = ",".join(run.rules)
+    if run.seeds is not None and not {"seed", "seeds"} & typed:
+        args.seeds = ",".join(map(str, run.seeds))
+    for key in ("baseline", "select", "checkpoint_every"):
+        if key in run.run and key not in typed:
+            setattr(args, key, run.run[key] if run.run[key] is not None else "")
+    args.file = run
+    args.file_drops_others = rules_typed
+
+
+def file_by_rule(args: argparse.Namespace, key: str, rules: Sequence[str]) -> Dict[str, Any]:
+    """The configuration file's ``key`` (``rule_options`` or ``grid``) for ``rules``: ValueError
+    naming the file when it names a rule not run, unless the command line chose the rules."""
+    run = getattr(args, "file", None)
+    given = dict(run.run.get(key, {})) if run is not None else {}
+    extra = sorted(set(given) - set(rules))
+    if extra and not args.file_drops_others:
+        raise ValueError(f"{run.path}: {key} names {', '.join(map(repr, extra))}, which is not "
+                         f"run (rules: {', '.join(rules)}); add it to the rules or drop it")
+    return {r: o for r, o in given.items() if r in rules}

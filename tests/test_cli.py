@@ -219,3 +219,195 @@ def test_hostile_values_are_refused_naming_the_option(argv, message, tmp_path, c
     out = tmp_path / "run"
     assert cli.main(["simulate", "--rule", "fedavg", *TINY_RUN, *argv, "--out", str(out)]) == 2
     assert message in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------
+# --config FILE: TOML, YAML or JSON holding SimulationConfig's names and the run's; a run folder's
+# config.json / sweep.json is such a file and runs that run again, bit for bit.
+
+def _rows(path, drop=("seconds",)):
+    """A CSV file's rows without the wall-time column."""
+    import csv
+
+    with open(path, newline="") as f:
+        return [{k: v for k, v in row.items() if k not in drop} for row in csv.DictReader(f)]
+
+
+def _file_run(argv):
+    """(rules, seeds, config) of ``argv`` with its --config file applied, as simulate makes
+    them."""
+    args = cli._parser().parse_args(argv)
+    args.typed = cli._typed(argv)
+    cli_options.apply_file(args, args.config, args.typed, SimulationConfig)
+    rules, seeds = cli._rules(args), cli._seeds(args)
+    return rules, seeds, cli._config(args, rules, seeds[0]), args
+
+
+def test_an_experiments_config_json_runs_it_again_bit_for_bit(tmp_path):
+    one, other = tmp_path / "one", tmp_path / "other"
+    assert cli.main(["simulate", "--compare", "fedavg,aaggff-d", "--seed", "3",
+                     "--rule-option", "aaggff-d:cdf=weibull", "--lr", "0.05", *TINY_RUN,
+                     "--out", str(one)]) == 0
+    assert cli.main(["simulate", "--config", str(one / "config.json"), "--quiet",
+                     "--out", str(other)]) == 0
+    assert json.loads((other / "config.json").read_text()) == \
+        json.loads((one / "config.json").read_text())
+    for name in ("final_accuracy.csv", "metrics.csv"):
+        assert _rows(other / name) == _rows(one / name), name
+
+
+def test_a_sweeps_sweep_json_runs_it_again_bit_for_bit(tmp_path):
+    one, other = tmp_path / "one", tmp_path / "other"
+    assert cli.main(["sweep", "--compare", "fedavg,term", "--seeds", "0,1", "--validation", "0.2",
+                     "--grid", "term:tilt=0.1,1", "--select", "acc_worst10", "--threads", "1",
+                     *TINY_RUN, "--out", str(one)]) == 0
+    assert cli.main(["sweep", "--config", str(one / "sweep.json"), "--quiet", "--threads", "1",
+                     "--out", str(other)]) == 0
+    assert json.loads((other / "sweep.json").read_text()) == \
+        json.loads((one / "sweep.json").read_text())
+    for name in ("sweep_runs.csv", "metrics.csv", "sweep_summary.csv"):
+        assert _rows(other / name) == _rows(one / name), name
+
+
+TOML = """
+rules = ["fedavg", "term"]
+seeds = [4, 5]
+rounds = 7
+lr = 1e-2
+validation = 0.2
+server_options = {momentum = 0.5}
+
+[rule_options.term]
+tilt = 0.5
+
+[grid.term]
+tilt = [0.1, 1.0]
+"""
+YAML = """
+compare: fedavg,term
+seeds: [4, 5]
+rounds: 7
+lr: 1e-2              # PyYAML reads 1e-2 as text; YAML 1.2 (and the file) as a number
+validation: 0.2
+server_options: {momentum: 0.5}
+rule_options:
+  term: {tilt: 0.5}
+grid:
+  term: {tilt: [0.1, 1.0]}
+"""
+JSON = json.dumps({"config": {"rounds": 7, "lr": 0.01, "validation": 0.2,
+                              "server_options": {"momentum": 0.5}},
+                   "rules": ["fedavg", "term"], "seeds": "4,5",
+                   "rule_options": {"term": {"tilt": 0.5}}, "grid": {"term": {"tilt": [0.1, 1.0]}}})
+
+
+@pytest.mark.parametrize("name, text", [("run.toml", TOML), ("run.yaml", YAML),
+                                        ("run.yml", YAML), ("run.json", JSON)])
+def test_toml_yaml_and_json_files_give_the_same_run(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    rules, seeds, config, args = _file_run(["sweep", "--config", str(path)])
+    assert rules == ["fedavg", "term"] and seeds == [4, 5]
+    assert config == SimulationConfig(rounds=7, lr=0.01, validation=0.2, seed=4,
+                                      server_options={"momentum": 0.5})
+    assert cli_options.file_by_rule(args, "rule_options", rules) == {"term": {"tilt": 0.5}}
+    assert cli_options.file_by_rule(args, "grid", rules) == {"term": {"tilt": [0.1, 1.0]}}
+
+
+def test_options_typed_override_the_file(tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_text(TOML)
+    argv = ["sweep", "--config", str(path), "--rounds", "3", "--server-option", "nesterov=true",
+            "--seeds", "9", "--compare", "term,qfedavg", "--rule-option", "term:tilt=2",
+            "--grid", "term:tilt=5,6"]
+    rules, seeds, config, args = _file_run(argv)
+    assert (rules, seeds, config.rounds, config.lr) == (["term", "qfedavg"], [9], 3, 0.01)
+    assert config.server_options == {"momentum": 0.5, "nesterov": True}  # keys merge
+    options = cli._rule_options(args.rule_option, rules,
+                                cli_options.file_by_rule(args, "rule_options", rules))
+    assert options == {"term": {"tilt": 2}, "qfedavg": {}}
+    grid = cli_options.parse_grid(args.grid, rules, cli_options.file_by_rule(args, "grid", rules))
+    assert grid == {"term": {"tilt": [5, 6]}}   # the file's fedavg entries: not run, dropped
+
+
+@pytest.mark.parametrize("name, text, error, message", [
+    ("a.toml", "roundz = 3\n", ValueError,
+     r"configuration file .*a\.toml has no option 'roundz' \(did you mean 'rounds'\?\)"),
+    ("a.json", '{"config": {"lrr": 0.1}}', ValueError,
+     r"a\.json \(table config\) has no option 'lrr' \(did you mean 'lr'\?\)"),
+    ("a.toml", "server_options = 5\n", TypeError,
+     r"a\.toml: option 'server_options' takes a table of names to values; got 5"),
+    ("a.yaml", "1: 2\n", TypeError, r"a\.yaml: keys must be option names; got 1"),
+    ("a.yaml", "compare: fedavg\nbaselin: fedavg\n", ValueError, r"did you mean 'baseline'\?"),
+    ("a.toml", 'rounds = "x"\n', TypeError, r"a\.toml: option 'rounds' takes int; got 'x'"),
+    ("a.toml", "rule_options = {tilt = 1.0}\n", TypeError,
+     r"rule_options maps each rule to its options, e.g. rule_options = \{term = \{tilt = 1.0\}\}"),
+    ("a.toml", 'rules = ["fedavg"]\n[rule_options.term]\ntilt = 1\n', ValueError,
+     r"rule_options names 'term', which is not among its rules \['fedavg'\]"),
+    ("a.toml", "rounds = 3\n[config]\nrounds = 4\n", ValueError,
+     r"gives rounds both at the top and in its config table"),
+    ("a.toml", 'rule = "term"\nrules = ["fedavg"]\n', ValueError, r"name the rules once"),
+    ("a.toml", "rounds = 0\n", ValueError,
+     r"rounds must be >= 1; got 0 \(options of .*a\.toml and the command line\)"),
+    ("a.toml", "rounds = [\n", ValueError, r"a\.toml is not valid TOML"),
+    ("a.yaml", "- 1\n- 2\n", ValueError, r"must hold a mapping of option names to values"),
+    ("a.cfg", "rounds = 3\n", ValueError, r"must end in \.toml, \.yaml, \.yml or \.json"),
+])
+def test_a_bad_file_is_refused_naming_it_and_the_key(tmp_path, name, text, error, message):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(error, match=message):
+        _file_run(["simulate", "--config", str(path)])
+
+
+def test_a_bad_file_is_one_error_line_and_no_folder(tmp_path, capsys):
+    path = tmp_path / "a.toml"
+    path.write_text("epochz = 2\n")
+    out = tmp_path / "run"
+    assert cli.main(["simulate", "--config", str(path), "--out", str(out)]) == 2
+    assert "did you mean 'epochs'?" in capsys.readouterr().err and not out.exists()
+
+
+def test_the_file_is_read_only_when_it_is_a_regular_file(tmp_path):
+    import os
+
+    fifo = tmp_path / "a.json"
+    os.mkfifo(fifo)  # opened for reading, it would block forever
+    with pytest.raises(ValueError, match=r"a\.json is not a regular file \(a named pipe\)"):
+        _file_run(["simulate", "--config", str(fifo)])
+    with pytest.raises(ValueError, match=r"absent\.toml does not exist"):
+        _file_run(["simulate", "--config", str(tmp_path / "absent.toml")])
+
+
+def test_a_missing_reader_names_the_package_to_install(tmp_path, monkeypatch):
+    import sys
+
+    (tmp_path / "a.toml").write_text("rounds = 3\n")
+    (tmp_path / "a.yaml").write_text("rounds: 3\n")
+    monkeypatch.setitem(sys.modules, "tomllib", None)  # Python 3.9 and 3.10, without tomli
+    monkeypatch.setitem(sys.modules, "tomli", None)
+    monkeypatch.setitem(sys.modules, "yaml", None)
+    with pytest.raises(ValueError, match=r"needs the tomli package \(pip install tomli\)"):
+        _file_run(["simulate", "--config", str(tmp_path / "a.toml")])
+    with pytest.raises(ValueError, match=r"needs the PyYAML package \(pip install pyyaml\)"):
+        _file_run(["simulate", "--config", str(tmp_path / "a.yaml")])
+
+
+def test_a_config_table_names_one_rule_and_seed_and_the_python_api_reads_it(tmp_path):
+    from fastfair.sim.experiments.config_file import config_from_file
+
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps({"config": {"rule": "term", "rule_options": {"tilt": 2.0},
+                                           "seed": 6, "rounds": 5}}))
+    rules, seeds, config, args = _file_run(["simulate", "--config", str(path)])
+    assert (rules, seeds, config.rounds) == (["term"], [6], 5)
+    assert cli_options.file_by_rule(args, "rule_options", rules) == {"term": {"tilt": 2.0}}
+    assert config_from_file(path) == SimulationConfig(rule="term", rule_options={"tilt": 2.0},
+                                                      seed=6, rounds=5)
+
+
+def test_resume_takes_no_config_file(tmp_path, capsys):
+    (tmp_path / "a.toml").write_text("rounds = 3\n")
+    assert cli.main(["simulate", "--resume", str(tmp_path), "--config",
+                     str(tmp_path / "a.toml")]) == 2
+    assert "drop --config" in capsys.readouterr().err
