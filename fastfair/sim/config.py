@@ -228,6 +228,26 @@ class SimulationConfig:
             raise ValueError(f"unknown configuration keys: {', '.join(unknown)}")
         return cls(**d)
 
+    def with_clients_of(self, dataset: Any) -> "SimulationConfig":
+        """This configuration for a run on ``dataset``, a data set given in place of
+        ``self.dataset`` (e.g. an :class:`~fastfair.sim.data.arrays.ArrayDataset`): ``clients``
+        left at its default becomes the data set's ``num_clients``; one set otherwise stays
+        (a runner refuses it when it differs). ``dataset`` None: this configuration.
+
+        Raises
+        ------
+        ValueError
+            The data set has fewer clients than ``per_round``.
+        """
+        if dataset is None or "clients" in self.non_default_fields() \
+                or self.clients == dataset.num_clients:
+            return self
+        k = int(dataset.num_clients)
+        if self.per_round > k:
+            raise ValueError(f"the data set given has {k} clients, fewer than per_round "
+                             f"({self.per_round}): set per_round (--per-round) to at most {k}")
+        return dataclasses.replace(self, clients=k)
+
     def non_default_fields(self) -> Dict[str, Any]:
         """The fields whose values differ from the defaults."""
         out = {}

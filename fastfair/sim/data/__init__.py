@@ -1,8 +1,10 @@
 """Every data set of the simulator by name (:data:`DATASETS`, :func:`build_dataset`): the
 generated ones (:mod:`.synthetic`, :mod:`.grouped`, scikit-learn's digits in :mod:`.arrays`),
-your own arrays (:class:`ArrayDataset`), and those read from files in their standard formats
-(:func:`open_files`): LEAF JSON (:mod:`.leaf`), torchvision's layouts (:mod:`.vision`) and a
-folder of per-client ``.npz`` files (:mod:`.npz`). :mod:`.base` says what every data set is.
+your own arrays (:class:`ArrayDataset`, any sample shape; :func:`partition_labels` splits one
+array across clients IID, by Dirichlet(alpha) or pathologically), and those read from files in
+their standard formats (:func:`open_files`): LEAF JSON (:mod:`.leaf`), torchvision's layouts
+(:mod:`.vision`) and a folder of per-client ``.npz`` files (:mod:`.npz`). :mod:`.base` says what
+every data set is.
 
 .. code-block:: python
 
