@@ -79,7 +79,8 @@ def ons_project(H: Array, b: Array, *, warm_start: Optional[Array] = None, max_i
 
     This is the generalized projection :math:`\Pi^H_\Delta(y) = \operatorname{argmin}_{p \in
     \Delta} (p - y)^\top H (p - y)` with :math:`y = H^{-1} b`. Primal active set on the Cholesky
-    factor of the free block :math:`H_{FF}`, updated by one row/column per change (O(|F|^2)).
+    factor of the free block :math:`H_{FF}`, updated by one row/column per change
+    (:math:`O(|F|^2)`).
 
     Parameters
     ----------
@@ -221,9 +222,9 @@ class OnlineNewtonStep:
     A round costs two passes over ``[K, K]`` matrices: H gains :math:`\beta g g^\top` and
     :math:`H^{-1}` is kept by Sherman-Morrison, each rank-1 term folded into the stored matrix
     during the next round's pass. The projection works on the zero set Z with the Schur complement
-    :math:`(H^{-1})_{ZZ}` (O(K|Z| + |Z|^3) per active-set change), warm-started from the previous
-    support. The result is certified against H; if the certificate exceeds ``tol`` the round is
-    re-solved with the Cholesky factor of :math:`H_{FF}` and the inverse is rebuilt from H
+    :math:`(H^{-1})_{ZZ}` (:math:`O(K|Z| + |Z|^3)` per active-set change), warm-started from the
+    previous support. The result is certified against H; if the certificate exceeds ``tol`` the
+    round is re-solved with the Cholesky factor of :math:`H_{FF}` and the inverse is rebuilt from H
     (O(K^3), counted in ``last_info.refactorizations``).
 
     A :meth:`step` that raises (a non-finite ``g``, an update that overflows float64, or an

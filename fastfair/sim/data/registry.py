@@ -22,6 +22,7 @@ class DatasetSpec(NamedTuple):
     summary: str
 
 
+#: Every data set by its public name (``--dataset``), with its :class:`DatasetSpec`.
 DATASETS: Dict[str, DatasetSpec] = {s.name: s for s in [
     DatasetSpec("synthetic", "generated", "logreg", False, "features",
                 "Synthetic(alpha, beta), generated per client"),

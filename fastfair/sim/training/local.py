@@ -32,7 +32,7 @@ def train_clients(model: FlatModel, global_params: torch.Tensor, batch: ClientBa
     pseudo-gradients the server step subtracts) and the final ``[m]`` float64 values of the
     scalar the objective trains beside the model (None unless it trains one; see
     :mod:`fastfair.aggregators.objectives`). ``client_ids [m]`` and ``seed`` key the shuffles
-    (see :func:`minibatch_schedule`) and each step's dropout masks (see
+    (see :func:`.minibatch_schedule`) and each step's dropout masks (see
     :func:`fastfair.sim.seeding.step_keys`). All m clients step together on those minibatches:
     one backward pass over :math:`\sum_k \mathrm{objective}_k` of each client's masked mean loss
     gives every client its own gradient, and ``theta_k <- theta_k - lr * grad_k`` for the
