@@ -110,6 +110,7 @@ class Experiment(common.Orchestration):
                  model: Optional[FlatModel] = None, dist: Optional[Distributed] = None,
                  threads: Optional[int] = 1,
                  callbacks: Optional[Sequence[RoundCallback]] = None) -> None:
+        config = config.with_clients_of(dataset)
         if rules is None:
             rules = [config.rule]
             rule_options = {config.rule: dict(config.rule_options)}

@@ -190,6 +190,7 @@ class Sweep(Orchestration):
                  callbacks: Optional[Sequence[RoundCallback]] = (), batched: bool = True,
                  dataset: Optional[FederatedDataset] = None, model: Optional[FlatModel] = None,
                  dist: Optional[Distributed] = None, threads: Optional[int] = 1) -> None:
+        config = config.with_clients_of(dataset)
         rules, seeds = check_rules(rules), list(seeds)
         if not seeds or len(set(seeds)) != len(seeds) or not all(
                 isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):

@@ -63,6 +63,7 @@ class Runner:
         per-client arrays) replaces ``config.dataset``, and ``model`` (e.g. a
         :class:`~fastfair.sim.models.module.ModuleModel` around your module) replaces
         ``config.model`` where the method trains a model (``takes_model``)."""
+        config = config.with_clients_of(dataset)  # clients left at default: the data set's
         self.check_config(config)
         if model is not None and not self.takes_model:
             raise ValueError(f"rule {config.rule!r} trains a model of its own; it takes no model")

@@ -140,7 +140,7 @@ def test_resume_refuses_a_changed_or_foreign_folder(tmp_path):
     with pytest.raises(ValueError, match="saved no checkpoint"):
         Sweep.resume(plain)
     (out / "sweep.json").write_text("{not json")
-    with pytest.raises(ValueError, match="not a valid run configuration"):
+    with pytest.raises(ValueError, match=r"sweep.json \(run configuration\) is not valid JSON"):
         Sweep.resume(out)
     (out / "sweep.json").write_text(json.dumps(saved))
     (out / "checkpoint.pt").write_bytes(b"\x80\x02 not a checkpoint")
