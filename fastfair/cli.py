@@ -14,8 +14,15 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set
 
-from fastfair.cli_options import (HelpFormatter, add_config_options, apply_file, config_values,
-                                  file_by_rule, parse_grid, parse_value)
+from fastfair.cli_options import (
+    HelpFormatter,
+    add_config_options,
+    apply_file,
+    config_values,
+    file_by_rule,
+    parse_grid,
+    parse_value,
+)
 
 DEFAULT_RULES = ("fedavg", "fairavg", "aaggff-d", "fedmaba")
 #: The seeds of the default comparison (no --rule, --compare, --seed or --seeds given).

@@ -18,11 +18,20 @@ from fastfair.aggregators.objectives import ClientObjective
 from fastfair.aggregators.propfair import PropFair
 from fastfair.aggregators.qfedavg import QFedAvg
 from fastfair.aggregators.registry import RULES, build, build_server_optimizer
-from fastfair.aggregators.server_opt import (SERVER_OPTIMIZERS, SGD, FedAdagrad, FedAdam, FedAvgM,
-                                             FedYogi, ServerOptimizer)
+from fastfair.aggregators.server_opt import (
+    SERVER_OPTIMIZERS,
+    SGD,
+    FedAdagrad,
+    FedAdam,
+    FedAvgM,
+    FedYogi,
+    ServerOptimizer,
+)
 from fastfair.aggregators.term import TERM
 
-__all__ = ["AAggFFD", "AAggFFS", "AFL", "FORMAT_VERSION", "Aggregator", "ClientObjective",
-           "FairAvg", "FedAdagrad", "FedAdam", "FedAvg", "FedAvgM", "FedCVaRAvg", "FedMABA",
-           "FedMGDA", "FedProx", "FedYogi", "PropFair", "QFedAvg", "RULES", "SERVER_OPTIMIZERS",
-           "SGD", "ServerOptimizer", "TERM", "UpdateBound", "build", "build_server_optimizer", "registry"]
+__all__ = [
+    "AAggFFD", "AAggFFS", "AFL", "FORMAT_VERSION", "Aggregator", "ClientObjective", "FairAvg",
+    "FedAdagrad", "FedAdam", "FedAvg", "FedAvgM", "FedCVaRAvg", "FedMABA", "FedMGDA", "FedProx",
+    "FedYogi", "PropFair", "QFedAvg", "RULES", "SERVER_OPTIMIZERS", "SGD", "ServerOptimizer",
+    "TERM", "UpdateBound", "build", "build_server_optimizer", "registry",
+]

@@ -18,8 +18,7 @@ import numpy as np
 from fastfair.aggregators._checks import check_choice, check_scalar
 from fastfair.aggregators._weights import normalize
 from fastfair.aggregators.base import Aggregator, Commit
-from fastfair.aggregators.objectives import (Params, ProximalObjective, param_pairs,
-                                             proximal_term)
+from fastfair.aggregators.objectives import Params, ProximalObjective, param_pairs, proximal_term
 
 _NOTHING: Commit = lambda: None  # noqa: E731  (stateless rules commit nothing)
 

@@ -25,8 +25,13 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
-from fastfair.aggregators._checks import (StateSpec, check_choice, check_scalar, check_vector,
-                                          host_array)
+from fastfair.aggregators._checks import (
+    StateSpec,
+    check_choice,
+    check_scalar,
+    check_vector,
+    host_array,
+)
 from fastfair.aggregators.base import Aggregator, Commit
 from fastfair.aggregators.objectives import CVaRObjective, cvar_objective
 

@@ -23,8 +23,8 @@ from typing import Any, Dict, Tuple
 
 import numpy as np
 
-from fastfair.aggregators._updates import gram_matrix
 from fastfair.aggregators._checks import check_scalar, host_array
+from fastfair.aggregators._updates import gram_matrix
 from fastfair.aggregators.base import Aggregator, Commit
 
 

@@ -25,8 +25,7 @@ from fastfair.aggregators._checks import check_choice, check_scalar
 from fastfair.aggregators._weights import eg_weights
 from fastfair.aggregators.base import Aggregator, Commit
 from fastfair.aggregators.fedavg import fedavg_weights
-from fastfair.aggregators.objectives import (PROPFAIR_EXTENSIONS, PropFairObjective,
-                                              propfair_loss)
+from fastfair.aggregators.objectives import PROPFAIR_EXTENSIONS, PropFairObjective, propfair_loss
 
 
 class PropFair(Aggregator):

@@ -18,14 +18,21 @@ from fastfair.ops.sgld import cosine_beta_schedule, fedevg_server_step, sgld_ste
 from fastfair.ops.simplex import project_simplex
 from fastfair.ops.softmax import eg_step, logsumexp, softmax
 from fastfair.ops.softmax_regression import softmax_regression_sgd
-from fastfair.ops.superfed import (SegmentLayout, orthogonality_coefficients, prox_coefficients,
-                                   superfed_mix, superfed_reduce, superfed_step)
+from fastfair.ops.superfed import (
+    SegmentLayout,
+    orthogonality_coefficients,
+    prox_coefficients,
+    superfed_mix,
+    superfed_reduce,
+    superfed_step,
+)
 from fastfair.ops.weighted_average import Accumulator, weighted_average
 
-__all__ = ["Accumulator", "OnlineNewtonStep", "QpCertificate", "dr_gradient", "dr_lazy_step",
-           "eg_step", "logsumexp", "normal_segments", "ons_project", "ons_project_batched",
-           "project_simplex", "sample_available", "sample_clients", "softmax",
-           "softmax_regression_sgd", "weighted_average",
-           "cosine_beta_schedule", "fedevg_server_step", "sgld_step", "SegmentLayout",
-           "orthogonality_coefficients", "prox_coefficients", "superfed_mix", "superfed_reduce",
-           "superfed_step"]
+__all__ = [
+    "Accumulator", "OnlineNewtonStep", "QpCertificate", "dr_gradient", "dr_lazy_step",
+    "eg_step", "logsumexp", "normal_segments", "ons_project", "ons_project_batched",
+    "project_simplex", "sample_available", "sample_clients", "softmax",
+    "softmax_regression_sgd", "weighted_average", "cosine_beta_schedule", "fedevg_server_step",
+    "sgld_step", "SegmentLayout", "orthogonality_coefficients", "prox_coefficients",
+    "superfed_mix", "superfed_reduce", "superfed_step",
+]

@@ -5,8 +5,16 @@ from __future__ import annotations
 from typing import Any, Optional, Tuple, Union
 
 from fastfair import _C
-from fastfair._arrays import (current_stream, detach, empty, float64_like, framework, int64_like,
-                              is_cuda, real)
+from fastfair._arrays import (
+    current_stream,
+    detach,
+    empty,
+    float64_like,
+    framework,
+    int64_like,
+    is_cuda,
+    real,
+)
 
 Array = Any
 

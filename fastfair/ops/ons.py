@@ -19,8 +19,18 @@ from typing import Any, Dict, Optional, Tuple, Union
 import numpy as np
 
 from fastfair import _C
-from fastfair._arrays import (check_finite, current_stream, detach, empty, framework, from_host,
-                              integer, is_cuda, numpy_array, real)
+from fastfair._arrays import (
+    check_finite,
+    current_stream,
+    detach,
+    empty,
+    framework,
+    from_host,
+    integer,
+    is_cuda,
+    numpy_array,
+    real,
+)
 
 Array = Any
 

@@ -5,11 +5,20 @@ from __future__ import annotations
 import math
 from typing import Any, Optional, Sequence, Union
 
-from fastfair import _C
 import numpy as np
 
-from fastfair._arrays import (current_stream, detach, dtype_name, empty, float64_like, framework,
-                              int64_like, is_cuda, real)
+from fastfair import _C
+from fastfair._arrays import (
+    current_stream,
+    detach,
+    dtype_name,
+    empty,
+    float64_like,
+    framework,
+    int64_like,
+    is_cuda,
+    real,
+)
 
 Array = Any
 Scale = Union[float, Sequence[float]]

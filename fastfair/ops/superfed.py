@@ -17,8 +17,16 @@ from typing import Any, Dict, Optional, Sequence
 import numpy as np
 
 from fastfair import _C
-from fastfair._arrays import (check_finite, current_stream, detach, empty, float64_like, framework,
-                              is_cuda, real)
+from fastfair._arrays import (
+    check_finite,
+    current_stream,
+    detach,
+    empty,
+    float64_like,
+    framework,
+    is_cuda,
+    real,
+)
 
 Array = Any
 

@@ -8,8 +8,18 @@ from typing import Any, List, Optional, Sequence, Union
 import numpy as np
 
 from fastfair import _C
-from fastfair._arrays import (check_finite, current_stream, detach, dtype_name, empty,
-                              float64_like, framework, is_cuda, real, zeros)
+from fastfair._arrays import (
+    check_finite,
+    current_stream,
+    detach,
+    dtype_name,
+    empty,
+    float64_like,
+    framework,
+    is_cuda,
+    real,
+    zeros,
+)
 
 Array = Any
 Updates = Union[Array, Sequence[Sequence[Array]]]

@@ -18,7 +18,6 @@ import numpy as np
 from fastfair.reference.ons import simplex_qp_enumerate
 from fastfair.reference.simplex import project_simplex
 
-
 # --------------------------------------------------------------------------- FedAvg, FairAvg
 
 def fedavg_weights(num_samples: Sequence[float]) -> np.ndarray:

@@ -20,31 +20,32 @@ The sub-packages are the layers, each importing only those before it:
 
 from fastfair.sim.config import SimulationConfig
 from fastfair.sim.data import (
-                               ArrayDataset,
-                               ClientBatch,
-                               FederatedDataset,
-                               SyntheticDataset,
-                               digits_dataset,
+    ArrayDataset,
+    ClientBatch,
+    FederatedDataset,
+    SyntheticDataset,
+    digits_dataset,
 )
 from fastfair.sim.distributed import Distributed
 from fastfair.sim.experiments import Experiment, ExperimentResult, Sweep, SweepResult
 from fastfair.sim.models import MLP, LogisticRegression, ModuleModel, make_model
 from fastfair.sim.reporting import (
-                               CSVLogger,
-                               LoggingCallback,
-                               RoundCallback,
-                               SweepRun,
-                               TensorBoardLogger,
-                               WandbLogger,
-                               fairness_metrics,
+    CSVLogger,
+    LoggingCallback,
+    RoundCallback,
+    SweepRun,
+    TensorBoardLogger,
+    WandbLogger,
+    fairness_metrics,
 )
 from fastfair.sim.rounds import FedEvgSimulation, Simulation, SuperFedSimulation, make_runner
 from fastfair.sim.training import LocalTrainingConfig, evaluate_clients, train_clients
 
-__all__ = ["ArrayDataset", "CSVLogger", "ClientBatch", "Distributed", "Experiment",
-           "ExperimentResult", "FedEvgSimulation", "FederatedDataset", "LocalTrainingConfig",
-           "LoggingCallback", "LogisticRegression", "MLP", "ModuleModel", "RoundCallback",
-           "Simulation", "SimulationConfig", "SuperFedSimulation", "Sweep", "SweepResult",
-           "SweepRun", "SyntheticDataset",
-           "TensorBoardLogger", "WandbLogger", "digits_dataset", "evaluate_clients",
-           "fairness_metrics", "make_model", "make_runner", "train_clients"]
+__all__ = [
+    "ArrayDataset", "CSVLogger", "ClientBatch", "Distributed", "Experiment", "ExperimentResult",
+    "FedEvgSimulation", "FederatedDataset", "LocalTrainingConfig", "LoggingCallback",
+    "LogisticRegression", "MLP", "ModuleModel", "RoundCallback", "Simulation",
+    "SimulationConfig", "SuperFedSimulation", "Sweep", "SweepResult", "SweepRun",
+    "SyntheticDataset", "TensorBoardLogger", "WandbLogger", "digits_dataset",
+    "evaluate_clients", "fairness_metrics", "make_model", "make_runner", "train_clients",
+]

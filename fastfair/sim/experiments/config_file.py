@@ -113,10 +113,10 @@ def _json(text: str, where: str) -> Any:
 
 def _toml(text: str, where: str) -> Any:
     try:
-        import tomllib                                   # Python 3.11+
+        import tomllib  # Python 3.11+
     except ImportError:
         try:
-            import tomli as tomllib                      # type: ignore[no-redef]
+            import tomli as tomllib  # type: ignore[no-redef]
         except ImportError:
             raise ValueError(f"{where}: reading TOML before Python 3.11 needs the tomli "
                              "package (pip install tomli), or give the file as YAML or JSON") \

@@ -3,14 +3,16 @@
 and per-round callbacks (:mod:`.callbacks`)."""
 
 from fastfair.sim.reporting.callbacks import (
-                                              CSVLogger,
-                                              LoggingCallback,
-                                              RoundCallback,
-                                              TensorBoardLogger,
-                                              WandbLogger,
+    CSVLogger,
+    LoggingCallback,
+    RoundCallback,
+    TensorBoardLogger,
+    WandbLogger,
 )
 from fastfair.sim.reporting.metrics import fairness_metrics
 from fastfair.sim.reporting.stats import SweepRun
 
-__all__ = ["CSVLogger", "LoggingCallback", "RoundCallback", "SweepRun", "TensorBoardLogger",
-           "WandbLogger", "fairness_metrics"]
+__all__ = [
+    "CSVLogger", "LoggingCallback", "RoundCallback", "SweepRun", "TensorBoardLogger",
+    "WandbLogger", "fairness_metrics",
+]

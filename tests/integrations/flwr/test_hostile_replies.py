@@ -20,8 +20,8 @@ from flwr.serverapp.exception import AggregationError  # noqa: E402
 from fastfair import aggregators as agg  # noqa: E402
 from fastfair.integrations.flwr import RECEIVED_LOSS_KEY, FastFairStrategy  # noqa: E402
 from tests.integrations.flwr.test_strategy import (  # noqa: E402,F401
-    K,
     SHAPES,
+    K,
     assert_state_equal,
     configure,
     model,

@@ -7,8 +7,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fastfair.sim import (FedEvgSimulation, LogisticRegression, Simulation, SimulationConfig,
-                          SuperFedSimulation)
+from fastfair.sim import (
+    FedEvgSimulation,
+    LogisticRegression,
+    Simulation,
+    SimulationConfig,
+    SuperFedSimulation,
+)
 
 TINY = dict(clients=10, per_round=4, rounds=4, eval_every=2)
 
