@@ -3,12 +3,20 @@
 ``run`` runs the pytest benchmark files (``bench/bench_*.py``) with a fixed thread count and
 writes one JSON record per (case, implementation): seconds, the floor and ``ratio_to_floor``,
 the case's reference and ``ratio_to_reference`` (figures of the same run, which carry across
-machines better than seconds), with a description of the machine.
+machines better than seconds), with a description of the machine. Every record carries where it
+came from: the git commit, whether the tree had uncommitted changes (``dirty``) and the build id of
+the compiled core. A core built from other sources than this tree's is refused before anything
+runs (``--allow-other-build`` runs anyway and says so in every record). A benchmark that fails is
+listed under ``tests.failed`` and the records of the others are kept (exit status 1).
 
 ``compare BASELINE NEW [NEW ...]`` prints, for every case of fastfair's own code present in
 both, how its figure changed (with several NEW runs of one tree: their per-case minimum), and
 exits 1 when one grew beyond the noise band (default: ``seconds`` up by more than 1.5x; see
-README, "Regression tracking", for how the metric and the band were chosen).
+README, "Regression tracking", for how the metric and the band were chosen), or when a case of
+either side is missing from the other (``--allow-missing`` lists them and passes). BASELINE may be
+a folder (``bench/baselines``): the baseline recorded on the same CPU model (and GPU) as the new
+run is taken from it, and when there is none compare says so and exits 2; a baseline file from
+another machine is refused for ``--metric seconds`` (``--allow-other-machine``).
 """
 
 from __future__ import annotations
@@ -17,76 +25,53 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-SCHEMA = 1
+from bench.provenance import (ROOT, _cpu_model, _cpuinfo, baseline_name, core_mismatch,  # noqa: F401
+                              git_state, machine, machine_key, source_build_id, source_files)
+
+SCHEMA = 2
+READABLE_SCHEMAS = (1, 2)  # schema 1: records without provenance, machine without a key
 BENCH_DIR = Path(__file__).resolve().parent
+BASELINES = BENCH_DIR / "baselines"
 METRICS = ("ratio_to_floor", "seconds", "ratio_to_reference")
 DEFAULT_METRIC = "seconds"
 DEFAULT_BAND = 1.5
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                     "NUMBA_NUM_THREADS")
 
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _memory_gib() -> Optional[float]:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return round(int(line.split()[1]) / 2 ** 20, 1)
-    except OSError:
-        pass
-    return None
-
-
-def machine(threads: int, records: Sequence[dict]) -> dict:
-    """What the figures were measured on (imports torch and fastfair: call after the run)."""
-    import numpy
-    import torch
-
-    import fastfair
-
-    info = fastfair.build_info()
-    cpu_bandwidths = sorted(r["copy_bandwidth"] for r in records if r["device"] == "cpu")
-    desc = {
-        "cpu": _cpu_model(),
-        "logical_cpus": os.cpu_count(),
-        "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "memory_gib": _memory_gib(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "numpy": numpy.__version__,
-        "torch": torch.__version__,
-        "fastfair": info.get("version"),
-        "cpu_isa": info.get("cpu_isa"),
-        "openmp": info.get("openmp"),
-        "cuda_build": info.get("cuda"),
-        "threads": threads,
-        "median_copy_bandwidth_gbs": (round(cpu_bandwidths[len(cpu_bandwidths) // 2] / 1e9, 2)
-                                      if cpu_bandwidths else None),
-    }
-    if torch.cuda.is_available():
-        desc["gpu"] = torch.cuda.get_device_name()
-    return desc
+# --------------------------------------------------------------------------------------------
+# bench run
 
 
 class _Collector:
-    """pytest plugin: keeps the benchmark figures when the session ends."""
+    """pytest plugin: the benchmark figures when the session ends, and every test that failed or
+    was skipped (a failing benchmark costs its own figures, not the others')."""
 
     def __init__(self) -> None:
         self.records: List[dict] = []
+        self.failed: List[dict] = []
+        self.skipped: List[dict] = []
+        self.passed = 0
+
+    def pytest_runtest_logreport(self, report) -> None:
+        if report.failed:
+            message = getattr(report.longrepr, "reprcrash", None)
+            text = message.message if message is not None else str(report.longrepr)
+            self.failed.append({"test": report.nodeid, "when": report.when,
+                                "message": text.strip().splitlines()[0][:300] if text else ""})
+        elif report.skipped and report.when in ("setup", "call"):
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else ""
+            self.skipped.append({"test": report.nodeid, "reason": str(reason)[:300]})
+        elif report.passed and report.when == "call":
+            self.passed += 1
+
+    def pytest_collectreport(self, report) -> None:
+        if report.failed:
+            self.failed.append({"test": report.nodeid, "when": "collect",
+                                "message": str(report.longrepr).strip().splitlines()[-1][:300]})
 
     def pytest_sessionfinish(self, session) -> None:
         from bench import conftest
@@ -95,9 +80,13 @@ class _Collector:
 
 
 def run(out: Path, smoke: bool, threads: int, keyword: Optional[str],
-        files: Sequence[str]) -> int:
-    """Runs the benchmark files under pytest and writes the records to ``out`` (only when every
-    benchmark passed). Returns pytest's exit code."""
+        files: Sequence[str], allow_other_build: bool = False) -> int:
+    """Runs the benchmark files under pytest and writes the records to ``out``.
+
+    Refuses (exit 2, nothing run) a fastfair whose compiled core was built from other sources
+    than this tree's, unless ``allow_other_build``. A benchmark that fails or errors is listed in
+    the document (``tests.failed``) and the records of every other one are written: the exit
+    status is then 1. Returns 0 when every benchmark passed."""
     for name in THREAD_VARIABLES:  # before torch, numba and fastfair start their thread pools
         os.environ[name] = str(threads)
     if smoke:
@@ -106,28 +95,76 @@ def run(out: Path, smoke: bool, threads: int, keyword: Optional[str],
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     import pytest
 
+    import fastfair
+
+    info = fastfair.build_info()
+    mismatch = core_mismatch(ROOT, info, Path(fastfair.__file__).parent)
+    if mismatch is not None and not allow_other_build:
+        print(f"bench run: {mismatch}", file=sys.stderr)
+        return 2
+    provenance = {**git_state(ROOT), "build_id": info.get("build_id"),
+                  "tree_build_id": source_build_id(ROOT), "core_matches_tree": mismatch is None,
+                  "core": str(Path(fastfair._C.__file__))}
+    if mismatch is not None:
+        print(f"bench run: warning: {mismatch}", file=sys.stderr)
+
     args = [*(files or [str(BENCH_DIR)]), "-q", "-p", "no:cacheprovider"]
     if keyword:
         args += ["-k", keyword]
     collector = _Collector()
     started = datetime.datetime.now(datetime.timezone.utc)
     code = int(pytest.main(args, plugins=[collector]))
-    if code != 0:
-        print(f"bench run: pytest exited with {code}; {out} not written", file=sys.stderr)
-        return code
+    if code not in (0, 1) or (not collector.records and not collector.failed):
+        print(f"bench run: pytest exited with {code} and no figures; {out} not written",
+              file=sys.stderr)
+        return code or 1
+    stamp = {key: provenance[key] for key in ("commit", "dirty", "build_id")}
+    records = [{**record, **stamp} for record in collector.records]
     document = {"schema": SCHEMA, "smoke": smoke, "started": started.isoformat(timespec="seconds"),
-                "machine": machine(threads, collector.records), "records": collector.records}
+                "provenance": provenance, "machine": machine(threads, records),
+                "tests": {"passed": collector.passed, "failed": collector.failed,
+                          "skipped": collector.skipped},
+                "records": records}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(document, indent=1) + "\n")
-    print(f"bench run: {len(collector.records)} records written to {out}")
+    print(f"bench run: {len(records)} records written to {out}")
+    if collector.failed:
+        print(f"bench run: {len(collector.failed)} benchmark(s) failed; their figures are missing, "
+              "the others' kept:", file=sys.stderr)
+        for failure in collector.failed:
+            print(f"  {failure['test']} ({failure['when']}): {failure['message']}", file=sys.stderr)
+        return 1
     return 0
+
+
+# --------------------------------------------------------------------------------------------
+# bench compare
 
 
 def load(path: Path) -> dict:
     document = json.loads(Path(path).read_text())
-    if document.get("schema") != SCHEMA:
-        raise ValueError(f"{path}: schema {document.get('schema')!r}, expected {SCHEMA}")
+    if document.get("schema") not in READABLE_SCHEMAS:
+        raise ValueError(f"{path}: schema {document.get('schema')!r}, expected one of "
+                         f"{', '.join(map(str, READABLE_SCHEMAS))}")
+    document.setdefault("machine", {})
+    document["machine"].setdefault("key", machine_key(document["machine"]))
     return document
+
+
+def pick_baseline(folder: Path, machine_desc: Dict[str, Any]) -> Tuple[Optional[Path], List[str]]:
+    """The baseline in ``folder`` recorded on ``machine_desc``'s CPU model and GPU (None when
+    there is none), and the keys of every baseline there."""
+    key = machine_key(machine_desc)
+    keys, match = [], None
+    for path in sorted(Path(folder).glob("*.json")):
+        try:
+            stored = load(path)["machine"]["key"]
+        except (ValueError, KeyError, json.JSONDecodeError):
+            continue
+        keys.append(f"{path.name}: {stored}")
+        if stored == key and match is None:
+            match = path
+    return match, keys
 
 
 Key = Tuple[str, str, str]
@@ -145,10 +182,17 @@ def _fastfair_figures(documents: Sequence[dict], metric: str) -> Dict[Key, float
     return out
 
 
+def _fastfair_cases(documents: Sequence[dict]) -> set:
+    return {(r["device"], r["case"], r["impl"]) for document in documents
+            for r in document["records"] if r["fastfair"]}
+
+
 def compare(base: dict, news: Sequence[dict], metric: str = DEFAULT_METRIC,
-            band: float = DEFAULT_BAND) -> Tuple[List[str], List[str]]:
-    """Lines of the comparison table, and the regressions: the fastfair cases whose ``metric``
-    (the minimum over the runs ``news``) grew by more than ``band`` times."""
+            band: float = DEFAULT_BAND) -> Tuple[List[str], List[str], List[str]]:
+    """Lines of the comparison table, the regressions (the fastfair cases whose ``metric``, the
+    minimum over the runs ``news``, grew by more than ``band`` times) and what is missing: each
+    fastfair case of one side absent from the other, and each benchmark that failed in a new
+    run."""
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {', '.join(METRICS)}; got {metric!r}")
     if band <= 1:
@@ -164,6 +208,11 @@ def compare(base: dict, news: Sequence[dict], metric: str = DEFAULT_METRIC,
     for field in ("cpu", "threads", "gpu"):
         if ma.get(field) != mb.get(field):
             lines.append(f"note: {field} differs: {ma.get(field)!r} vs {mb.get(field)!r}")
+    for document in news:
+        prov = document.get("provenance", {})
+        if prov and not prov.get("core_matches_tree", True):
+            lines.append(f"note: a new run measured a core built from other sources "
+                         f"(build id {prov.get('build_id')!r})")
     lines.append(f"{metric}: new / baseline; a fastfair case fails above {band:g}x")
     lines.append(f"{'case':<52} {'implementation':<32} {'baseline':>10} {'new':>10} "
                  f"{'change':>8}")
@@ -180,11 +229,61 @@ def compare(base: dict, news: Sequence[dict], metric: str = DEFAULT_METRIC,
         label = case if device == "cpu" else f"[{device}] {case}"
         lines.append(f"{label:<52} {impl:<32} {a[key]:>10.4g} {b[key]:>10.4g} "
                      f"{change:>7.2f}x{verdict}")
-    for title, keys in (("only in the baseline", set(a) - set(b)),
-                        ("only in the new run", set(b) - set(a))):
+    cases_a, cases_b = _fastfair_cases([base]), _fastfair_cases(news)
+    for device, case, impl in sorted((cases_a & cases_b) - (set(a) & set(b))):
+        lines.append(f"not compared (no {metric} on one side): {device} {case} / {impl}")
+    missing = []
+    for title, keys in (("missing from the new run", cases_a - cases_b),
+                        ("missing from the baseline", cases_b - cases_a)):
         for device, case, impl in sorted(keys):
-            lines.append(f"{title}: {device} {case} / {impl}")
-    return lines, regressions
+            missing.append(f"{title}: {device} {case} / {impl}")
+    for document in news:
+        for failure in document.get("tests", {}).get("failed", []):
+            missing.append(f"failed in the new run: {failure['test']} ({failure['when']}): "
+                           f"{failure['message']}")
+    lines += missing
+    return lines, regressions, missing
+
+
+def _compare_main(args: argparse.Namespace) -> int:
+    news = [load(p) for p in args.new]
+    baseline_path = Path(args.baseline)
+    if baseline_path.is_dir():
+        picked, keys = pick_baseline(baseline_path, news[0]["machine"])
+        if picked is None:
+            print(f"bench compare: no baseline in {baseline_path} was recorded on this machine "
+                  f"({news[0]['machine']['key']}); stored:", file=sys.stderr)
+            print("\n".join(f"  {k}" for k in keys) or "  (none)", file=sys.stderr)
+            print(f"record one with `python -m bench run --out {baseline_path}/"
+                  f"{baseline_name(news[0]['machine'])}` on a quiet machine, or pass a baseline "
+                  "file with --allow-other-machine and a ratio metric", file=sys.stderr)
+            return 2
+        print(f"baseline: {picked}")
+        baseline_path = picked
+    base = load(baseline_path)
+    if (base["machine"]["key"] != news[0]["machine"]["key"] and args.metric == "seconds"
+            and not args.allow_other_machine):
+        print(f"bench compare: {baseline_path} was recorded on another machine "
+              f"({base['machine']['key']}) than the new run ({news[0]['machine']['key']}): its "
+              "seconds do not compare. Pass the baselines folder to pick the matching one, or "
+              "--allow-other-machine (with --metric ratio_to_reference, say).", file=sys.stderr)
+        return 2
+    lines, regressions, missing = compare(base, news, args.metric, args.band)
+    print("\n".join(lines))
+    status = 0
+    if regressions:
+        print(f"\n{len(regressions)} fastfair case(s) slower than the band allows:")
+        print("\n".join(f"  {r}" for r in regressions))
+        status = 1
+    if missing and not args.allow_missing:
+        print(f"\n{len(missing)} fastfair case(s) missing on one side: nothing was compared "
+              "for them (a renamed, failed or skipped case, or another --smoke/-k selection); "
+              "--allow-missing passes anyway")
+        status = 1
+    if status == 0:
+        print("\nno fastfair case slower than the band allows"
+              + (f" ({len(missing)} missing, allowed)" if missing else ""))
+    return status
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -198,27 +297,30 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        help="OpenMP/torch/numba threads (default 1: the steadiest figures on a "
                             "shared machine)")
     p_run.add_argument("-k", dest="keyword", help="pytest -k expression selecting cases")
+    p_run.add_argument("--allow-other-build", action="store_true",
+                       help="measure a fastfair whose compiled core was built from other "
+                            "sources than this tree's (the records say so)")
     p_run.add_argument("files", nargs="*", help="benchmark files (default: all of bench/)")
     p_cmp = sub.add_parser("compare", help="compare a run (or several runs of one tree, reduced "
                                             "to their per-case minimum) with a baseline; exit 1 "
-                                            "on a regression")
-    p_cmp.add_argument("baseline", type=Path)
+                                            "on a regression or a missing case")
+    p_cmp.add_argument("baseline", type=Path,
+                       help="a baseline file, or a folder of them (bench/baselines): the one "
+                            "recorded on the new run's CPU model and GPU is used")
     p_cmp.add_argument("new", type=Path, nargs="+")
     p_cmp.add_argument("--metric", choices=METRICS, default=DEFAULT_METRIC)
     p_cmp.add_argument("--band", type=float, default=DEFAULT_BAND,
                        help=f"fail when a fastfair figure grows more than this factor "
                             f"(default {DEFAULT_BAND})")
+    p_cmp.add_argument("--allow-missing", action="store_true",
+                       help="pass when a case of one side is missing from the other (they are "
+                            "still listed)")
+    p_cmp.add_argument("--allow-other-machine", action="store_true",
+                       help="compare seconds with a baseline file from another CPU model or GPU")
     args = parser.parse_args(argv)
     if args.command == "run":
         if args.threads < 1:
             parser.error("--threads must be >= 1")
-        return run(args.out, args.smoke, args.threads, args.keyword, args.files)
-    lines, regressions = compare(load(args.baseline), [load(p) for p in args.new], args.metric,
-                                 args.band)
-    print("\n".join(lines))
-    if regressions:
-        print(f"\n{len(regressions)} fastfair case(s) slower than the band allows:")
-        print("\n".join(f"  {r}" for r in regressions))
-        return 1
-    print("\nno fastfair case slower than the band allows")
-    return 0
+        return run(args.out, args.smoke, args.threads, args.keyword, args.files,
+                   args.allow_other_build)
+    return _compare_main(args)
