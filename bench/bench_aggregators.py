@@ -114,7 +114,7 @@ def test_weights_per_round(floor_report, rule, K):
     factory, reference, state_touch, dense_reference = RULES[rule]
     rounds = _rounds(K)
     agg = factory(K)
-    seconds = _best(lambda ids, losses: agg.weights(ids, losses), rounds)
+    seconds = _best(agg.weights, rounds)
     per_client = _state_bytes(agg) / K
     case = f"{rule} K=1e{int(math.log10(K))} m={M} ({per_client:g} B/client)"
     moved = M * (8 + 8 + state_touch + 8)
@@ -146,7 +146,7 @@ def test_aaggffs_per_round(floor_report, K):
     case = f"AAggFFS K={K} m={K} ({_state_bytes(agg) / K:g} B/client)"
     floor_report.add(case, "fastfair", seconds, 2 * 8 * 2 * K * K)  # H and its inverse, r + w
     if K <= 12:
-        ref_seconds = min(_timed(lambda: ref.aaggffs_run(F[None])) for F in losses[:5])
+        ref_seconds = min(_timed(lambda F=F: ref.aaggffs_run(F[None])) for F in losses[:5])
         floor_report.add(case, "reference (float64 NumPy)", ref_seconds, 2 * 8 * 2 * K * K,
                          reference=True)
 

@@ -65,7 +65,7 @@ def _per_client_loop(s: Simulator, clients: int):
 
     def round_():
         losses, updates = [], []
-        for k, (x, y) in enumerate(data):
+        for _k, (x, y) in enumerate(data):
             Wk, bk = W.clone().requires_grad_(True), b.clone().requires_grad_(True)
             with torch.no_grad():
                 losses.append(float(torch.nn.functional.cross_entropy(x @ W + b, y)))

@@ -21,7 +21,8 @@ class OptionSpec(NamedTuple):
         return f"{self.name}={self.default!r}"
 
 
-def signature_options(func: Callable[..., Any], skip: Tuple[str, ...] = ()) -> Dict[str, OptionSpec]:
+def signature_options(func: Callable[..., Any],
+                      skip: Tuple[str, ...] = ()) -> Dict[str, OptionSpec]:
     """The keyword options of ``func`` (e.g. a class's ``__init__``), less ``self`` and ``skip``."""
     hints = typing.get_type_hints(func)
     out = {}

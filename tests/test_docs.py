@@ -16,7 +16,8 @@ BLOCKS = [(doc.name, k, code) for doc in DOCS
 
 @pytest.mark.parametrize("name,index,code", BLOCKS, ids=[f"{n}-{k}" for n, k, _ in BLOCKS])
 def test_example_runs(name, index, code):
-    # Examples of optional integrations (Flower) need their extra installed; the test extras have it.
+    # Examples of optional integrations (Flower) need their extra installed;
+    # the test extras have it.
     for module in re.findall(r"^\s*(?:from|import) (flwr)\b", code, re.M):
         pytest.importorskip(module)
     exec(compile(code, f"{name} example {index}", "exec"), {"__name__": "__doc_example__"})

@@ -20,7 +20,7 @@ author = "fastfair contributors"
 copyright = "fastfair contributors"
 
 # The package the reference documents (its compiled core included).
-import fastfair
+import fastfair  # noqa: E402 -- module code above it: the sys.path insert fastfair_docs needs
 
 release = version = fastfair.__version__
 

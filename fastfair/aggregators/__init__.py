@@ -1,8 +1,8 @@
 """Aggregation rules as drop-in aggregators: one module per rule, each a small stateful object over
-pure functions; server optimisers apart from the rules; what clients minimise; the opt-in bound on one
-client's influence (:mod:`fastfair.aggregators.bounds`); and the registry that names them all. The common contract (construction, ``weights``, ``aggregate``, validation
-before mutation, versioned ``state_dict``, what a rule declares) is documented in
-:mod:`fastfair.aggregators.base`.
+pure functions; server optimisers apart from the rules; what clients minimise; the opt-in bound on
+one client's influence (:mod:`fastfair.aggregators.bounds`); and the registry that names them all.
+The common contract (construction, ``weights``, ``aggregate``, validation before mutation, versioned
+``state_dict``, what a rule declares) is documented in :mod:`fastfair.aggregators.base`.
 """
 
 from fastfair.aggregators import registry

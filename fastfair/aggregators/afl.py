@@ -3,7 +3,8 @@ minimax objective
 
 .. math:: \min_\theta \max_{\lambda \in \Delta_{K-1}} \textstyle\sum_i \lambda_i F_i(\theta).
 
-The gradient in λ is the loss vector, so one round over the sampled set S is (docs/algorithms.md §2.6.5)
+The gradient in λ is the loss vector, so one round over the sampled set S is (docs/algorithms.md
+§2.6.5)
 
 .. math:: \lambda_S \leftarrow \Pi_\Delta(\lambda_S + \gamma F_S), \qquad
           \lambda_i \text{ unchanged for } i \notin S,

@@ -1,4 +1,5 @@
-r"""Server optimisers, apart from the rules: SGD (the default), FedAvgM, FedAdam, FedYogi, FedAdagrad.
+r"""Server optimisers, apart from the rules: SGD (the default), FedAvgM, FedAdam, FedYogi,
+FedAdagrad.
 
 A rule chooses the coefficients c of a round; an optimiser turns the combined pseudo-gradient
 :math:`g = \sum_i c_i X_i` (with :math:`X_i = w - w_i`) into the server step, so any rule

@@ -1,10 +1,10 @@
-r"""FedEvg (thesis Ch. IV; docs/algorithms.md §3): clients train an energy-based classifier on their own data and report,
-for every sample of a shared synthetic set, the sign-energy weight
+r"""FedEvg (thesis Ch. IV; docs/algorithms.md §3): clients train an energy-based classifier on their
+own data and report, for every sample of a shared synthetic set, the sign-energy weight
 :math:`e_{ij} = \exp(\mathrm{sgn} f(\hat x_j; \theta_i)[\hat y_j])` and the energy gradient
 :math:`G_{ij} = -\nabla_x f(\hat x_j; \theta_i)[\hat y_j]`; the server moves the synthetic set by
 one Langevin step on the client mixture (:func:`fastfair.ops.fedevg_server_step`). No model
-parameters are exchanged. Quality is measured by training a fresh classifier on the synthetic
-set (:func:`server_classifier`) and testing it on the clients' held-out data.
+parameters are exchanged. Quality is measured by training a fresh classifier on the synthetic set
+(:func:`server_classifier`) and testing it on the clients' held-out data.
 
 Thesis values are the defaults; ``variant='reference_code'`` switches every setting where the
 thesis and its reference code disagree to the code's value (server noise 1e-4 with a [0, 1]

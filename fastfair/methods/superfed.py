@@ -1,9 +1,9 @@
-r"""SuPerFed-MM and SuPerFed-LM (thesis Ch. II; docs/algorithms.md §4): every client keeps a local model
-:math:`\theta^l` beside the federated one :math:`\theta^f` and trains the mixture
+r"""SuPerFed-MM and SuPerFed-LM (thesis Ch. II; docs/algorithms.md §4): every client keeps a local
+model :math:`\theta^l` beside the federated one :math:`\theta^f` and trains the mixture
 :math:`\theta(\lambda) = (1-\lambda)\theta^f + \lambda\theta^l` with :math:`\lambda \sim U(0, 1)`
 per minibatch (MM) or per layer and minibatch (LM), after round :math:`\lfloor L T\rfloor`, with a
-proximity term to the global model and an orthogonality term between the two. The server
-averages the federated models. Personalised accuracy is the best mixture on a lambda grid.
+proximity term to the global model and an orthogonality term between the two. The server averages
+the federated models. Personalised accuracy is the best mixture on a lambda grid.
 
 This module holds the method's options and draws; the fused client passes are
 :func:`fastfair.ops.superfed_reduce` / :func:`fastfair.ops.superfed_step`, and the simulator runs

@@ -67,7 +67,8 @@ def dr_gradient(responses: Any, ids: Any, p: Array, *, sample_prob: float,
     sample_prob
         ``C`` in (0, 1], the probability that a client is sampled.
     variant
-        ``"paper"`` (default) or ``"reference_code"`` (the authors' estimate, docs/algorithms.md §2.5.7).
+        ``"paper"`` (default) or ``"reference_code"`` (the authors' estimate, docs/algorithms.md
+        §2.5.7).
     out
         Optional ``[K]`` float64 result for ``g``.
     with_estimate
@@ -107,9 +108,9 @@ def dr_lazy_step(state: Array, ids: Any, responses: Any, *, sample_prob: float, 
                  stream: Optional[int] = None) -> Array:
     r"""One AAggFF-D round in O(m), touching only the sampled clients' state.
 
-    The DR gradient is a common constant plus a sparse part, and the constant cancels in the
-    softmax (docs/algorithms.md §2.5.6). The state ``D`` (float64, zero at the start) is the cumulative sparse
-    part:
+    The DR gradient is a common constant plus a sparse part, and the constant cancels in the softmax
+    (docs/algorithms.md §2.5.6). The state ``D`` (float64, zero at the start) is the cumulative
+    sparse part:
 
     .. math::
        \delta_i = -(\hat r_i - \bar r)/(1 + \bar r\,\mu), \qquad D_S \leftarrow D_S + \delta_S,

@@ -141,7 +141,8 @@ def ons_project(H: Array, b: Array, *, warm_start: Optional[Array] = None, max_i
 
 def ons_project_batched(H: Array, b: Array, *, method: str = "auto", tol: float = 1e-12,
                         max_iter: int = 0, return_info: bool = False,
-                        stream: Optional[int] = None) -> Union[Array, Tuple[Array, Dict[str, Array]]]:
+                        stream: Optional[int] = None
+                        ) -> Union[Array, Tuple[Array, Dict[str, Array]]]:
     r"""B independent simplex QPs :math:`\min_{p_k \in \Delta} \tfrac12 p_k^\top H_k p_k -
     b_k^\top p_k`, one per batch entry.
 

@@ -162,8 +162,8 @@ def fedevg_server_step(x: Array, G: Array, e: Any, w: Any, *, step: PerSample,
 
 def cosine_beta_schedule(rounds: int, beta_start: float = 10.0, beta_end: float = 0.01,
                          s: float = 0.008) -> np.ndarray:
-    r"""FedEvg's server step sizes :math:`\beta^{(t)}` for rounds ``t = 0..T-1`` (docs/algorithms.md §3.2):
-    the DDPM cosine schedule of Nichol & Dhariwal, rescaled.
+    r"""FedEvg's server step sizes :math:`\beta^{(t)}` for rounds ``t = 0..T-1`` (docs/algorithms.md
+    §3.2): the DDPM cosine schedule of Nichol & Dhariwal, rescaled.
 
     .. math:: \bar\alpha(u) = \cos^2\!\Big(\frac{u/T + s}{1 + s}\,\frac{\pi}{2}\Big), \quad
        b_t = 1 - \frac{\bar\alpha(t+1)}{\bar\alpha(t)}, \quad

@@ -1,5 +1,5 @@
-"""SuPerFed client passes (thesis Ch. II, docs/algorithms.md §4): a cohort's federated and local models
-as flat ``[m, P]`` rows cut into layers, updated by two fused passes per minibatch.
+"""SuPerFed client passes (thesis Ch. II, docs/algorithms.md §4): a cohort's federated and local
+models as flat ``[m, P]`` rows cut into layers, updated by two fused passes per minibatch.
 
 Pass 1, :func:`superfed_reduce`, reads ``f``, ``l`` and the global model once and returns the
 per-layer sums the regularisers need. :func:`orthogonality_coefficients` and
@@ -162,8 +162,8 @@ def prox_coefficients(reduced: Any, layout: SegmentLayout, mu: float,
     r"""Coefficients ``[m, S]`` of the proximity gradient ``coef * (f - g)`` per layer.
 
     ``'paper'`` (eq. 2.4): :math:`R = \frac{\mu}{2}\|f - g\|^2`, coefficient :math:`\mu` on every
-    layer. ``'reference_code'`` (the reference code): :math:`R = \mu \sum_s \|f_s - g_s\|` over the twinned
-    layers, coefficient :math:`\mu / \|f_s - g_s\|` (0 where the distance is 0).
+    layer. ``'reference_code'`` (the reference code): :math:`R = \mu \sum_s \|f_s - g_s\|` over the
+    twinned layers, coefficient :math:`\mu / \|f_s - g_s\|` (0 where the distance is 0).
     """
     r = np.asarray(_host(reduced), dtype=np.float64)
     m, S = r.shape[0], r.shape[1]
@@ -218,8 +218,8 @@ def superfed_step(f: Array, l: Array, g: Array, grad: Array, *, layout: SegmentL
                   lr: float, momentum: float = 0.0, weight_decay: float = 0.0,
                   train_local: bool = True, lam_next: Any = None, active: Any = None,
                   stream: Optional[int] = None) -> Array:
-    r"""One fused SuPerFed client step for a cohort (eq. 2.3 with the regularisers of docs/algorithms.md §4.2
-    and SGD with momentum and weight decay), in place.
+    r"""One fused SuPerFed client step for a cohort (eq. 2.3 with the regularisers of
+    docs/algorithms.md §4.2 and SGD with momentum and weight decay), in place.
 
     Per element of layer ``s`` of client ``r``, with :math:`\lambda = \lambda_{rs}` (0 on shared
     layers) and :math:`\nabla = \partial \ell / \partial \theta(\lambda)` (``grad``):

@@ -1,4 +1,5 @@
-"""Reference AAggFF-D doubly-robust gradient, dense and lazy (float64 NumPy; docs/algorithms.md §2.5)."""
+"""Reference AAggFF-D doubly-robust gradient, dense and lazy (float64 NumPy; docs/algorithms.md
+§2.5)."""
 
 from __future__ import annotations
 

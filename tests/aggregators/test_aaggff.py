@@ -1,5 +1,6 @@
-"""AAggFF-D: the golden vectors of docs/algorithms.md §2.2 and §2.5.6 (CDF table, three rounds), multi-round agreement with the
-dense float64 references in every variant, the on-demand full decision, and awkward inputs."""
+"""AAggFF-D: the golden vectors of docs/algorithms.md §2.2 and §2.5.6 (CDF table, three rounds),
+multi-round agreement with the dense float64 references in every variant, the on-demand full
+decision, and awkward inputs."""
 
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ def assert_printed(actual, printed, decimals):
     assert err <= 0.5 * 10.0 ** -decimals + 1e-15, f"{err:.3g} off the printed values"
 
 
-# Thesis Table 3.3 (docs/algorithms.md §2.2): losses (0.01, 0.10, 0.02), x = (3, 30, 6) / 13, range [0, 1]. The
-# table prints four decimals; the full values are the same formulas evaluated with 50 digits.
+# Thesis Table 3.3 (docs/algorithms.md §2.2): losses (0.01, 0.10, 0.02), x = (3, 30, 6) / 13,
+# range [0, 1]. The table prints four decimals; the full values are the same formulas evaluated
+# with 50 digits.
 TABLE_LOSSES = np.array([0.01, 0.10, 0.02])
 TABLE_3_3 = {
     "weibull": ([0.0519, 0.9951, 0.1919],
@@ -66,8 +68,8 @@ def test_response_range(cdf):
     assert_rule_close(cdf_responses(TABLE_LOSSES, cdf, 0.2, 0.7), 0.2 + 0.5 * base, "golden")
 
 
-# docs/algorithms.md §2.5.6: K = 6, Weibull, C2 = C = m/K = 1/3, p^(1) = 1/6 (paper math). The docs print six
-# decimals; the full values are the dense paper formulas evaluated with 50 digits.
+# docs/algorithms.md §2.5.6: K = 6, Weibull, C2 = C = m/K = 1/3, p^(1) = 1/6 (paper math). The
+# docs print six decimals; the full values are the dense paper formulas evaluated with 50 digits.
 GOLDEN_ROUNDS = [([0, 3], [0.5, 1.5]), ([1, 3], [2.0, 1.0]), ([2, 5], [0.3, 0.9])]
 GOLDEN_P = [
     ([0.148209, 0.166299, 0.166299, 0.186597, 0.166299, 0.166299],

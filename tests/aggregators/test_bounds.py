@@ -114,6 +114,7 @@ RULES = ["fedavg", "fairavg", "fedmaba", "aaggff-d", "term", "afl", "propfair", 
          "fedmgda"]
 BOUND = UpdateBound(max_update_norm=3.0)  # three times the round's median update norm
 ABSOLUTE = UpdateBound(max_update_norm=0.5, update_norm_reference="absolute")
+NO_BOUND = UpdateBound()  # the default: no clip, no cap
 
 
 def poisoned_round(poison=1000.0, seed=0):
@@ -126,7 +127,7 @@ def poisoned_round(poison=1000.0, seed=0):
     return updates, losses, np.full(10, 100.0)
 
 
-def bounded_step(name, updates, losses, counts, bound=UpdateBound()):
+def bounded_step(name, updates, losses, counts, bound=NO_BOUND):
     """The global step of one round of rule ``name`` (lr = 1) under ``bound``, as the Flower
     strategy and the simulator take it: clip scales from the update norms, the rule on the
     clipped updates and capped counts, the step ``sum_i c_i s_i X_i``."""
@@ -139,7 +140,7 @@ def bounded_step(name, updates, losses, counts, bound=UpdateBound()):
     return np.asarray(coef) @ clipped, np.asarray(coef)
 
 
-def step_norm(name, bound=UpdateBound(), poison=1000.0):
+def step_norm(name, bound=NO_BOUND, poison=1000.0):
     updates, losses, counts = poisoned_round(poison)
     return float(np.linalg.norm(bounded_step(name, updates, losses, counts, bound)[0]))
 

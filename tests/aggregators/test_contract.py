@@ -282,7 +282,7 @@ def test_load_checks_every_state_value_and_changes_nothing_on_failure(name):
     before = _snapshot(agg)
     valid = other.state_dict()
     for key, value in valid["state"].items():
-        for label, bad in _corruptions(key, value):
+        for _label, bad in _corruptions(key, value):
             sd = copy.deepcopy(valid)
             sd["state"][key] = bad
             with pytest.raises((ValueError, TypeError), match=re.escape(f"state[{key!r}]")):
@@ -324,7 +324,7 @@ def test_optimizer_load_checks_every_state_value_and_changes_nothing_on_failure(
     before = _snapshot(opt)
     valid = other.state_dict()
     for key, value in valid["state"].items():
-        for label, bad in _buffer_corruptions(key, value, valid["state"]):
+        for _label, bad in _buffer_corruptions(key, value, valid["state"]):
             sd = copy.deepcopy(valid)
             sd["state"][key] = bad
             with pytest.raises((ValueError, TypeError), match=r"state(\[|\b)"):

@@ -1,4 +1,5 @@
-"""Fed-CVaR-Avg against the test vectors TV1-TV7 of docs/algorithms.md §6.6 and the float64 reference."""
+"""Fed-CVaR-Avg against the test vectors TV1-TV7 of docs/algorithms.md §6.6 and the float64
+reference."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""FedMABA against the golden vectors of docs/algorithms.md §5.7 (G1-G6, the write-back example) and the dense reference."""
+"""FedMABA against the golden vectors of docs/algorithms.md §5.7 (G1-G6, the write-back example) and
+the dense reference."""
 
 from __future__ import annotations
 

@@ -40,9 +40,9 @@ def assert_close(actual, expected, dtype: str, scale=None) -> None:
     assert np.all(err <= bound), (f"{dtype}: error {err[worst]:.3g} > bound {bound[worst]:.3g} "
                                   f"at {worst}")
 
-# Aggregation rules (float64 state and coefficients): absolute tolerance on coefficients and
-# states against the golden vectors of docs/algorithms.md, against the float64 references over many rounds, and
-# for an iterative QP solution against its enumerated KKT point.
+# Aggregation rules (float64 state and coefficients): absolute tolerance on coefficients and states
+# against the golden vectors of docs/algorithms.md, against the float64 references over many rounds,
+# and for an iterative QP solution against its enumerated KKT point.
 RULE_TOLERANCES = {"golden": 1e-12, "reference": 1e-10, "qp": 1e-10}
 
 
@@ -76,11 +76,14 @@ def assert_softmax_close(actual, expected, dtype: str, argument) -> None:
 
 # Simplex QPs and the Online Newton Step (float64 throughout).
 QP_TOLERANCES = {
-    "golden_printed": 5e-7,  # docs/algorithms.md §2.4.3 prints the ONS golden vectors to six decimals
-    "golden": 1e-9,          # against support enumeration (fastfair.reference.ons) on the same inputs
+    # docs/algorithms.md §2.4.3 prints the ONS golden vectors to six decimals
+    "golden_printed": 5e-7,
+    # against support enumeration (fastfair.reference.ons) on the same inputs
+    "golden": 1e-9,
     "oracle": 1e-10,         # against support enumeration, well-conditioned problems
     "kkt": 1e-9,             # scaled KKT residual of every returned point
-    "cvxpy": 1e-6,           # cvxpy's solvers stop at about this accuracy (docs/algorithms.md §2.4.2)
+    # cvxpy's solvers stop at about this accuracy (docs/algorithms.md §2.4.2)
+    "cvxpy": 1e-6,
     "simplex_sum": 1e-12,    # |sum(p) - 1| of every returned point
     "fista": 1e-9,           # FISTA + support polish against the exact solver
 }

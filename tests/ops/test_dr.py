@@ -1,4 +1,5 @@
-"""AAggFF-D's DR gradient: the golden vectors of docs/algorithms.md §2.5.6, dense == lazy, reference, errors."""
+"""AAggFF-D's DR gradient: the golden vectors of docs/algorithms.md §2.5.6, dense == lazy,
+reference, errors."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def weibull_responses(losses, c2):
 
 
 def eta(K, c, t):
-    """sqrt(log K) / (L sqrt(t + 1)) with L = C2 + 2 for C1 = 0, C2 = C (docs/algorithms.md §2.5.4-§2.5.5)."""
+    """sqrt(log K) / (L sqrt(t + 1)) with L = C2 + 2 for C1 = 0, C2 = C (docs/algorithms.md
+    §2.5.4-§2.5.5)."""
     return math.sqrt(math.log(K)) / ((c + 2.0) * math.sqrt(t + 1))
 
 
@@ -64,7 +66,8 @@ def test_lazy_equals_dense(rng, variant):
     K, rounds = 10, []
     for _ in range(6):
         rounds.append((sorted(rng.choice(K, 3, replace=False).tolist()), rng.uniform(0.2, 2.0, 3)))
-    for (pd, qd), (pl, ql) in zip(dense_rounds(K, rounds, variant), lazy_rounds(K, rounds, variant)):
+    for (pd, qd), (pl, ql) in zip(dense_rounds(K, rounds, variant),
+                                  lazy_rounds(K, rounds, variant)):
         np.testing.assert_allclose(pd, pl, rtol=0, atol=1e-12)
         np.testing.assert_allclose(qd, ql, rtol=0, atol=1e-12)
 

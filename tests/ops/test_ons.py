@@ -1,5 +1,6 @@
-"""Simplex QP solvers and the Online Newton Step: the golden vectors of docs/algorithms.md §2.4.3, the support-enumeration
-and cvxpy oracles, awkward and ill-conditioned problems, state round trips, clear errors."""
+"""Simplex QP solvers and the Online Newton Step: the golden vectors of docs/algorithms.md §2.4.3,
+the support-enumeration and cvxpy oracles, awkward and ill-conditioned problems, state round trips,
+clear errors."""
 
 from __future__ import annotations
 
@@ -144,7 +145,7 @@ def test_matches_cvxpy(rng):
         p, _ = solve(H, b)
         q = simplex_qp_cvxpy(H, b)
         np.testing.assert_allclose(p, q, rtol=0, atol=TOL["cvxpy"])
-        f = lambda x: 0.5 * x @ H @ x - b @ x  # noqa: E731
+        f = lambda x, H=H, b=b: 0.5 * x @ H @ x - b @ x  # noqa: E731
         assert f(p) <= f(np.clip(q, 0, None) / np.clip(q, 0, None).sum()) + 1e-12
 
 
@@ -251,7 +252,7 @@ def test_ons_large_zero_set(rng):
     # K = 80 with most coordinates at zero: the Schur path hands over to the Cholesky of H_FF.
     K = 80
     ons = OnlineNewtonStep(K, 1e-2, 1.0)
-    for t in range(6):
+    for _ in range(6):
         p = ons.step(rng.normal(size=K))
         np.testing.assert_allclose(p, ons_project(ons.H, ons.b), rtol=0, atol=TOL["oracle"])
         assert ons.last_info.kkt_residual <= TOL["kkt"]

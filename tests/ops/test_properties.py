@@ -3,8 +3,9 @@
 Hypothesis draws shapes, dtypes, frameworks, strides (non-contiguous views where an op takes them),
 parameters and value magnitudes from 1e-30 to near the dtype's range; the values themselves come
 from a NumPy generator seeded by Hypothesis (fast for large arrays, and still varied and shrunk
-through the seed). Every numerical comparison uses the tolerance table of tests/helpers/tolerances.py.
-Kernels with per-ISA copies run once per CPU instruction set (the cpu_isa fixture).
+through the seed). Every numerical comparison uses the tolerance table of
+tests/helpers/tolerances.py. Kernels with per-ISA copies run once per CPU instruction set (the
+cpu_isa fixture).
 
 The ``*_rejects_bad_input`` properties corrupt one argument of a valid call (NaN, a wrong shape,
 dtype or type, a read-only output, a duplicate id, ...; each corruption is its own test case) and

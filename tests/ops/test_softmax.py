@@ -160,7 +160,8 @@ def test_eg_dense_against_reference(rng, shape):
     want_G, want_p = reference.eg_step(G, g, eta=0.7)
     p = ops.eg_step(G, g, eta=0.7)
     np.testing.assert_array_equal(G, want_G)  # G + g in float64, bit for bit
-    assert_softmax_close(p, want_p, "float64", -0.7 * want_G - reference.logsumexp(want_G, -0.7)[..., None])
+    assert_softmax_close(p, want_p, "float64",
+                         -0.7 * want_G - reference.logsumexp(want_G, -0.7)[..., None])
 
 
 def test_eg_dense_float32_and_float32_output(rng):
@@ -170,7 +171,8 @@ def test_eg_dense_float32_and_float32_output(rng):
     want_G, want_p = reference.eg_step(G, g, eta=1.5)
     ops.eg_step(G, g, eta=1.5, out=out)
     np.testing.assert_allclose(out, want_p, rtol=2e-6, atol=1e-38)
-    G32, g32 = rng.standard_normal(64).astype(np.float32), rng.standard_normal(64).astype(np.float32)
+    G32, g32 = (rng.standard_normal(64).astype(np.float32),
+                rng.standard_normal(64).astype(np.float32))
     want_G, want_p = reference.eg_step(G32, g32, eta=0.5)
     p = ops.eg_step(G32, g32, eta=0.5)
     np.testing.assert_array_equal(G32, (np.asarray(want_G)).astype(np.float32))
@@ -184,7 +186,8 @@ def test_eg_sparse_against_reference(rng):
     want_G, want_p = reference.eg_step(G, eta=[0.3, 0.9][0], ids=ids, values=values)
     p = ops.eg_step(G, eta=0.3, ids=ids, values=values)
     np.testing.assert_array_equal(G, want_G)
-    assert_softmax_close(p, want_p, "float64", -0.3 * want_G - reference.logsumexp(want_G, -0.3)[:, None])
+    assert_softmax_close(p, want_p, "float64",
+                         -0.3 * want_G - reference.logsumexp(want_G, -0.3)[:, None])
     # One problem, ids as a list, m = K and m = 0.
     G1 = np.zeros(4)
     p = ops.eg_step(G1, eta=1.0, ids=[0, 1, 2, 3], values=[1.0, 1.0, 1.0, 2.0])

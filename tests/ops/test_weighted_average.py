@@ -240,14 +240,17 @@ def test_errors_name_the_argument(rng):
         ops.weighted_average(X[:0], [])
     with pytest.raises(ValueError, match="X is empty"):
         ops.weighted_average([], [])
-    with pytest.raises(ValueError, match="X must be float32, float64, float16 or bfloat16; got int64"):
+    with pytest.raises(ValueError,
+                       match="X must be float32, float64, float16 or bfloat16; got int64"):
         ops.weighted_average(np.ones((2, 2), dtype=np.int64), [1, 1])
-    with pytest.raises(ValueError, match=r"out must have the dtype of each row of X \(float32\); got float64"):
+    with pytest.raises(ValueError,
+                       match=r"out must have the dtype of each row of X \(float32\); got float64"):
         ops.weighted_average(X, np.ones(3), out=np.zeros(4))
     with pytest.raises(ValueError, match="out has 5 elements but each row of X has 4"):
         ops.weighted_average(X, np.ones(3), out=np.zeros(5, np.float32))
     with pytest.raises(ValueError, match="either out= .* or base="):
-        ops.weighted_average(X, np.ones(3), out=np.zeros(4, np.float32), base=np.zeros(4, np.float32))
+        ops.weighted_average(X, np.ones(3), out=np.zeros(4, np.float32),
+                             base=np.zeros(4, np.float32))
     with pytest.raises(TypeError, match="got str"):
         ops.weighted_average("abc", [1.0])
 
@@ -266,7 +269,8 @@ def test_list_errors(rng):
         ops.weighted_average([[]], [1])
     with pytest.raises(ValueError, match="out must be a list of 2 arrays"):
         ops.weighted_average([a], [1], out=[np.ones(4)])
-    with pytest.raises(ValueError, match=r"base must be a list of 2 arrays, one per array of X\[0\]"):
+    with pytest.raises(ValueError,
+                       match=r"base must be a list of 2 arrays, one per array of X\[0\]"):
         ops.weighted_average([a, a], [1, 1], base=[np.ones((2, 2))])
     with pytest.raises(TypeError, match=r"X\[1\] must be a list of arrays"):
         ops.weighted_average([a, np.ones(3)], [1, 1])

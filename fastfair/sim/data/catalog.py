@@ -119,4 +119,5 @@ def build_dataset(config: Any) -> FederatedDataset:
                                        group_power=config.group_power, shift=config.group_shift,
                                        max_samples=config.max_samples, seed=config.seed)
     return digits_dataset(config.clients, config.partition, seed=config.seed,
-                          alpha=config.dirichlet_alpha, classes_per_client=config.classes_per_client)
+                          alpha=config.dirichlet_alpha,
+                          classes_per_client=config.classes_per_client)

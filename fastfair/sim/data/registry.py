@@ -50,8 +50,8 @@ DATASETS: Dict[str, DatasetSpec] = {s.name: s for s in [
                 "a folder of one .npz per client (x, y, optional x_test, y_test)"),
 ]}
 
-#: Every model (the flat models of fastfair.sim.models.flat, the networks of fastfair.sim.models.zoo) with
-#: the inputs it takes.
+#: Every model (the flat models of fastfair.sim.models.flat, the networks of
+#: fastfair.sim.models.zoo) with the inputs it takes.
 MODELS: Dict[str, Tuple[str, ...]] = {
     "logreg": ("features", "image"), "mlp": ("features", "image"), "femnist-cnn": ("image",),
     "cifar-cnn": ("image",), "resnet8": ("image",), "celeba-cnn": ("image",),

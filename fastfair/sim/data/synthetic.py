@@ -45,7 +45,8 @@ class SyntheticDataset(FederatedDataset):
         if alpha < 0 or beta < 0:
             raise ValueError(f"alpha and beta must be >= 0; got alpha={alpha}, beta={beta}")
         if max_samples < 51:
-            raise ValueError(f"max_samples must be >= 51 (every client has >= 51); got {max_samples}")
+            raise ValueError("max_samples must be >= 51 (every client has >= 51); "
+                             f"got {max_samples}")
         self.num_clients = int(num_clients)
         self.alpha, self.beta, self.seed, self.iid = float(alpha), float(beta), int(seed), iid
         self.num_features, self.num_classes = int(num_features), int(num_classes)

@@ -185,8 +185,8 @@ def build_model(name: str, dataset, *, hidden: int = 64, seed: int = 0) -> FlatM
     it (:func:`~fastfair.sim.models.flat.check_model`).
 
     ``logreg`` / ``mlp`` (``hidden`` units) take float samples of any shape; the others are
-    :class:`~fastfair.sim.models.module.ModuleModel` around the networks above, whose initial weights
-    come from ``seed`` (the ``MODEL_INIT`` stream).
+    :class:`~fastfair.sim.models.module.ModuleModel` around the networks above, whose initial
+    weights come from ``seed`` (the ``MODEL_INIT`` stream).
     """
     if name in ("logreg", "mlp"):
         if dataset.vocab_size is not None:

@@ -1,7 +1,7 @@
 """Per-round hooks of an experiment: a :class:`RoundCallback` sees every run start, every round
-record and every run's summary as they happen, so metrics can stream to CSV, TensorBoard, Weights
-& Biases or Python ``logging`` while the run goes on (the files of :mod:`fastfair.sim.reporting.report` are
-written only at the end).
+record and every run's summary as they happen, so metrics can stream to CSV, TensorBoard, Weights &
+Biases or Python ``logging`` while the run goes on (the files of
+:mod:`fastfair.sim.reporting.report` are written only at the end).
 
 .. code-block:: python
 

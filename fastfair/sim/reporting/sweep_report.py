@@ -219,8 +219,8 @@ def plot_tradeoff(path: Path, runs: Sequence[SweepRun]) -> Path:
 
 def curve_band(values: np.ndarray, kind: str) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(mean [T], low [T], high [T])`` of ``values [n, T]`` (n seeds, T rounds): the mean over
-    seeds and either (``kind="CI"``) its 95 % Student-t interval ``mean ± t s / sqrt(n)`` per
-    round (:func:`~fastfair.sim.reporting.stats.mean_ci`; NaN for one seed) or (``"min-max"``) the range
+    seeds and either (``kind="CI"``) its 95 % Student-t interval ``mean ± t s / sqrt(n)`` per round
+    (:func:`~fastfair.sim.reporting.stats.mean_ci`; NaN for one seed) or (``"min-max"``) the range
     over seeds."""
     v = np.asarray(values, dtype=np.float64)
     if v.ndim != 2 or v.shape[0] == 0:

@@ -1,6 +1,7 @@
 """Which clients take part in a round.
 
-- ``uniform``: m distinct clients out of K, uniformly, in O(m) (:func:`fastfair.ops.sample_clients`).
+- ``uniform``: m distinct clients out of K, uniformly, in O(m)
+  (:func:`fastfair.ops.sample_clients`).
 - ``bernoulli``: client k is available with probability q_k (one coin each, O(K)); when more than
   m are available, m of them are chosen uniformly. Probabilities are one number ``prob`` or
   heterogeneous, ``prob_low``..``prob_high`` drawn per client from (seed, id).
@@ -99,7 +100,8 @@ class RandomAccessAvailability(Availability):
                                                   np.arange(num_clients))))
 
     def sample(self, round: int) -> np.ndarray:
-        slots = np.arange(self.per_round, dtype=np.uint64) + np.uint64(self.per_round) * np.uint64(round)
+        slots = (np.arange(self.per_round, dtype=np.uint64)
+                 + np.uint64(self.per_round) * np.uint64(round))
         u = uniform(round_keys(self.seed, Stream.RAM_DRAWS, slots, round))
         return np.unique(ram_draw(self.rho, u)).astype(np.int64)
 

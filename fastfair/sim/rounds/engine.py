@@ -42,9 +42,8 @@ from fastfair.sim.training.schedule import LocalTrainingConfig
 class Simulation(Runner):
     """A federated run of one rule: ``step()`` plays one round, ``evaluate()`` scores the global
     model on the evaluation clients, ``state_dict()`` captures everything needed to continue.
-    Several runs on one model play their rounds as one batched program through
-    :func:`play_round` (a sweep, :class:`~fastfair.sim.experiments.sweep.Sweep`); a run alone is its one
-    lane."""
+    Several runs on one model play their rounds as one batched program through :func:`play_round` (a
+    sweep, :class:`~fastfair.sim.experiments.sweep.Sweep`); a run alone is its one lane."""
 
     def __init__(self, config: SimulationConfig, dist: Optional[Distributed] = None, *,
                  dataset: Optional[FederatedDataset] = None,
@@ -299,8 +298,8 @@ def play_round(sims: Sequence[Simulation], t: int,
 
     The runs share one model architecture, device and local-training settings (a sweep's
     runs). Runs on the same data set with the same seed and cohort share one batch of client
-    data; every run's cohort trains in one :func:`~fastfair.sim.training.local.train_lanes` pass (its
-    own global model, objective and keys), then each run's rule weights its own updates and its
+    data; every run's cohort trains in one :func:`~fastfair.sim.training.local.train_lanes` pass
+    (its own global model, objective and keys), then each run's rule weights its own updates and its
     server optimiser steps. Every per-client computation is the one the run makes alone.
     A group's first run keeps its cohort's batch for the next round: a cohort that repeats
     (full participation) trains on it again (:meth:`Simulation._train_batch`)."""

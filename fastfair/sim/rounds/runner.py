@@ -1,7 +1,8 @@
 """What every simulation runner shares: the choice of evaluation clients, per-round records with
 evaluation metrics on evaluation rounds, and versioned checkpoints. The classification engine
-(:class:`~fastfair.sim.rounds.engine.Simulation`) and the FedEvg / SuPerFed runners subclass it, so an
-:class:`~fastfair.sim.experiments.experiment.Experiment` writes the same files for all of them."""
+(:class:`~fastfair.sim.rounds.engine.Simulation`) and the FedEvg / SuPerFed runners subclass it, so
+an :class:`~fastfair.sim.experiments.experiment.Experiment` writes the same files for all of
+them."""
 
 from __future__ import annotations
 

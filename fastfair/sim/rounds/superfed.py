@@ -199,4 +199,5 @@ class SuperFedSimulation(MethodRunner):
         has_local = self._checked(state, "has_local", self.has_local)
         optimizer = build_server_optimizer(self.config)
         optimizer.load_state_dict(state["optimizer"])
-        self.params, self.local, self.has_local, self.optimizer = params, local, has_local, optimizer
+        self.params, self.local, self.has_local, self.optimizer = (params, local, has_local,
+                                                                   optimizer)

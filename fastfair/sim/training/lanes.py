@@ -15,9 +15,10 @@ from fastfair.aggregators.objectives import ClientObjective
 
 @dataclass
 class Lane:
-    """One run's share of a batched training pass (:func:`~fastfair.sim.training.local.train_lanes`): its global model
-    ``global_params [P]``, the batch clients it trains (``clients [m_r]``, indices into the
-    batch) and the objective its rule gives them (None: the plain mean loss)."""
+    """One run's share of a batched training pass
+    (:func:`~fastfair.sim.training.local.train_lanes`): its global model ``global_params [P]``, the
+    batch clients it trains (``clients [m_r]``, indices into the batch) and the objective its rule
+    gives them (None: the plain mean loss)."""
 
     global_params: torch.Tensor
     clients: np.ndarray
@@ -25,10 +26,10 @@ class Lane:
 
 
 class LaneObjectives:
-    """The lanes' client objectives over the rows of a :func:`~fastfair.sim.training.local.train_lanes` pass (sorted order):
-    which rows minimise their plain mean loss, which an objective (lanes whose objectives are
-    equal, e.g. one rule's seeds, evaluate it in one call), and the scalar each row trains
-    beside its model."""
+    """The lanes' client objectives over the rows of a
+    :func:`~fastfair.sim.training.local.train_lanes` pass (sorted order): which rows minimise their
+    plain mean loss, which an objective (lanes whose objectives are equal, e.g. one rule's seeds,
+    evaluate it in one call), and the scalar each row trains beside its model."""
 
     def __init__(self, lanes: Sequence[Lane], sorted_lane: np.ndarray, starts: torch.Tensor,
                  lr: float, device: torch.device) -> None:

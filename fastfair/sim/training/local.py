@@ -58,10 +58,11 @@ def train_lanes(model: FlatModel, batch: ClientBatch, keys: CohortKeys, lanes: S
     trains on (run seed, round, client id) alone, in any company, so the chunks do not change
     its numbers).
 
-    Lanes that minimise the plain mean loss of a :class:`~fastfair.sim.models.flat.LogisticRegression`
-    on CPU data train through :func:`fastfair.ops.softmax_regression_sgd` (the same steps on the
-    same minibatches, each client in the caches from its first step to its last, in the
-    kernel's float32 rounding); the rest through autograd as described.
+    Lanes that minimise the plain mean loss of a
+    :class:`~fastfair.sim.models.flat.LogisticRegression` on CPU data train through
+    :func:`fastfair.ops.softmax_regression_sgd` (the same steps on the same minibatches, each client
+    in the caches from its first step to its last, in the kernel's float32 rounding); the rest
+    through autograd as described.
 
     Returns per lane ``(updates [m_r, P] float32, state [m_r] float64 or None)``, as
     :func:`train_clients` does; with ``received_loss`` a third entry, the ``[m_r]`` float64

@@ -44,7 +44,8 @@ def test_synthetic_sizes_follow_the_power_law():
     assert n.min() >= 50
     assert abs(np.median(z)) < 0.02           # median of N(0, 1) is 0
     assert abs(np.mean(z > 1.0) - 0.1587) < 0.01  # P(Z > 1)
-    capped = SyntheticDataset(10**6, 1.0, 1.0, seed=1, max_samples=300).total_samples(np.arange(1000))
+    capped = SyntheticDataset(10**6, 1.0, 1.0, seed=1,
+                              max_samples=300).total_samples(np.arange(1000))
     assert capped.max() == 300
 
 

@@ -148,7 +148,7 @@ def test_module_model_sweep_pairs_initial_models_within_a_seed():
     for seed, params in model.given:
         by_seed.setdefault(seed, []).append(params)
     assert sorted(by_seed) == sorted(raw_seed(s, Stream.MODEL_INIT) for s in (0, 1))
-    for seed, inits in by_seed.items():
+    for _seed, inits in by_seed.items():
         assert len(inits) == 2  # one per rule
         assert torch.equal(inits[0], inits[1])
     first, second = (v[0] for v in by_seed.values())

@@ -54,7 +54,7 @@ def test_every_model_maps_its_samples_to_logits(name):
 
 
 def test_every_data_set_has_a_default_model_that_takes_its_samples():
-    for name, spec in DATASETS.items():
+    for name, _spec in DATASETS.items():
         check_pair(name, None)
     with pytest.raises(ValueError, match="'char-lstm' cannot take femnist's samples .image.; "
                                          "choose from logreg, mlp, femnist-cnn"):

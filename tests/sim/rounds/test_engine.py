@@ -75,7 +75,7 @@ def test_own_arrays_and_module():
     rng = np.random.default_rng(0)
     centers = rng.normal(size=(3, 4)) * 3
     clients = []
-    for k in range(8):
+    for _ in range(8):
         y = rng.integers(0, 3, 40)
         clients.append((centers[y] + rng.normal(size=(40, 4)), y))
     data = ArrayDataset(clients, num_classes=3)
@@ -186,7 +186,8 @@ def test_resume_after_kill_reproduces_the_run(tmp_path):
     assert code == 0, err
     a = json.loads((tmp_path / "straight" / "metrics.json").read_text())
     b = json.loads((tmp_path / "killed" / "metrics.json").read_text())
-    assert {k: _without_times(v) for k, v in a.items()} == {k: _without_times(v) for k, v in b.items()}
+    assert ({k: _without_times(v) for k, v in a.items()}
+            == {k: _without_times(v) for k, v in b.items()})
     assert ((tmp_path / "straight" / "final_accuracy.csv").read_text()
             == (tmp_path / "killed" / "final_accuracy.csv").read_text())
 
