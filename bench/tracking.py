@@ -29,8 +29,15 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from bench.provenance import (ROOT, _cpu_model, _cpuinfo, baseline_name, core_mismatch,  # noqa: F401
-                              git_state, machine, machine_key, source_build_id, source_files)
+from bench.provenance import (
+    ROOT,
+    baseline_name,
+    core_mismatch,
+    git_state,
+    machine,
+    machine_key,
+    source_build_id,
+)
 
 SCHEMA = 2
 READABLE_SCHEMAS = (1, 2)  # schema 1: records without provenance, machine without a key

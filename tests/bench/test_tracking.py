@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import fastfair
-from bench import tracking
+from bench import provenance, tracking
 
 ROOT = Path(tracking.__file__).resolve().parents[1]
 
@@ -32,7 +32,7 @@ def _run(seconds_by_impl, smoke=False, threads=1, cpu="test", gpu=None, failed=(
     machine = {"cpu": cpu, "threads": threads}
     if gpu:
         machine["gpu"] = gpu
-    machine["key"] = tracking.machine_key(machine)
+    machine["key"] = provenance.machine_key(machine)
     return {"schema": tracking.SCHEMA, "smoke": smoke, "machine": machine,
             "tests": {"passed": len(records), "failed": list(failed), "skipped": []},
             "records": records}
@@ -147,7 +147,7 @@ def test_compare_picks_the_baseline_of_the_new_runs_machine(tmp_path, capsys):
     slow_cpu = {k: v * 3 for k, v in BASE.items()}
     for doc in (_run(slow_cpu, cpu="Slow CPU"), _run(BASE, cpu="Fast CPU"),
                 _run(slow_cpu, cpu="Fast CPU", gpu="Some GPU")):
-        (folder / tracking.baseline_name(doc["machine"])).write_text(json.dumps(doc))
+        (folder / provenance.baseline_name(doc["machine"])).write_text(json.dumps(doc))
     new = tmp_path / "new.json"
     new.write_text(json.dumps(_run(BASE, cpu="Fast CPU")))
     assert tracking.main(["compare", str(folder), str(new)]) == 0
@@ -177,8 +177,8 @@ def test_a_baseline_file_from_another_machine_is_refused_for_seconds(tmp_path, c
 
 
 def test_the_cpu_model_names_family_and_model_where_proc_cpuinfo_has_them():
-    info = tracking._cpuinfo()
-    model = tracking._cpu_model()
+    info = provenance._cpuinfo()
+    model = provenance._cpu_model()
     if "cpu family" in info and "model" in info:
         assert model.endswith(f"(family {info['cpu family']}, model {info['model']})")
     assert model
@@ -209,16 +209,16 @@ def test_the_python_build_id_is_the_one_cmake_compiles_in(tmp_path):
                               capture_output=True, text=True, check=True)
         return done.stdout.strip()
 
-    assert tracking.source_files(tmp_path) == [
+    assert provenance.source_files(tmp_path) == [
         "CMakeLists.txt", "cmake/A.cmake", "csrc/.hidden/z.hpp", "csrc/cpu/B.h",
         "csrc/cpu/a.cpp", "csrc/cpu/simd/c.cu", "csrc/x/y.cuh", "csrc/x_y.h"]
-    first = tracking.source_build_id(tmp_path)
+    first = provenance.source_build_id(tmp_path)
     assert len(first) == 16 and cmake_id() == first
     (tmp_path / "csrc/cpu/simd/c.cu").write_text("__global__ void c() { }\n")
-    assert tracking.source_build_id(tmp_path) != first
-    assert cmake_id() == tracking.source_build_id(tmp_path)
+    assert provenance.source_build_id(tmp_path) != first
+    assert cmake_id() == provenance.source_build_id(tmp_path)
     (tmp_path / "csrc/README.md").write_text("not a source")
-    assert cmake_id() == tracking.source_build_id(tmp_path)
+    assert cmake_id() == provenance.source_build_id(tmp_path)
 
 
 def test_the_compiled_core_was_built_from_this_tree():
@@ -227,19 +227,19 @@ def test_the_compiled_core_was_built_from_this_tree():
     if not (ROOT / "csrc").is_dir():
         pytest.skip("no sources beside the tests (an installed copy)")
     built = fastfair.build_info().get("build_id")
-    assert built == tracking.source_build_id(ROOT), (
+    assert built == provenance.source_build_id(ROOT), (
         f"fastfair._C ({fastfair._C.__file__}) was built from other sources than this tree's "
         f"(build id {built!r}): rebuild it with pip install -c constraints.txt -e '.[test]'")
 
 
 def test_core_mismatch_names_what_differs(tmp_path):
-    here = tracking.source_build_id(ROOT)
+    here = provenance.source_build_id(ROOT)
     package = ROOT / "fastfair"
-    assert tracking.core_mismatch(ROOT, {"build_id": here}, package) is None
-    stale = tracking.core_mismatch(ROOT, {"build_id": "0123456789abcdef"}, package)
+    assert provenance.core_mismatch(ROOT, {"build_id": here}, package) is None
+    stale = provenance.core_mismatch(ROOT, {"build_id": "0123456789abcdef"}, package)
     assert "built from other sources (build id '0123456789abcdef'" in stale
     assert "--allow-other-build" in stale
-    other = tracking.core_mismatch(ROOT, {"build_id": here}, tmp_path / "fastfair")
+    other = provenance.core_mismatch(ROOT, {"build_id": here}, tmp_path / "fastfair")
     assert f"imported from {tmp_path / 'fastfair'}" in other
 
 
@@ -254,7 +254,7 @@ def test_run_refuses_a_core_built_from_other_sources(tmp_path, monkeypatch, caps
 
 
 def test_git_state_reads_commit_and_dirty(tmp_path):
-    assert tracking.git_state(tmp_path) == {"commit": None, "dirty": None}
+    assert provenance.git_state(tmp_path) == {"commit": None, "dirty": None}
     if shutil.which("git") is None:
         pytest.skip("needs git")
     git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
@@ -262,12 +262,12 @@ def test_git_state_reads_commit_and_dirty(tmp_path):
     (tmp_path / "a.txt").write_text("1")
     subprocess.run([*git, "add", "a.txt"], check=True)
     subprocess.run([*git, "commit", "-q", "-m", "one"], check=True)
-    state = tracking.git_state(tmp_path)
+    state = provenance.git_state(tmp_path)
     assert len(state["commit"]) == 40 and state["dirty"] is False
     (tmp_path / "untracked.txt").write_text("not part of the tree")
-    assert tracking.git_state(tmp_path)["dirty"] is False
+    assert provenance.git_state(tmp_path)["dirty"] is False
     (tmp_path / "a.txt").write_text("2")
-    assert tracking.git_state(tmp_path)["dirty"] is True
+    assert provenance.git_state(tmp_path)["dirty"] is True
 
 
 BENCH_FILE = """
@@ -309,15 +309,15 @@ def test_a_failing_benchmark_is_recorded_and_the_others_kept(tmp_path):
     [skip] = doc["tests"]["skipped"]
     assert "a_module_that_is_not_installed" in skip["reason"]
     assert doc["tests"]["passed"] == 1
-    provenance = doc["provenance"]
-    assert provenance["tree_build_id"] == tracking.source_build_id(ROOT)
-    assert provenance["build_id"] == fastfair.build_info().get("build_id")
+    prov = doc["provenance"]
+    assert prov["tree_build_id"] == provenance.source_build_id(ROOT)
+    assert prov["build_id"] == fastfair.build_info().get("build_id")
     for record in doc["records"]:
-        assert record["commit"] == provenance["commit"] and record["dirty"] == provenance["dirty"]
-        assert record["build_id"] == provenance["build_id"]
+        assert record["commit"] == prov["commit"] and record["dirty"] == prov["dirty"]
+        assert record["build_id"] == prov["build_id"]
     if shutil.which("git") and (ROOT / ".git").exists():
-        assert len(provenance["commit"]) == 40 and isinstance(provenance["dirty"], bool)
-    assert doc["machine"]["key"] == tracking.machine_key(doc["machine"])
+        assert len(prov["commit"]) == 40 and isinstance(prov["dirty"], bool)
+    assert doc["machine"]["key"] == provenance.machine_key(doc["machine"])
 
 
 # ------------------------------------------------------------------ the [bench] extra
