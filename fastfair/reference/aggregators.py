@@ -207,6 +207,8 @@ def fedmgda_lambda(P: np.ndarray, lower: float, upper: float) -> np.ndarray:
         val = 0.5 * lam @ P @ lam
         if val < best_val - 1e-15:
             best, best_val = lam.copy(), val
+    if best is None:
+        raise ValueError(f"no λ with sum 1 lies within [{lower}, {upper}]^{m}")
     return best
 
 
@@ -326,14 +328,14 @@ def aaggffs_run(losses_seq: Sequence[Sequence[float]], *, cdf: str = "weibull",
     with :math:`\alpha = 4KL`, :math:`\beta = 1/(4L)`, :math:`L = C_2/(1+C_1)`, range
     ``(0, 1/K)`` by default; ``initial_p="reference_code"`` puts :math:`p = \mathbf 1` in the
     first gradient's denominator."""
-    losses_seq = np.asarray(losses_seq, float)
-    K = losses_seq.shape[1]
+    losses_arr = np.asarray(losses_seq, float)
+    K = losses_arr.shape[1]
     c1, c2 = (0.0, 1.0 / K) if response_range is None else response_range
     L = c2 / (1 + c1)
     alpha, beta = 4 * K * L, 1 / (4 * L)
     p = np.full(K, 1.0 / K)
     A, bsum, gsum, out = np.zeros((K, K)), np.zeros(K), np.zeros(K), []
-    for t, F in enumerate(losses_seq):
+    for t, F in enumerate(losses_arr):
         r = aaggff_responses(F, cdf, c1, c2, normal_cdf)
         p_grad = np.ones(K) if (initial_p == "reference_code" and t == 0) else p
         g = -r / (1 + p_grad @ r)

@@ -57,6 +57,7 @@ def simplex_qp_enumerate(H: np.ndarray, b: np.ndarray) -> np.ndarray:
                 best, best_violation = p / p.sum(), violation
     if best_violation > 1e-9:
         raise RuntimeError("no support satisfies the KKT conditions; is H positive definite?")
+    assert best is not None
     return best
 
 

@@ -34,7 +34,7 @@ def gaussian(seed: int, offset: int, n: int) -> np.ndarray:
     words = draw(seed, 0, TAG_GAUSSIAN, b * np.uint64(COUNTERS) + j % np.uint64(COUNTERS))
     k = (j // np.uint64(COUNTERS)).astype(np.int64)
 
-    def u24(w):
+    def u24(w: np.ndarray) -> np.ndarray:
         return (w >> np.uint64(8)).astype(np.float64) * 2.0 ** -24
 
     r01 = np.sqrt(-2.0 * np.log(u24(words[0]) + 2.0 ** -25))
@@ -91,7 +91,7 @@ def cosine_beta_schedule(rounds: int, beta_start: float = 10.0, beta_end: float 
 
     written out with Python floats, one term at a time.
     """
-    def abar(u):
+    def abar(u: float) -> float:
         return math.cos(((u / rounds) + s) / (1 + s) * math.pi / 2) ** 2
 
     out = np.empty(rounds)

@@ -45,6 +45,7 @@ def softmax_regression_sgd(x: np.ndarray, y: np.ndarray, offsets: np.ndarray, ke
             within = t % per_epoch
             if within == 0:
                 order = epoch_order(int(np.int64(keys[k]).view(np.uint64)), t // per_epoch, n)
+            assert order is not None  # drawn at the first step of every epoch
             rows = order[within * batch_size:(within + 1) * batch_size]
             z = xk[rows] @ W + b
             p = np.exp(z - z.max(1, keepdims=True))
