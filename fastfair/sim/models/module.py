@@ -36,8 +36,8 @@ class ModuleModel(FlatModel):
 
     The initial global model comes from the run's seed by default (``init="seed"``): a copy of
     the module has every submodule's ``reset_parameters()`` called, in ``module.modules()``
-    order, under ``torch.manual_seed(generator.initial_seed())``; the simulator's runners pass a
-    generator seeded from the run's ``MODEL_INIT`` stream
+    order, with torch's generator seeded by ``generator.initial_seed()``; the simulator's runners
+    pass a generator seeded from the run's ``MODEL_INIT`` stream
     (``raw_seed(seed, Stream.MODEL_INIT)``, :mod:`fastfair.sim.seeding`), so different seeds
     start from different weights and every rule of one seed (a sweep's paired runs) from the
     same ones. The draws happen on the CPU under a forked random state: the module itself and
@@ -204,18 +204,19 @@ class ModuleModel(FlatModel):
 
         With ``init="seed"`` and a ``generator``: a copy of the module, moved to the CPU, has
         every submodule's ``reset_parameters()`` called (in ``module.modules()`` order) under
-        ``torch.manual_seed(generator.initial_seed())`` inside ``torch.random.fork_rng``, so the
-        result depends on the generator's seed alone (not on its state, the global generator
-        or the device) and neither the module nor torch's global random state changes.
-        Submodules without ``reset_parameters`` keep their given weights. With
-        ``init="given"``, or a ``generator`` of None, the module's given weights."""
+        torch's generator seeded by ``generator.initial_seed()`` inside
+        ``torch.random.fork_rng``, so the result depends on the generator's seed alone (not on
+        its state, the global generator or the device) and neither the module nor torch's global
+        random state changes. Submodules without ``reset_parameters`` keep their given weights.
+        With ``init="given"``, or a ``generator`` of None, the module's given weights."""
         if self.init_mode == "given" or generator is None:
             return self._initial.clone()
         if not isinstance(generator, torch.Generator):
             raise TypeError(f"generator must be a torch.Generator or None; got "
                             f"{type(generator).__name__}")
+        seed = generator.initial_seed()  # derived by the caller (Stream.MODEL_INIT)
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(generator.initial_seed())
+            torch.manual_seed(seed)
             fresh = copy.deepcopy(self.module).cpu()
             with torch.no_grad():
                 for sub in fresh.modules():
