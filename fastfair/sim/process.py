@@ -34,7 +34,9 @@ def kept_heap():
     of each page faults and zeroes it (21,000 faults, 15 ms of a 97 ms round of 1000 clients).
     Process-wide while it lasts: memory held at the peak is reused, not returned. After it,
     glibc's limits are set back to their defaults and the kept memory is released
-    (``malloc_trim``). Without glibc, the block runs as it is."""
+    (``malloc_trim``). Without glibc, the block runs as it is. It holds for the main arena: a
+    thread glibc has moved to a secondary arena (after lock contention with other threads) still
+    maps blocks of 64 MB and more, whose heaps cannot hold them."""
     import ctypes
 
     libc = ctypes.CDLL(None)
