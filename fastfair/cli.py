@@ -113,7 +113,7 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=HelpFormatter)
     g = p.add_argument_group("rules")
     g.add_argument("--rule", choices=list(RULES) + list(METHODS),
-                   help="run one rule (or method)")
+                   help="run one rule (or method) (default: --compare's rules)")
     g.add_argument("--compare", metavar="R1,R2,...",
                    help=f"run several rules side by side (default: {','.join(DEFAULT_RULES)})")
     g.add_argument("--rule-option", action="append", default=[], metavar="[RULE:]KEY=VALUE",
@@ -121,7 +121,8 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, help=f"one seed (default {d.seed}, or the default "
                                              f"comparison's seeds {DEFAULT_SEEDS})")
     g.add_argument("--seeds", metavar="S1,S2,...",
-                   help="several seeds: the rules run as a sweep (mean and 95%% CI over seeds)")
+                   help="several seeds: the rules run as a sweep (mean and 95%% CI over seeds) "
+                        "(default: --seed's one)")
     _run_options(p, d)
     _checkpoint_options(p)
     p = sub.add_parser(
@@ -176,13 +177,16 @@ def _run_options(p: argparse.ArgumentParser, d: Any) -> None:
         "read the run's options from a TOML, YAML or JSON file: SimulationConfig's fields and "
         "rules, seeds, rule_options, grid, baseline, select, checkpoint_every (a run folder's "
         "config.json or sweep.json runs that run again); options typed here override it"))
-    groups = {title: p.add_argument_group(title)
-              for title in (DATA, TRAINING, EVALUATION, EXECUTION)}
+    # One section per title: a field's section that the command already has (simulate's
+    # "rules") takes its options there, not in a second section of the same title.
+    groups = {g.title: g for g in p._action_groups}
+    for title in (DATA, TRAINING, EVALUATION, EXECUTION):
+        groups.setdefault(title, p.add_argument_group(title))
     inferred = {"dataset": f"default {d.dataset}, digits for " + ", ".join(METHODS),
                 "clients": f"default {d.clients}, or every user of a data set with its own "
                            "clients (read from --data-dir)"}
-    add_config_options(lambda t: groups.get(t) or groups.setdefault(t, p.add_argument_group(t)),
-                       type(d), inferred)
+    add_config_options(lambda t: groups[t] if t in groups
+                       else groups.setdefault(t, p.add_argument_group(t)), type(d), inferred)
     g = groups[EVALUATION]
     g.add_argument("--out", type=Path, help="output folder (default: a fresh folder)")
     g.add_argument("--log", metavar="L1,L2", default="",
@@ -351,9 +355,13 @@ def simulate(args: argparse.Namespace) -> int:
 
 def _device(args: argparse.Namespace) -> str:
     """The device of the run: ``--device``, or the saved run's when resuming."""
+    from fastfair.sim.config import DEVICE
     from fastfair.sim.experiments.run_folder import saved_config
 
     if getattr(args, "resume", None) is None:
+        if not DEVICE.fullmatch(args.device):  # checked before torch reads it as a device
+            raise ValueError(f"device (--device) must be cpu, cuda or cuda:N; got "
+                             f"{args.device!r}")
         return args.device
     try:
         return saved_config(args.resume).device

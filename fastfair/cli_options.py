@@ -29,14 +29,18 @@ HAND_WRITTEN = ("rule", "rule_options", "seed")
 
 class HelpFormatter(argparse.HelpFormatter):
     """Shows each option's default once: appended to its help unless the help already speaks
-    of it or there is none to show (None, False, an empty list or text)."""
+    of it. An option that takes one value and has none by default (None, empty text) says
+    ``(default: none)``; flags (off by default) and repeatable options (none by default) say
+    nothing."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         default = action.default
-        if "default" in text or default is argparse.SUPPRESS or default is None \
-                or default is False or default == [] or default == "":
+        if "default" in text or default is argparse.SUPPRESS or default is False \
+                or default == [] or isinstance(action, argparse._AppendAction):
             return text
+        if default is None or default == "":
+            return text + " (default: none)" if action.nargs != 0 else text
         return text + " (default: %(default)s)"
 
 

@@ -9,6 +9,7 @@ import argparse
 import dataclasses
 import inspect
 import json
+import re
 import typing
 
 import pytest
@@ -128,6 +129,49 @@ def test_each_default_is_shown_once(command):
                 assert "default" not in action.help, action.option_strings
 
 
+def _help_lines(command):
+    """{option: its help as --help prints it} of every option of ``command``."""
+    parser = _commands()[command]
+    formatter = parser._get_formatter()
+    return {action.option_strings[-1]: formatter._expand_help(action)
+            for action in parser._actions if action.option_strings and action.help}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_option_that_takes_a_value_shows_its_default(command):
+    # Flags (off by default) and repeatable options (none by default) aside, every option says
+    # what it is when not given, once: "(default: none)" when it is nothing.
+    parser = _commands()[command]
+    for action in parser._actions:
+        if not action.option_strings or action.nargs == 0 \
+                or isinstance(action, argparse._AppendAction):
+            continue
+        text = _help_lines(command)[action.option_strings[-1]]
+        assert "default" in text, (action.option_strings, text)
+        assert text.count("(default") <= 1, (action.option_strings, text)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_each_section_and_option_is_shown_once(command):
+    parser = _commands()[command]
+    titles = [g.title for g in parser._action_groups if g._group_actions]
+    assert len(titles) == len(set(titles)), titles
+    body = parser.format_help().split("\n\n", 2)[-1]  # after the usage and the description
+    firsts = [line.split()[0].rstrip(",") for line in body.splitlines()
+              if line.startswith("  -")]
+    for action in parser._actions:
+        listed = [word for word in firsts if word in action.option_strings]
+        assert len(listed) == 1, (action.option_strings, listed)
+
+
+@pytest.mark.parametrize("command", [None, *COMMANDS, "rules"])
+def test_help_is_plain_text(command):
+    parser = cli._parser() if command is None else _commands()[command]
+    text = parser.format_help()
+    assert "%%" not in text and "``" not in text
+    assert not re.search(r":(class|func|mod|meth|data|attr):", text), text
+
+
 def test_key_value_options_are_checked():
     with pytest.raises(ValueError, match="--server-option expects KEY=VALUE"):
         cli_options.key_values(["momentum"], "--server-option")
@@ -219,6 +263,43 @@ def test_hostile_values_are_refused_naming_the_option(argv, message, tmp_path, c
     out = tmp_path / "run"
     assert cli.main(["simulate", "--rule", "fedavg", *TINY_RUN, *argv, "--out", str(out)]) == 2
     assert message in capsys.readouterr().err
+
+
+def _missing(module):
+    import importlib.util
+
+    return importlib.util.find_spec(module) is None
+
+
+def _no_gpu():
+    import torch
+
+    return not torch.cuda.is_available()
+
+
+@pytest.mark.parametrize("seeds", [["--seed", "0"], ["--seeds", "0,1"]], ids=["one", "sweep"])
+@pytest.mark.parametrize("argv, message, applies", [
+    (["--device", "tpu"], "device (--device) must be cpu, cuda or cuda:N; got 'tpu'", None),
+    (["--device", "cuda"], "sees no CUDA GPU", _no_gpu),
+    (["--dataset", "mnist", "--data-dir", "{tmp}", "--download"], "torchvision",
+     lambda: _missing("torchvision")),
+    (["--availability", "bernoulli", "--availability-option", "prob=2"], "prob must be in", None),
+    (["--availability", "ram", "--availability-option", "p=1"], "has no option 'p'", None),
+    (["--log", "wandb"], "needs the wandb package", lambda: _missing("wandb")),
+    (["--log", "csv,nope"], "unknown logger 'nope'", None),
+    (["--model", "femnist-cnn"], "cannot take synthetic's samples", None),
+])
+def test_a_refused_run_is_one_error_line_and_no_folder(argv, message, applies, seeds, tmp_path,
+                                                        capsys):
+    if applies is not None and not applies():
+        pytest.skip("this machine has what the refusal is about")
+    out = tmp_path / "run"
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    assert cli.main(["simulate", "--compare", "fedavg,fairavg", *seeds, *TINY_RUN, *argv,
+                     "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert not out.exists()
 
 
 # ---------------------------------------------------------------------------------------------
