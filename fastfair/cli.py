@@ -280,8 +280,10 @@ def _experiment(args: argparse.Namespace, dist: Any) -> Any:
                           checkpoint_every=args.checkpoint_every, progress=not args.quiet,
                           dist=dist, threads=args.threads, callbacks=_callbacks(args, out))
     baseline = getattr(args, "baseline", "fedavg") or None
-    run = getattr(args, "file", None)  # its metrics and batched: a sweep's folder's own
-    return Sweep(_config(args, rules, seeds[0]), rules, seeds, grid,
+    run = getattr(args, "file", None)  # its metrics, batched and base seed: a sweep folder's
+    base_seed = run.base_seed if run and run.base_seed is not None \
+        and not {"seed", "seeds"} & getattr(args, "typed", set()) else seeds[0]
+    return Sweep(_config(args, rules, base_seed), rules, seeds, grid,
                  {r: o for r, o in options.items() if o},
                  baseline=baseline if baseline in rules or args.command == "sweep" else None,
                  select=getattr(args, "select", "acc_mean"), out=out,

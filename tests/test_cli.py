@@ -350,6 +350,23 @@ def test_a_sweeps_sweep_json_runs_it_again_bit_for_bit(tmp_path):
         assert _rows(other / name) == _rows(one / name), name
 
 
+def test_a_python_sweeps_sweep_json_runs_it_again_bit_for_bit(tmp_path):
+    # Made in Python, the sweep's base configuration may keep a seed of its own (here 0) beside
+    # its runs' seeds: the rerun keeps it too, so its sweep.json is the same file.
+    from fastfair.sim import Sweep
+
+    one, other = tmp_path / "one", tmp_path / "other"
+    base = SimulationConfig(rounds=3, clients=12, per_round=4, eval_every=1, validation=0.2)
+    Sweep(base, ["fedavg", "term"], [2, 3], grid={"term": {"tilt": [0.5, 2.0]}}, baseline=None,
+          select="acc_worst10", metrics=["acc_mean", "acc_variance"], batched=False,
+          out=one).run()
+    assert cli.main(["sweep", "--config", str(one / "sweep.json"), "--quiet", "--threads", "1",
+                     "--out", str(other)]) == 0
+    assert (other / "sweep.json").read_text() == (one / "sweep.json").read_text()
+    for name in ("sweep_runs.csv", "metrics.csv", "sweep_summary.csv"):
+        assert _rows(other / name) == _rows(one / name), name
+
+
 TOML = """
 rules = ["fedavg", "term"]
 seeds = [4, 5]
