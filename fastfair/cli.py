@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set
 
 from fastfair.cli_options import (
+    ArgumentParser,
     HelpFormatter,
     add_config_options,
     apply_file,
@@ -99,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     from fastfair.sim.config import SimulationConfig
 
     d = SimulationConfig()
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="fastfair", description=DESCRIPTION, epilog=_banner(),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"fastfair {_version()}")

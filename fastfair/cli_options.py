@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import importlib
 import json
 import typing
@@ -42,6 +43,41 @@ class HelpFormatter(argparse.HelpFormatter):
         if default is None or default == "":
             return text + " (default: none)" if action.nargs != 0 else text
         return text + " (default: %(default)s)"
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser (and its commands', which take its class) whose errors suggest the
+    closest name, as a configuration file's unknown keys and a rule's unknown options do: an
+    unknown option (``--rouns``: did you mean ``--rounds``?) and a value outside an option's
+    choices (``--dataset synthtic``: did you mean ``'synthetic'``?)."""
+
+    def parse_args(self, args: Optional[Sequence[str]] = None,  # type: ignore[override]
+                   namespace: Optional[argparse.Namespace] = None) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = self._command(getattr(parsed, "command", None))
+            names = [s for a in command._actions for s in a.option_strings]
+            hints = [f"{word} (did you mean {close[0]}?)" if close else word
+                     for word in extras
+                     for close in [difflib.get_close_matches(word.split("=")[0], names, n=1)
+                                   if word.startswith("-") else []]]
+            command.error(f"unrecognized arguments: {' '.join(hints)}")
+        return parsed
+
+    def _command(self, name: Optional[str]) -> argparse.ArgumentParser:
+        """The parser of command ``name`` (this one when it has no such command)."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+                return action.choices[name]
+        return self
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        if action.choices is not None and value not in action.choices:
+            choices = [str(c) for c in action.choices]
+            close = difflib.get_close_matches(str(value), choices, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r}{hint}; choose "
+                                                 f"from {', '.join(choices)}")
 
 
 def parse_value(text: str) -> Any:
@@ -168,12 +204,19 @@ def apply_file(args: argparse.Namespace, path: Any, typed: Set[str], cls: type) 
     options, ``--rule-option`` and ``--grid`` replace only the keys they give. Rules the file
     gives options or a grid for that the command line's ``--rule`` / ``--compare`` leave out
     are dropped. ``args.file`` keeps the rest (rule options, grid, metrics, batched)."""
+    from fastfair._options import check_name
     from fastfair.sim.experiments.config_file import load_run_file
 
     run = load_run_file(path)
     for f in config_fields(cls):
         if f.name not in run.config:
             continue
+        value = run.config[f.name]
+        if "choices" in f.metadata and value is not None and not isinstance(value, dict):
+            try:  # as the option's choices are checked: before any other use of the value
+                check_name(f.name, value, [str(c) for c in _choices(f.metadata["choices"])])
+            except ValueError as exc:
+                raise ValueError(f"{run.path}: {exc}") from None
         if _is_dict(f):
             setattr(args, dest(f), [run.config[f.name], *getattr(args, dest(f))])
         elif dest(f) not in typed:

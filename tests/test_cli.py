@@ -450,6 +450,11 @@ def test_options_typed_override_the_file(tmp_path):
     ("a.toml", "rounds = [\n", ValueError, r"a\.toml is not valid TOML"),
     ("a.yaml", "- 1\n- 2\n", ValueError, r"must hold a mapping of option names to values"),
     ("a.cfg", "rounds = 3\n", ValueError, r"must end in \.toml, \.yaml, \.yml or \.json"),
+    # A field's choices are checked as its option's are (a misspelt data set was a KeyError).
+    ("a.toml", 'dataset = "synthtic"\n', ValueError,
+     r"a\.toml: unknown dataset 'synthtic' \(did you mean 'synthetic'\?\); choose from"),
+    ("a.yaml", "server_optimizer: fedadamm\n", ValueError,
+     r"unknown server_optimizer 'fedadamm' \(did you mean 'fedadam'\?\)"),
 ])
 def test_a_bad_file_is_refused_naming_it_and_the_key(tmp_path, name, text, error, message):
     path = tmp_path / name
@@ -458,12 +463,29 @@ def test_a_bad_file_is_refused_naming_it_and_the_key(tmp_path, name, text, error
         _file_run(["simulate", "--config", str(path)])
 
 
-def test_a_bad_file_is_one_error_line_and_no_folder(tmp_path, capsys):
+@pytest.mark.parametrize("text, hint", [("epochz = 2\n", "did you mean 'epochs'?"),
+                                        ('dataset = "synthtic"\n', "did you mean 'synthetic'?")])
+def test_a_bad_file_is_one_error_line_and_no_folder(tmp_path, capsys, text, hint):
     path = tmp_path / "a.toml"
-    path.write_text("epochz = 2\n")
+    path.write_text(text)
     out = tmp_path / "run"
     assert cli.main(["simulate", "--config", str(path), "--out", str(out)]) == 2
-    assert "did you mean 'epochs'?" in capsys.readouterr().err and not out.exists()
+    err = capsys.readouterr().err
+    assert hint in err and len(err.splitlines()) == 1 and not out.exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["simulate", "--rouns", "3"], "unrecognized arguments: --rouns (did you mean --rounds?) 3"),
+    (["sweep", "--seedz=1"], "unrecognized arguments: --seedz=1 (did you mean --seeds?)"),
+    (["simulate", "--dataset", "synthtic"],
+     "argument --dataset: invalid choice: 'synthtic' (did you mean 'synthetic'?); choose from"),
+    (["rulez"], "invalid choice: 'rulez' (did you mean 'rules'?)"),
+])
+def test_an_unknown_option_or_choice_suggests_the_closest(argv, message, capsys):
+    # As a configuration file's unknown keys and a rule's unknown options do.
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv)
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_the_file_is_read_only_when_it_is_a_regular_file(tmp_path):
