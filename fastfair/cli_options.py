@@ -197,6 +197,43 @@ def parse_grid(pairs: Sequence[str], rules: Sequence[str],
     return grid
 
 
+def parse_rule_options(pairs: Sequence[str], rules: Sequence[str],
+                       given: Mapping[str, Mapping[str, Any]]) -> Dict[str, Dict[str, Any]]:
+    """``KEY=VALUE`` (every rule) or ``RULE:KEY=VALUE`` (one rule) -> {rule: {key: value}},
+    over the options ``given`` by a configuration file."""
+    options: Dict[str, Dict[str, Any]] = {r: dict(given.get(r, {})) for r in rules}
+    for pair in pairs:
+        scoped = ":" in pair.split("=", 1)[0]
+        target, _, assignment = pair.rpartition(":") if scoped else ("", "", pair)
+        key, sep, text = assignment.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--rule-option expects KEY=VALUE or RULE:KEY=VALUE; got {pair!r}")
+        if target and target not in options:
+            raise ValueError(f"--rule-option {pair!r} names rule {target!r}, which is not run")
+        if not target and len(rules) > 1:
+            _check_taken_by_all(key, text, rules)
+        for rule in ([target] if target else rules):
+            options[rule][key] = parse_value(text)
+    return options
+
+
+def _check_taken_by_all(key: str, text: str, rules: Sequence[str]) -> None:
+    """Raises ValueError when option ``key``, given to every rule, is not an option of each:
+    naming the rules that lack it and suggesting ``RULE:KEY=VALUE`` for those that take it."""
+    from fastfair.aggregators.registry import RULES, rule_options
+    from fastfair.methods import METHODS, method_options
+
+    known = [r for r in rules if r in RULES or r in METHODS]  # others: refused by name later
+    takers = [r for r in known if key in (rule_options(r) if r in RULES else method_options(r))]
+    if len(takers) == len(known) or not takers:
+        return  # all take it, or none: the rules' own checks name the option and the valid ones
+    lacking = [repr(r) for r in known if r not in takers]
+    verb = "has" if len(lacking) == 1 else "have"
+    hint = " or ".join(f"{r}:{key}={text}" for r in takers)
+    raise ValueError(f"--rule-option {key}={text} goes to every rule, but {', '.join(lacking)} "
+                     f"{verb} no option {key!r}; did you mean {hint}?")
+
+
 def apply_file(args: argparse.Namespace, path: Any, typed: Set[str], cls: type) -> None:
     """Sets in ``args`` what the configuration file ``path`` gives (fields of ``cls`` and the
     run keys of :mod:`fastfair.sim.experiments.config_file`) and the command line did not

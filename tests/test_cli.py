@@ -421,8 +421,8 @@ def test_options_typed_override_the_file(tmp_path):
     rules, seeds, config, args = _file_run(argv)
     assert (rules, seeds, config.rounds, config.lr) == (["term", "qfedavg"], [9], 3, 0.01)
     assert config.server_options == {"momentum": 0.5, "nesterov": True}  # keys merge
-    options = cli._rule_options(args.rule_option, rules,
-                                cli_options.file_by_rule(args, "rule_options", rules))
+    options = cli_options.parse_rule_options(
+        args.rule_option, rules, cli_options.file_by_rule(args, "rule_options", rules))
     assert options == {"term": {"tilt": 2}, "qfedavg": {}}
     grid = cli_options.parse_grid(args.grid, rules, cli_options.file_by_rule(args, "grid", rules))
     assert grid == {"term": {"tilt": [5, 6]}}   # the file's fedavg entries: not run, dropped
