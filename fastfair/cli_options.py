@@ -199,8 +199,29 @@ def parse_grid(pairs: Sequence[str], rules: Sequence[str],
 
 def parse_rule_options(pairs: Sequence[str], rules: Sequence[str],
                        given: Mapping[str, Mapping[str, Any]]) -> Dict[str, Dict[str, Any]]:
-    """``KEY=VALUE`` (every rule) or ``RULE:KEY=VALUE`` (one rule) -> {rule: {key: value}},
-    over the options ``given`` by a configuration file."""
+    """The rules' options of ``--rule-option``, over those a configuration file gives.
+
+    Parameters
+    ----------
+    pairs
+        ``KEY=VALUE`` (an option of every rule) or ``RULE:KEY=VALUE`` (of one rule), in order;
+        each value is read by :func:`parse_value`, and a later pair replaces an earlier key.
+    rules
+        The rules run.
+    given
+        ``{rule: {key: value}}`` of the configuration file (empty without one).
+
+    Returns
+    -------
+    dict
+        ``{rule: {key: value}}`` for every rule of ``rules`` (empty dicts included).
+
+    Raises
+    ------
+    ValueError
+        A malformed pair, a rule not run, or a ``KEY=VALUE`` for every rule that only some of
+        them take: ``did you mean aaggff-d:cdf=weibull?`` names those that do.
+    """
     options: Dict[str, Dict[str, Any]] = {r: dict(given.get(r, {})) for r in rules}
     for pair in pairs:
         scoped = ":" in pair.split("=", 1)[0]
