@@ -81,7 +81,8 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--compare", metavar="R1,R2,...",
                    help=f"run several rules side by side (default: {','.join(DEFAULT_RULES)})")
     g.add_argument("--rule-option", action="append", default=[], metavar="[RULE:]KEY=VALUE",
-                   help="a rule hyperparameter, e.g. cdf=weibull or fedmaba:alpha=0.5 (repeatable)")
+                   help="a rule hyperparameter: RULE:KEY=VALUE for one rule (aaggff-d:cdf=frechet),"
+                        " KEY=VALUE for every rule run (repeatable)")
     g.add_argument("--seed", type=int, help=f"one seed (default {d.seed}, or the default "
                                              f"comparison's seeds {DEFAULT_SEEDS})")
     g.add_argument("--seeds", metavar="S1,S2,...",
