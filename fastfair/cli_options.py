@@ -53,6 +53,9 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def parse_args(self, args: Optional[Sequence[str]] = None,  # type: ignore[override]
                    namespace: Optional[argparse.Namespace] = None) -> argparse.Namespace:
+        """As argparse's, but an unknown option is reported by the command it was given to,
+        with the closest of that command's options: ``unrecognized arguments: --rouns (did you
+        mean --rounds?) 3``."""
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
             command = self._command(getattr(parsed, "command", None))
