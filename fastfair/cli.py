@@ -12,16 +12,17 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set
+from typing import Any, Iterator, List, Optional, Sequence, Set
 
 from fastfair.cli_options import (
+    ArgumentParser,
     HelpFormatter,
     add_config_options,
     apply_file,
     config_values,
     file_by_rule,
     parse_grid,
-    parse_value,
+    parse_rule_options,
 )
 
 DEFAULT_RULES = ("fedavg", "fairavg", "aaggff-d", "fedmaba")
@@ -30,43 +31,6 @@ DEFAULT_SEEDS = "0,1,2"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 #: The commands' messages (banner, files written, errors); their results go to standard output.
 LOG = logging.getLogger("fastfair")
-
-
-def _rule_options(pairs: Sequence[str], rules: Sequence[str],
-                  given: Mapping[str, Mapping[str, Any]]) -> Dict[str, Dict[str, Any]]:
-    """``KEY=VALUE`` (every rule) or ``RULE:KEY=VALUE`` (one rule) -> {rule: {key: value}},
-    over the options ``given`` by a configuration file."""
-    options: Dict[str, Dict[str, Any]] = {r: dict(given.get(r, {})) for r in rules}
-    for pair in pairs:
-        scoped = ":" in pair.split("=", 1)[0]
-        target, _, assignment = pair.rpartition(":") if scoped else ("", "", pair)
-        key, sep, text = assignment.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--rule-option expects KEY=VALUE or RULE:KEY=VALUE; got {pair!r}")
-        if target and target not in options:
-            raise ValueError(f"--rule-option {pair!r} names rule {target!r}, which is not run")
-        if not target and len(rules) > 1:
-            _check_taken_by_all(key, text, rules)
-        for rule in ([target] if target else rules):
-            options[rule][key] = parse_value(text)
-    return options
-
-
-def _check_taken_by_all(key: str, text: str, rules: Sequence[str]) -> None:
-    """Raises ValueError when option ``key``, given to every rule, is not an option of each:
-    naming the rules that lack it and suggesting ``RULE:KEY=VALUE`` for those that take it."""
-    from fastfair.aggregators.registry import RULES, rule_options
-    from fastfair.methods import METHODS, method_options
-
-    known = [r for r in rules if r in RULES or r in METHODS]  # others: refused by name later
-    takers = [r for r in known if key in (rule_options(r) if r in RULES else method_options(r))]
-    if len(takers) == len(known) or not takers:
-        return  # all take it, or none: the rules' own checks name the option and the valid ones
-    lacking = [repr(r) for r in known if r not in takers]
-    verb = "has" if len(lacking) == 1 else "have"
-    hint = " or ".join(f"{r}:{key}={text}" for r in takers)
-    raise ValueError(f"--rule-option {key}={text} goes to every rule, but {', '.join(lacking)} "
-                     f"{verb} no option {key!r}; did you mean {hint}?")
 
 
 #: The top of ``fastfair --help`` (the module docstring carries reST roles for the API docs).
@@ -99,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     from fastfair.sim.config import SimulationConfig
 
     d = SimulationConfig()
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="fastfair", description=DESCRIPTION, epilog=_banner(),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"fastfair {_version()}")
@@ -113,15 +77,17 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=HelpFormatter)
     g = p.add_argument_group("rules")
     g.add_argument("--rule", choices=list(RULES) + list(METHODS),
-                   help="run one rule (or method)")
+                   help="run one rule (or method) (default: --compare's rules)")
     g.add_argument("--compare", metavar="R1,R2,...",
                    help=f"run several rules side by side (default: {','.join(DEFAULT_RULES)})")
     g.add_argument("--rule-option", action="append", default=[], metavar="[RULE:]KEY=VALUE",
-                   help="a rule hyperparameter, e.g. cdf=weibull or fedmaba:alpha=0.5 (repeatable)")
+                   help="a rule hyperparameter: RULE:KEY=VALUE for one rule (aaggff-d:cdf=frechet),"
+                        " KEY=VALUE for every rule run (repeatable)")
     g.add_argument("--seed", type=int, help=f"one seed (default {d.seed}, or the default "
                                              f"comparison's seeds {DEFAULT_SEEDS})")
     g.add_argument("--seeds", metavar="S1,S2,...",
-                   help="several seeds: the rules run as a sweep (mean and 95%% CI over seeds)")
+                   help="several seeds: the rules run as a sweep (mean and 95%% CI over seeds) "
+                        "(default: --seed's one)")
     _run_options(p, d)
     _checkpoint_options(p)
     p = sub.add_parser(
@@ -176,13 +142,16 @@ def _run_options(p: argparse.ArgumentParser, d: Any) -> None:
         "read the run's options from a TOML, YAML or JSON file: SimulationConfig's fields and "
         "rules, seeds, rule_options, grid, baseline, select, checkpoint_every (a run folder's "
         "config.json or sweep.json runs that run again); options typed here override it"))
-    groups = {title: p.add_argument_group(title)
-              for title in (DATA, TRAINING, EVALUATION, EXECUTION)}
+    # One section per title: a field's section that the command already has (simulate's
+    # "rules") takes its options there, not in a second section of the same title.
+    groups = {g.title: g for g in p._action_groups}
+    for title in (DATA, TRAINING, EVALUATION, EXECUTION):
+        groups.setdefault(title, p.add_argument_group(title))
     inferred = {"dataset": f"default {d.dataset}, digits for " + ", ".join(METHODS),
                 "clients": f"default {d.clients}, or every user of a data set with its own "
                            "clients (read from --data-dir)"}
-    add_config_options(lambda t: groups.get(t) or groups.setdefault(t, p.add_argument_group(t)),
-                       type(d), inferred)
+    add_config_options(lambda t: groups[t] if t in groups
+                       else groups.setdefault(t, p.add_argument_group(t)), type(d), inferred)
     g = groups[EVALUATION]
     g.add_argument("--out", type=Path, help="output folder (default: a fresh folder)")
     g.add_argument("--log", metavar="L1,L2", default="",
@@ -268,7 +237,8 @@ def _experiment(args: argparse.Namespace, dist: Any) -> Any:
                                  threads=args.threads or idle_cores() if sweep else args.threads,
                                  callbacks=_callbacks(args, args.resume))
     rules, seeds = _rules(args), _seeds(args)
-    options = _rule_options(args.rule_option, rules, file_by_rule(args, "rule_options", rules))
+    options = parse_rule_options(args.rule_option, rules,
+                                 file_by_rule(args, "rule_options", rules))
     grid = parse_grid(getattr(args, "grid", []), rules, file_by_rule(args, "grid", rules))
     out = args.out or _fresh_folder(args.command)
     if args.command == "simulate" and len(seeds) == 1 and not grid:
@@ -276,8 +246,10 @@ def _experiment(args: argparse.Namespace, dist: Any) -> Any:
                           checkpoint_every=args.checkpoint_every, progress=not args.quiet,
                           dist=dist, threads=args.threads, callbacks=_callbacks(args, out))
     baseline = getattr(args, "baseline", "fedavg") or None
-    run = getattr(args, "file", None)  # its metrics and batched: a sweep's folder's own
-    return Sweep(_config(args, rules, seeds[0]), rules, seeds, grid,
+    run = getattr(args, "file", None)  # its metrics, batched and base seed: a sweep folder's
+    base_seed = run.base_seed if run and run.base_seed is not None \
+        and not {"seed", "seeds"} & getattr(args, "typed", set()) else seeds[0]
+    return Sweep(_config(args, rules, base_seed), rules, seeds, grid,
                  {r: o for r, o in options.items() if o},
                  baseline=baseline if baseline in rules or args.command == "sweep" else None,
                  select=getattr(args, "select", "acc_mean"), out=out,
@@ -351,9 +323,13 @@ def simulate(args: argparse.Namespace) -> int:
 
 def _device(args: argparse.Namespace) -> str:
     """The device of the run: ``--device``, or the saved run's when resuming."""
+    from fastfair.sim.config import DEVICE
     from fastfair.sim.experiments.run_folder import saved_config
 
     if getattr(args, "resume", None) is None:
+        if not DEVICE.fullmatch(args.device):  # checked before torch reads it as a device
+            raise ValueError(f"device (--device) must be cpu, cuda or cuda:N; got "
+                             f"{args.device!r}")
         return args.device
     try:
         return saved_config(args.resume).device

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import importlib
 import json
 import typing
@@ -29,15 +30,57 @@ HAND_WRITTEN = ("rule", "rule_options", "seed")
 
 class HelpFormatter(argparse.HelpFormatter):
     """Shows each option's default once: appended to its help unless the help already speaks
-    of it or there is none to show (None, False, an empty list or text)."""
+    of it. An option that takes one value and has none by default (None, empty text) says
+    ``(default: none)``; flags (off by default) and repeatable options (none by default) say
+    nothing."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         default = action.default
-        if "default" in text or default is argparse.SUPPRESS or default is None \
-                or default is False or default == [] or default == "":
+        if "default" in text or default is argparse.SUPPRESS or default is False \
+                or default == [] or isinstance(action, argparse._AppendAction):
             return text
+        if default is None or default == "":
+            return text + " (default: none)" if action.nargs != 0 else text
         return text + " (default: %(default)s)"
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser (and its commands', which take its class) whose errors suggest the
+    closest name, as a configuration file's unknown keys and a rule's unknown options do: an
+    unknown option (``--rouns``: did you mean ``--rounds``?) and a value outside an option's
+    choices (``--dataset synthtic``: did you mean ``'synthetic'``?)."""
+
+    def parse_args(self, args: Optional[Sequence[str]] = None,  # type: ignore[override]
+                   namespace: Optional[argparse.Namespace] = None) -> argparse.Namespace:
+        """As argparse's, but an unknown option is reported by the command it was given to,
+        with the closest of that command's options: ``unrecognized arguments: --rouns (did you
+        mean --rounds?) 3``."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = self._command(getattr(parsed, "command", None))
+            names = [s for a in command._actions for s in a.option_strings]
+            hints = [f"{word} (did you mean {close[0]}?)" if close else word
+                     for word in extras
+                     for close in [difflib.get_close_matches(word.split("=")[0], names, n=1)
+                                   if word.startswith("-") else []]]
+            command.error(f"unrecognized arguments: {' '.join(hints)}")
+        return parsed
+
+    def _command(self, name: Optional[str]) -> argparse.ArgumentParser:
+        """The parser of command ``name`` (this one when it has no such command)."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+                return action.choices[name]
+        return self
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        if action.choices is not None and value not in action.choices:
+            choices = [str(c) for c in action.choices]
+            close = difflib.get_close_matches(str(value), choices, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r}{hint}; choose "
+                                                 f"from {', '.join(choices)}")
 
 
 def parse_value(text: str) -> Any:
@@ -157,6 +200,64 @@ def parse_grid(pairs: Sequence[str], rules: Sequence[str],
     return grid
 
 
+def parse_rule_options(pairs: Sequence[str], rules: Sequence[str],
+                       given: Mapping[str, Mapping[str, Any]]) -> Dict[str, Dict[str, Any]]:
+    """The rules' options of ``--rule-option``, over those a configuration file gives.
+
+    Parameters
+    ----------
+    pairs
+        ``KEY=VALUE`` (an option of every rule) or ``RULE:KEY=VALUE`` (of one rule), in order;
+        each value is read by :func:`parse_value`, and a later pair replaces an earlier key.
+    rules
+        The rules run.
+    given
+        ``{rule: {key: value}}`` of the configuration file (empty without one).
+
+    Returns
+    -------
+    dict
+        ``{rule: {key: value}}`` for every rule of ``rules`` (empty dicts included).
+
+    Raises
+    ------
+    ValueError
+        A malformed pair, a rule not run, or a ``KEY=VALUE`` for every rule that only some of
+        them take: ``did you mean aaggff-d:cdf=weibull?`` names those that do.
+    """
+    options: Dict[str, Dict[str, Any]] = {r: dict(given.get(r, {})) for r in rules}
+    for pair in pairs:
+        scoped = ":" in pair.split("=", 1)[0]
+        target, _, assignment = pair.rpartition(":") if scoped else ("", "", pair)
+        key, sep, text = assignment.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--rule-option expects KEY=VALUE or RULE:KEY=VALUE; got {pair!r}")
+        if target and target not in options:
+            raise ValueError(f"--rule-option {pair!r} names rule {target!r}, which is not run")
+        if not target and len(rules) > 1:
+            _check_taken_by_all(key, text, rules)
+        for rule in ([target] if target else rules):
+            options[rule][key] = parse_value(text)
+    return options
+
+
+def _check_taken_by_all(key: str, text: str, rules: Sequence[str]) -> None:
+    """Raises ValueError when option ``key``, given to every rule, is not an option of each:
+    naming the rules that lack it and suggesting ``RULE:KEY=VALUE`` for those that take it."""
+    from fastfair.aggregators.registry import RULES, rule_options
+    from fastfair.methods import METHODS, method_options
+
+    known = [r for r in rules if r in RULES or r in METHODS]  # others: refused by name later
+    takers = [r for r in known if key in (rule_options(r) if r in RULES else method_options(r))]
+    if len(takers) == len(known) or not takers:
+        return  # all take it, or none: the rules' own checks name the option and the valid ones
+    lacking = [repr(r) for r in known if r not in takers]
+    verb = "has" if len(lacking) == 1 else "have"
+    hint = " or ".join(f"{r}:{key}={text}" for r in takers)
+    raise ValueError(f"--rule-option {key}={text} goes to every rule, but {', '.join(lacking)} "
+                     f"{verb} no option {key!r}; did you mean {hint}?")
+
+
 def apply_file(args: argparse.Namespace, path: Any, typed: Set[str], cls: type) -> None:
     """Sets in ``args`` what the configuration file ``path`` gives (fields of ``cls`` and the
     run keys of :mod:`fastfair.sim.experiments.config_file`) and the command line did not
@@ -164,12 +265,19 @@ def apply_file(args: argparse.Namespace, path: Any, typed: Set[str], cls: type) 
     options, ``--rule-option`` and ``--grid`` replace only the keys they give. Rules the file
     gives options or a grid for that the command line's ``--rule`` / ``--compare`` leave out
     are dropped. ``args.file`` keeps the rest (rule options, grid, metrics, batched)."""
+    from fastfair._options import check_name
     from fastfair.sim.experiments.config_file import load_run_file
 
     run = load_run_file(path)
     for f in config_fields(cls):
         if f.name not in run.config:
             continue
+        value = run.config[f.name]
+        if "choices" in f.metadata and value is not None and not isinstance(value, dict):
+            try:  # as the option's choices are checked: before any other use of the value
+                check_name(f.name, value, [str(c) for c in _choices(f.metadata["choices"])])
+            except ValueError as exc:
+                raise ValueError(f"{run.path}: {exc}") from None
         if _is_dict(f):
             setattr(args, dest(f), [run.config[f.name], *getattr(args, dest(f))])
         elif dest(f) not in typed:

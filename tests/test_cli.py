@@ -9,6 +9,7 @@ import argparse
 import dataclasses
 import inspect
 import json
+import re
 import typing
 
 import pytest
@@ -128,6 +129,49 @@ def test_each_default_is_shown_once(command):
                 assert "default" not in action.help, action.option_strings
 
 
+def _help_lines(command):
+    """{option: its help as --help prints it} of every option of ``command``."""
+    parser = _commands()[command]
+    formatter = parser._get_formatter()
+    return {action.option_strings[-1]: formatter._expand_help(action)
+            for action in parser._actions if action.option_strings and action.help}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_option_that_takes_a_value_shows_its_default(command):
+    # Flags (off by default) and repeatable options (none by default) aside, every option says
+    # what it is when not given, once: "(default: none)" when it is nothing.
+    parser = _commands()[command]
+    for action in parser._actions:
+        if not action.option_strings or action.nargs == 0 \
+                or isinstance(action, argparse._AppendAction):
+            continue
+        text = _help_lines(command)[action.option_strings[-1]]
+        assert "default" in text, (action.option_strings, text)
+        assert text.count("(default") <= 1, (action.option_strings, text)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_each_section_and_option_is_shown_once(command):
+    parser = _commands()[command]
+    titles = [g.title for g in parser._action_groups if g._group_actions]
+    assert len(titles) == len(set(titles)), titles
+    body = parser.format_help().split("\n\n", 2)[-1]  # after the usage and the description
+    firsts = [line.split()[0].rstrip(",") for line in body.splitlines()
+              if line.startswith("  -")]
+    for action in parser._actions:
+        listed = [word for word in firsts if word in action.option_strings]
+        assert len(listed) == 1, (action.option_strings, listed)
+
+
+@pytest.mark.parametrize("command", [None, *COMMANDS, "rules"])
+def test_help_is_plain_text(command):
+    parser = cli._parser() if command is None else _commands()[command]
+    text = parser.format_help()
+    assert "%%" not in text and "``" not in text
+    assert not re.search(r":(class|func|mod|meth|data|attr):", text), text
+
+
 def test_key_value_options_are_checked():
     with pytest.raises(ValueError, match="--server-option expects KEY=VALUE"):
         cli_options.key_values(["momentum"], "--server-option")
@@ -221,6 +265,43 @@ def test_hostile_values_are_refused_naming_the_option(argv, message, tmp_path, c
     assert message in capsys.readouterr().err
 
 
+def _missing(module):
+    import importlib.util
+
+    return importlib.util.find_spec(module) is None
+
+
+def _no_gpu():
+    import torch
+
+    return not torch.cuda.is_available()
+
+
+@pytest.mark.parametrize("seeds", [["--seed", "0"], ["--seeds", "0,1"]], ids=["one", "sweep"])
+@pytest.mark.parametrize("argv, message, applies", [
+    (["--device", "tpu"], "device (--device) must be cpu, cuda or cuda:N; got 'tpu'", None),
+    (["--device", "cuda"], "sees no CUDA GPU", _no_gpu),
+    (["--dataset", "mnist", "--data-dir", "{tmp}", "--download"], "torchvision",
+     lambda: _missing("torchvision")),
+    (["--availability", "bernoulli", "--availability-option", "prob=2"], "prob must be in", None),
+    (["--availability", "ram", "--availability-option", "p=1"], "has no option 'p'", None),
+    (["--log", "wandb"], "needs the wandb package", lambda: _missing("wandb")),
+    (["--log", "csv,nope"], "unknown logger 'nope'", None),
+    (["--model", "femnist-cnn"], "cannot take synthetic's samples", None),
+])
+def test_a_refused_run_is_one_error_line_and_no_folder(argv, message, applies, seeds, tmp_path,
+                                                        capsys):
+    if applies is not None and not applies():
+        pytest.skip("this machine has what the refusal is about")
+    out = tmp_path / "run"
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    assert cli.main(["simulate", "--compare", "fedavg,fairavg", *seeds, *TINY_RUN, *argv,
+                     "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert not out.exists()
+
+
 # ---------------------------------------------------------------------------------------------
 # --config FILE: TOML, YAML or JSON holding SimulationConfig's names and the run's; a run folder's
 # config.json / sweep.json is such a file and runs that run again, bit for bit.
@@ -265,6 +346,23 @@ def test_a_sweeps_sweep_json_runs_it_again_bit_for_bit(tmp_path):
                      "--out", str(other)]) == 0
     assert json.loads((other / "sweep.json").read_text()) == \
         json.loads((one / "sweep.json").read_text())
+    for name in ("sweep_runs.csv", "metrics.csv", "sweep_summary.csv"):
+        assert _rows(other / name) == _rows(one / name), name
+
+
+def test_a_python_sweeps_sweep_json_runs_it_again_bit_for_bit(tmp_path):
+    # Made in Python, the sweep's base configuration may keep a seed of its own (here 0) beside
+    # its runs' seeds: the rerun keeps it too, so its sweep.json is the same file.
+    from fastfair.sim import Sweep
+
+    one, other = tmp_path / "one", tmp_path / "other"
+    base = SimulationConfig(rounds=3, clients=12, per_round=4, eval_every=1, validation=0.2)
+    Sweep(base, ["fedavg", "term"], [2, 3], grid={"term": {"tilt": [0.5, 2.0]}}, baseline=None,
+          select="acc_worst10", metrics=["acc_mean", "acc_variance"], batched=False,
+          out=one).run()
+    assert cli.main(["sweep", "--config", str(one / "sweep.json"), "--quiet", "--threads", "1",
+                     "--out", str(other)]) == 0
+    assert (other / "sweep.json").read_text() == (one / "sweep.json").read_text()
     for name in ("sweep_runs.csv", "metrics.csv", "sweep_summary.csv"):
         assert _rows(other / name) == _rows(one / name), name
 
@@ -323,8 +421,8 @@ def test_options_typed_override_the_file(tmp_path):
     rules, seeds, config, args = _file_run(argv)
     assert (rules, seeds, config.rounds, config.lr) == (["term", "qfedavg"], [9], 3, 0.01)
     assert config.server_options == {"momentum": 0.5, "nesterov": True}  # keys merge
-    options = cli._rule_options(args.rule_option, rules,
-                                cli_options.file_by_rule(args, "rule_options", rules))
+    options = cli_options.parse_rule_options(
+        args.rule_option, rules, cli_options.file_by_rule(args, "rule_options", rules))
     assert options == {"term": {"tilt": 2}, "qfedavg": {}}
     grid = cli_options.parse_grid(args.grid, rules, cli_options.file_by_rule(args, "grid", rules))
     assert grid == {"term": {"tilt": [5, 6]}}   # the file's fedavg entries: not run, dropped
@@ -352,6 +450,11 @@ def test_options_typed_override_the_file(tmp_path):
     ("a.toml", "rounds = [\n", ValueError, r"a\.toml is not valid TOML"),
     ("a.yaml", "- 1\n- 2\n", ValueError, r"must hold a mapping of option names to values"),
     ("a.cfg", "rounds = 3\n", ValueError, r"must end in \.toml, \.yaml, \.yml or \.json"),
+    # A field's choices are checked as its option's are (a misspelt data set was a KeyError).
+    ("a.toml", 'dataset = "synthtic"\n', ValueError,
+     r"a\.toml: unknown dataset 'synthtic' \(did you mean 'synthetic'\?\); choose from"),
+    ("a.yaml", "server_optimizer: fedadamm\n", ValueError,
+     r"unknown server_optimizer 'fedadamm' \(did you mean 'fedadam'\?\)"),
 ])
 def test_a_bad_file_is_refused_naming_it_and_the_key(tmp_path, name, text, error, message):
     path = tmp_path / name
@@ -360,12 +463,29 @@ def test_a_bad_file_is_refused_naming_it_and_the_key(tmp_path, name, text, error
         _file_run(["simulate", "--config", str(path)])
 
 
-def test_a_bad_file_is_one_error_line_and_no_folder(tmp_path, capsys):
+@pytest.mark.parametrize("text, hint", [("epochz = 2\n", "did you mean 'epochs'?"),
+                                        ('dataset = "synthtic"\n', "did you mean 'synthetic'?")])
+def test_a_bad_file_is_one_error_line_and_no_folder(tmp_path, capsys, text, hint):
     path = tmp_path / "a.toml"
-    path.write_text("epochz = 2\n")
+    path.write_text(text)
     out = tmp_path / "run"
     assert cli.main(["simulate", "--config", str(path), "--out", str(out)]) == 2
-    assert "did you mean 'epochs'?" in capsys.readouterr().err and not out.exists()
+    err = capsys.readouterr().err
+    assert hint in err and len(err.splitlines()) == 1 and not out.exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["simulate", "--rouns", "3"], "unrecognized arguments: --rouns (did you mean --rounds?) 3"),
+    (["sweep", "--seedz=1"], "unrecognized arguments: --seedz=1 (did you mean --seeds?)"),
+    (["simulate", "--dataset", "synthtic"],
+     "argument --dataset: invalid choice: 'synthtic' (did you mean 'synthetic'?); choose from"),
+    (["rulez"], "invalid choice: 'rulez' (did you mean 'rules'?)"),
+])
+def test_an_unknown_option_or_choice_suggests_the_closest(argv, message, capsys):
+    # As a configuration file's unknown keys and a rule's unknown options do.
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv)
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_the_file_is_read_only_when_it_is_a_regular_file(tmp_path):

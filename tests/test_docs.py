@@ -138,3 +138,74 @@ def test_links_to_doc_anchors_resolve():
             if anchor not in {github_anchor(h) for h in headings}:
                 bad.append(f"{doc.name}: {target}#{anchor}")
     assert not bad, "links to missing anchors:\n" + "\n".join(bad)
+
+
+# ---------------------------------------------------------------------------------------------
+# The other code blocks: every command line of the README and the guides that runs fastfair is
+# one its parser takes, making the run it describes (built and checked, not run), and every TOML
+# block is a configuration file that fastfair sweep takes.
+
+COMMAND = re.compile(r"(?:^|\s)(?:python -m fastfair|fastfair)\s+(.*)")
+
+
+def _shell_lines(code: str):
+    """The commands of a shell block: backslash continuations joined, comments dropped."""
+    import shlex
+
+    for line in code.replace("\\\n", " ").splitlines():
+        words = shlex.split(line, comments=True)
+        if words:
+            yield " ".join(shlex.quote(w) for w in words)
+
+
+COMMANDS = [(doc.name, line) for doc in DOCS
+            for code in re.findall(r"```(?:bash|sh|shell)\n(.*?)```", doc.read_text(), re.S)
+            for line in _shell_lines(code) if COMMAND.search(line)]
+TOMLS = [(doc.name, code) for doc in DOCS
+         for code in re.findall(r"```toml\n(.*?)```", doc.read_text(), re.S)]
+
+
+def _built(argv):
+    """The experiment or sweep the command line ``argv`` makes (nothing run or written)."""
+    from fastfair import cli
+    from fastfair.cli_options import apply_file
+    from fastfair.sim.config import SimulationConfig
+    from fastfair.sim.distributed import Distributed
+
+    args = cli._parser().parse_args(argv)
+    args.typed = cli._typed(argv)
+    if args.command not in ("simulate", "sweep"):
+        return None
+    if getattr(args, "config", None) is not None:
+        apply_file(args, args.config, args.typed, SimulationConfig)
+    return cli._experiment(args, Distributed())
+
+
+@pytest.mark.parametrize("name,line", COMMANDS, ids=[f"{n}: {c[:60]}" for n, c in COMMANDS])
+def test_command_lines_make_their_runs(name, line, tmp_path):
+    import shlex
+
+    pytest.importorskip("torch")
+    argv = shlex.split(COMMAND.search(line).group(1))
+    if "--data-dir" in argv:  # a data set on disk the test does not have: the options parse
+        argv[argv.index("--data-dir") + 1] = str(tmp_path)
+        with pytest.raises(ValueError, match="femnist: no|train|not found|no .* in"):
+            _built(argv)
+        return
+    if "--out" in argv:
+        argv[argv.index("--out") + 1] = str(tmp_path / "out")
+    _built(argv)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name,text", TOMLS, ids=[f"{n}-{k}" for k, (n, _) in enumerate(TOMLS)])
+def test_toml_blocks_are_configuration_files(name, text, tmp_path):
+    pytest.importorskip("torch")
+    path = tmp_path / "run.toml"
+    path.write_text(text)
+    built = _built(["sweep", "--config", str(path), "--out", str(tmp_path / "out")])
+    assert built.rules and built.base.rounds >= 1
+
+
+def test_there_are_command_lines_and_files():
+    assert {n for n, _ in COMMANDS} >= {"README.md", "sweeps.md"} and TOMLS

@@ -103,3 +103,35 @@ def test_plain_pickle_keeps_numpy_arrays():
     loaded = pickle.loads(pickle.dumps(state))
     assert type(loaded) is dict
     assert all(isinstance(v, np.ndarray) for v in loaded["state"].values() if hasattr(v, "shape"))
+
+
+class _Payload:
+    """Unpickled, it would run code: appends to RAN."""
+
+    def __reduce__(self):
+        return (RAN.append, ("ran",))
+
+
+RAN: list = []
+
+
+def test_load_state_runs_no_code_from_a_crafted_file(tmp_path):
+    from fastfair.state import SKELETON
+
+    fastfair.save_state(tmp_path / "good.npz", {"a": np.zeros(2)})
+    with np.load(tmp_path / "good.npz") as good:
+        entries = {k: good[k] for k in good.files}
+    payload = np.empty(1, dtype=object)
+    payload[0] = _Payload()
+    skeleton = np.frombuffer(b'{"a": {"__array__": 0}}', np.uint8)
+    np.savez(tmp_path / "bad.npz", **{**entries, "a0": payload, SKELETON: skeleton})
+    with pytest.raises(ValueError, match="bad.npz is not a state file written by "
+                                         "fastfair.save_state"):
+        fastfair.load_state(tmp_path / "bad.npz")
+    assert RAN == []
+    # The torch route: a state file with a payload beside the arrays, read with torch's defaults.
+    state = _played("fedavg").state_dict()
+    torch.save({**state, "extra": _Payload()}, tmp_path / "bad.pt")
+    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+        torch.load(tmp_path / "bad.pt")
+    assert RAN == []

@@ -67,7 +67,10 @@ class ArrayDataset(FederatedDataset):
         Naming the client (``train[k]``, ``test[k]``): shapes that disagree, a client without
         training samples, NaN or inf features, labels or ids out of range.
     TypeError
-        ``x`` or ``y`` not numbers (labels must be integers; integer-valued floats are taken).
+        An item of ``train`` or ``test`` that is not one client's ``(x, y)`` pair (the arrays
+        of every sample, ``ArrayDataset(x, y)``, are split with :func:`partition_labels`
+        first); ``x`` or ``y`` not numbers (labels must be integers; integer-valued floats are
+        taken).
     """
 
     def __init__(self, train: Sequence[Tuple[object, object]],
@@ -76,6 +79,14 @@ class ArrayDataset(FederatedDataset):
                  vocab_size: Optional[int] = None) -> None:
         if len(train) == 0:
             raise ValueError("train must hold at least one client's (x, y)")
+        for name, given in (("train", train), ("test", test if test is not None else ())):
+            for k, item in enumerate(given):
+                if not (isinstance(item, (tuple, list)) and len(item) == 2):
+                    raise TypeError(
+                        f"{name}[{k}] must be client {k}'s pair (x, y); got "
+                        f"{type(item).__name__}. Arrays x [n, ...], y [n] of every sample are "
+                        "split across clients first: ArrayDataset([(x[p], y[p]) for p in "
+                        "partition_labels(y, num_clients, 'iid', seed=0)])")
         if test is not None and len(test) != len(train):
             raise ValueError(f"test has {len(test)} clients but train has {len(train)}")
         pairs = [self._pair(x, y, f"train[{k}]") for k, (x, y) in enumerate(train)]

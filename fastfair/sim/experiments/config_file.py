@@ -65,13 +65,17 @@ class RunFile:
 
     ``config``: the configuration fields it sets (but :data:`RUN_FIELDS`); ``rules``,
     ``seeds``: the runs it names (None: not given); ``run``: the other :data:`RUN_KEYS` it
-    sets (``rule_options`` and ``grid`` by rule, ``baseline`` None for none)."""
+    sets (``rule_options`` and ``grid`` by rule, ``baseline`` None for none); ``base_seed``:
+    the ``config`` table's ``seed`` when ``seeds`` are given beside it, as in a sweep's
+    ``sweep.json`` (its base configuration's seed, which each run's seed replaces: kept so that
+    the file a rerun writes is the same file)."""
 
     path: Path
     config: Dict[str, Any] = field(default_factory=dict)
     rules: Optional[List[str]] = None
     seeds: Optional[List[int]] = None
     run: Dict[str, Any] = field(default_factory=dict)
+    base_seed: Optional[int] = None
 
 
 def read_file(path: Union[str, "os.PathLike[str]"]) -> Dict[str, Any]:
@@ -194,6 +198,8 @@ def load_run_file(path: Union[str, "os.PathLike[str]"]) -> RunFile:
         result.run["rule_options"] = {**options, **result.run.get("rule_options", {})}
     if result.seeds is None and "seed" in section:
         result.seeds = [section["seed"]]
+    elif "seed" in section:
+        result.base_seed = section["seed"]
     for key in ("baseline", "select", "metrics", "checkpoint_every", "batched"):
         if key in raw:
             result.run[key] = raw[key]

@@ -177,7 +177,8 @@ class Experiment(common.Orchestration):
                     seconds.get(rule, 0.0))
                 histories[rule] = runner.history
                 finals[rule] = runner.evaluate()[0]
-                models[rule] = dict(runner.global_state_dict())
+                # On the CPU, as a sweep keeps them: a GPU run's models.pt loads anywhere.
+                models[rule] = {k: v.detach().cpu() for k, v in runner.global_state_dict().items()}
                 hooks.on_run_end(rule, common.run_summary(rule, runner.history, seconds[rule]))
                 if lead and self.checkpoint_every:
                     self._checkpoint(histories=histories, finals=finals, seconds=seconds,

@@ -95,6 +95,20 @@ def test_arrays_that_disagree_are_refused_naming_the_client(make, error, message
         ArrayDataset(make(np.random.default_rng(0)))
 
 
+def test_single_arrays_are_refused_with_the_way_to_split_them():
+    # ArrayDataset(x, y), as a TensorDataset takes them: train is then x, each row a "client".
+    rng = np.random.default_rng(0)
+    x, y = rng.random((40, 3, 4, 4)).astype(np.float32), rng.integers(0, 3, 40)
+    with pytest.raises(TypeError, match=r"train\[0\] must be client 0's pair \(x, y\); got "
+                       r"ndarray\. .*ArrayDataset\(\[\(x\[p\], y\[p\]\) for p in "
+                       r"partition_labels\(y, num_clients, 'iid', seed=0\)\]\)"):
+        ArrayDataset(x, y)
+    pairs = [(x[p], y[p]) for p in partition_labels(y, 4, "iid", seed=0)]
+    with pytest.raises(TypeError, match=r"test\[1\] must be client 1's pair"):
+        ArrayDataset(pairs, [pairs[0], (x, y, y), *pairs[2:]])
+    assert ArrayDataset(pairs).sample_shape == (3, 4, 4)  # the way the message gives
+
+
 def test_vocab_size_is_checked():
     ids = [(np.array([[0, 9]] * 4), [0] * 4)]
     with pytest.raises(ValueError, match="token ids must be < vocab_size=5; x holds 9"):

@@ -167,3 +167,19 @@ def test_simulations_of_a_seed_start_from_the_same_module_weights():
     fixed = [Simulation(dataclasses.replace(SMALL, seed=seed), dataset=data, model=given).params
              for seed in (0, 1)]
     assert torch.equal(fixed[0], fixed[1])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_gpu_runs_models_are_kept_on_the_cpu(tmp_path):
+    # A run trained on the GPU is read back on a machine without one: torch.load with its
+    # defaults and no map_location.
+    from fastfair.sim import Experiment
+
+    config = dataclasses.replace(SMALL, device="cuda")
+    results = [Experiment(config, ["fedavg"], out=tmp_path / "one").run(),
+               Sweep(config, ["fedavg"], [0, 1], out=tmp_path / "several").run()]
+    for result in results:
+        saved = torch.load(result.out / MODELS_FILE, map_location=None)
+        for models in (result.models, saved):
+            assert {t.device.type for state in models.values() for t in state.values()} == {"cpu"}
+
