@@ -20,7 +20,7 @@ def label_segments(x: np.ndarray, offsets: np.ndarray, W: np.ndarray, b: np.ndar
     y = np.empty(x.shape[0], dtype=np.int64)
     for i in range(len(offsets) - 1):
         rows = slice(int(offsets[i]), int(offsets[i + 1]))
-        if scale is not None:
+        if scale is not None and shift is not None:
             x[rows] = (x[rows] * scale) + shift[i]
         acc = np.broadcast_to(b[i].astype(np.float64), (x[rows].shape[0], b.shape[1])).copy()
         for f in range(x.shape[1]):
