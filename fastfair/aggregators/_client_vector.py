@@ -22,7 +22,7 @@ dense ``name`` ``[K]``; :func:`upgrade` reads them.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, NamedTuple, Optional
 
 import numpy as np
 
@@ -37,6 +37,25 @@ def _bits(values: np.ndarray) -> np.ndarray:
     return values.view(np.uint64)
 
 
+class _Store(NamedTuple):
+    """One consistent state of a vector, replaced whole (one attribute assignment, atomic under
+    the GIL), so that a round proposed in one thread never reads half of another thread's
+    commit: at worst stale values, and that round is refused (the contract's Threads)."""
+
+    fill: float
+    ids: np.ndarray            # [n] int64, strictly increasing (empty once dense)
+    values: np.ndarray         # [n] float64
+    dense: Optional[np.ndarray]  # [K] float64, or None while sparse
+
+
+def _sparse(fill: float, ids: np.ndarray, values: np.ndarray) -> _Store:
+    return _Store(float(fill), ids, values, None)
+
+
+_NO_IDS = np.empty(0, dtype=np.int64)
+_NO_VALUES = np.empty(0, dtype=np.float64)
+
+
 class ClientVector:
     r"""A float64 vector over K clients: ``fill`` everywhere except the entries written.
 
@@ -48,87 +67,84 @@ class ClientVector:
         The value of every client not yet written.
 
     Operations (m ids, n entries stored): :meth:`gather` O(m log n), :meth:`scatter`
-    O(n + m log m) while sparse and O(m) once dense, :meth:`dense` O(K).
+    O(n + m log m) while sparse and O(m) once dense, :meth:`dense` O(K). Reads are safe beside a
+    concurrent write (they see the state before or after it, or stale values of it).
     """
 
     def __init__(self, num_clients: int, fill: float) -> None:
         self.num_clients = int(num_clients)
-        self.fill = float(fill)
-        self._ids = np.empty(0, dtype=np.int64)
-        self._values = np.empty(0, dtype=np.float64)
-        self._dense: Optional[np.ndarray] = None
+        self._store = _sparse(fill, _NO_IDS, _NO_VALUES)
+
+    @property
+    def fill(self) -> float:
+        """The value of every client not stored."""
+        return self._store.fill
 
     @property
     def stored(self) -> int:
         """How many entries the vector holds in memory (K once dense)."""
-        return self.num_clients if self._dense is not None else int(self._ids.shape[0])
+        store = self._store
+        return self.num_clients if store.dense is not None else int(store.ids.shape[0])
 
     def gather(self, ids: np.ndarray) -> np.ndarray:
         """:math:`v_{ids}` ``[m]`` float64 (a new array) for int64 ids in ``[0, K)``."""
-        if self._dense is not None:
-            return self._dense[ids]
-        out = np.full(ids.shape[0], self.fill)
-        n = self._ids.shape[0]
+        store = self._store
+        if store.dense is not None:
+            return store.dense[ids]
+        out = np.full(ids.shape[0], store.fill)
+        n = store.ids.shape[0]
         if n:
-            pos = np.minimum(np.searchsorted(self._ids, ids), n - 1)
-            hit = self._ids[pos] == ids
-            out[hit] = self._values[pos[hit]]
+            pos = np.minimum(np.searchsorted(store.ids, ids), n - 1)
+            hit = store.ids[pos] == ids
+            out[hit] = store.values[pos[hit]]
         return out
 
     def scatter(self, ids: np.ndarray, values: np.ndarray) -> None:
         r""":math:`v_{ids} \leftarrow` ``values`` for distinct int64 ids ``[m]`` in ``[0, K)``."""
-        if self._dense is not None:
-            self._dense[ids] = values
+        store = self._store
+        if store.dense is not None:
+            store.dense[ids] = values
             return
-        n = self._ids.shape[0]
-        pos = np.searchsorted(self._ids, ids)
-        hit = self._ids[np.minimum(pos, n - 1)] == ids if n else np.zeros(ids.shape[0], bool)
-        self._values[pos[hit]] = values[hit]
+        n = store.ids.shape[0]
+        pos = np.searchsorted(store.ids, ids)
+        hit = store.ids[np.minimum(pos, n - 1)] == ids if n else np.zeros(ids.shape[0], bool)
+        store.values[pos[hit]] = values[hit]
         new = ~hit
         if not new.any():
             return
         order = np.argsort(ids[new], kind="stable")
         at, new_ids, new_values = pos[new][order], ids[new][order], values[new][order]
         # np.insert places equal positions in the order given, so the ids stay sorted.
-        self._ids = np.insert(self._ids, at, new_ids)
-        self._values = np.insert(self._values, at, new_values)
-        if self._ids.shape[0] >= DENSE_FRACTION * self.num_clients:
-            self._densify()
+        grown = _sparse(store.fill, np.insert(store.ids, at, new_ids),
+                        np.insert(store.values, at, new_values))
+        self._store = _densified(grown, self.num_clients)
 
     def reset(self, fill: float) -> None:
         """Every entry becomes ``fill`` (O(1): the vector empties)."""
-        self.fill = float(fill)
-        self._ids = np.empty(0, dtype=np.int64)
-        self._values = np.empty(0, dtype=np.float64)
-        self._dense = None
+        self._store = _sparse(fill, _NO_IDS, _NO_VALUES)
 
     def dense(self) -> np.ndarray:
         """The whole vector ``[K]`` float64 (a new array; O(K) memory and time)."""
-        if self._dense is not None:
-            return self._dense.copy()
-        out = np.full(self.num_clients, self.fill)
-        out[self._ids] = self._values
+        store = self._store
+        if store.dense is not None:
+            return store.dense.copy()
+        out = np.full(self.num_clients, store.fill)
+        out[store.ids] = store.values
         return out
-
-    def _densify(self) -> None:
-        dense = np.full(self.num_clients, self.fill)
-        dense[self._ids] = self._values
-        self._dense = dense
-        self._ids = np.empty(0, dtype=np.int64)
-        self._values = np.empty(0, dtype=np.float64)
 
     # ------------------------------------------------------------------ state
     def state(self, name: str) -> Dict[str, Any]:
         """``{name_ids, name_values, name_fill}``: the entries whose bits differ from ``fill``
         (new arrays, ids increasing) and ``fill``; the same for either storage."""
-        fill_bits = _bits(np.array([self.fill]))[0]
-        if self._dense is not None:
-            ids = np.flatnonzero(_bits(self._dense) != fill_bits).astype(np.int64)
-            values = self._dense[ids]
+        store = self._store
+        fill_bits = _bits(np.array([store.fill]))[0]
+        if store.dense is not None:
+            ids = np.flatnonzero(_bits(store.dense) != fill_bits).astype(np.int64)
+            values = store.dense[ids]
         else:
-            keep = _bits(self._values) != fill_bits
-            ids, values = self._ids[keep], self._values[keep]
-        return {f"{name}_ids": ids, f"{name}_values": values, f"{name}_fill": self.fill}
+            keep = _bits(store.values) != fill_bits
+            ids, values = store.ids[keep], store.values[keep]
+        return {f"{name}_ids": ids, f"{name}_values": values, f"{name}_fill": store.fill}
 
     @staticmethod
     def specs(name: str, lo: Optional[float] = None) -> Dict[str, StateSpec]:
@@ -142,10 +158,20 @@ class ClientVector:
         """A vector from checked state keys (see :func:`check_state`); the arrays are taken
         over, not copied."""
         vec = cls(num_clients, state[f"{name}_fill"])
-        vec._ids, vec._values = state[f"{name}_ids"], state[f"{name}_values"]
-        if vec._ids.shape[0] and vec._ids.shape[0] >= DENSE_FRACTION * num_clients:
-            vec._densify()
+        vec._store = _densified(_sparse(state[f"{name}_fill"], state[f"{name}_ids"],
+                                        state[f"{name}_values"]), num_clients)
         return vec
+
+
+def _densified(store: _Store, num_clients: int) -> _Store:
+    """``store`` as one dense ``[K]`` array once it holds ``DENSE_FRACTION`` of the K clients
+    (and at least one), else unchanged."""
+    n = store.ids.shape[0]
+    if n == 0 or n < DENSE_FRACTION * num_clients:
+        return store
+    dense = np.full(num_clients, store.fill)
+    dense[store.ids] = store.values
+    return _Store(store.fill, _NO_IDS, _NO_VALUES, dense)
 
 
 def check_state(state: Dict[str, Any], name: str, num_clients: int) -> None:
@@ -175,7 +201,7 @@ def upgrade(given: Dict[str, Any], name: str, num_clients: int, fill: float,
         return given
     dense = StateSpec((num_clients,), lo=lo).check(given[name], f"state[{name!r}]")
     vec = ClientVector(num_clients, fill)
-    vec._dense = dense
+    vec._store = _Store(float(fill), _NO_IDS, _NO_VALUES, dense)
     out = {k: v for k, v in given.items() if k != name}
     out.update(vec.state(name))
     return out

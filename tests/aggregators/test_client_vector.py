@@ -151,3 +151,40 @@ def test_ten_billion_clients_cost_memory_per_client_touched(name):
     ids = np.array([K - 1, 0, 9876543210], dtype=np.int64)
     np.testing.assert_array_equal(twin.weights(ids, [1.0, 0.5, 0.2]),
                                   agg.weights(ids, [1.0, 0.5, 0.2]))
+
+
+def test_reads_beside_a_concurrent_writer_see_whole_states(monkeypatch):
+    """A round proposed in one thread may read while another commits (the contract's Threads):
+    every read must see each entry as written or as the fill, never fail on a half-replaced
+    store, through inserts, the switch to dense storage and resets."""
+    import threading
+
+    monkeypatch.setattr(cv, "DENSE_FRACTION", 0.5)
+    K = 4000
+    vec, stop, errors = cv.ClientVector(K, -1.0), threading.Event(), []
+
+    def read():
+        rng = np.random.default_rng(1)
+        while not stop.is_set():
+            ids = rng.choice(K, 50, replace=False).astype(np.int64)
+            try:
+                got = vec.gather(ids)
+                ok = (got == -1.0) | (got == -2.0) | (got == ids + 0.5)
+                if not ok.all():
+                    errors.append(f"torn value {got[~ok][0]}")
+            except Exception as exc:  # noqa: BLE001 - any failure is the defect
+                errors.append(repr(exc))
+
+    readers = [threading.Thread(target=read) for _ in range(3)]
+    for t in readers:
+        t.start()
+    rng = np.random.default_rng(0)
+    for step in range(400):
+        ids = rng.choice(K, 20, replace=False).astype(np.int64)
+        vec.scatter(ids, ids + 0.5)
+        if step % 100 == 99:
+            vec.reset(-2.0)
+    stop.set()
+    for t in readers:
+        t.join()
+    assert not errors, errors[:3]
