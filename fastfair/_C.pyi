@@ -4,7 +4,7 @@ fastfair's compiled core: framework-free kernels over DLPack arrays.
 from __future__ import annotations
 import collections.abc
 import typing
-__all__: list[str] = ['availability', 'build_info', 'dr_dense_workspace_len', 'dr_gradient', 'dr_lazy_step', 'eg_step', 'fedevg_server_step', 'get_num_threads', 'normal_segments', 'ons_settle', 'ons_step', 'project_simplex', 'sample_clients', 'set_num_threads', 'sgld_step', 'simplex_qp', 'simplex_qp_batched', 'softmax_regression_sgd', 'softmax_rows', 'softmax_workspace_len', 'superfed_reduce', 'superfed_step', 'weighted_average_lists', 'weighted_average_rows']
+__all__: list[str] = ['availability', 'build_info', 'dr_dense_workspace_len', 'dr_gradient', 'dr_lazy_step', 'eg_step', 'fedevg_server_step', 'get_num_threads', 'label_segments', 'normal_segments', 'ons_settle', 'ons_step', 'project_simplex', 'sample_clients', 'set_num_threads', 'sgld_step', 'simplex_qp', 'simplex_qp_batched', 'softmax_regression_sgd', 'softmax_rows', 'softmax_workspace_len', 'superfed_reduce', 'superfed_step', 'weighted_average_lists', 'weighted_average_rows']
 def _set_cpu_isa(isa: str) -> str:
     """
     Testing hook: caps the CPU instruction set of the kernels for this process (as FASTFAIR_CPU_ISA does at start-up) and returns the level now in use.
@@ -40,6 +40,10 @@ def fedevg_server_step(x: typing.Any, G: typing.Any, e: typing.Any, w: typing.An
 def get_num_threads() -> int:
     """
     The number of OpenMP threads the CPU kernels use.
+    """
+def label_segments(x: typing.Any, offsets: typing.Any, W: typing.Any, b: typing.Any, scale: typing.Any, shift: typing.Any, y: typing.Any, stream: typing.SupportsInt | typing.SupportsIndex) -> None:
+    """
+    y[r] = argmax_c(b[i, c] + sum_f x[r, f] W[i, f, c]) over the rows of segment i, after x <- x * scale + shift[i] when scale is given; see fastfair.ops.label_segments.
     """
 def normal_segments(keys: typing.Any, offsets: typing.Any, out: typing.Any, stream: typing.SupportsInt | typing.SupportsIndex) -> None:
     """

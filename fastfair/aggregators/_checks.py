@@ -134,21 +134,31 @@ def check_choice(value: Any, name: str, choices: Tuple[str, ...]) -> str:
 
 class StateSpec(NamedTuple):
     """What one state value must be: a real scalar (``shape=()``) or a float64 array of
-    ``shape``, finite and at least ``lo`` (None: unbounded)."""
+    ``shape`` (-1: any length along that axis), finite and at least ``lo`` (None: unbounded);
+    with ``integer``, an int64 array (client ids)."""
 
     shape: Tuple[int, ...] = ()
     lo: Optional[float] = None
+    integer: bool = False
 
     def check(self, value: Any, name: str) -> Any:
         """``value`` checked (``TypeError``/``ValueError`` naming ``name``): a float for a
-        scalar, else a new C-contiguous float64 array that shares no memory with ``value``."""
+        scalar, else a new C-contiguous float64 (int64 with ``integer``) array that shares no
+        memory with ``value``."""
         if not self.shape:
             return check_scalar(value, name, lo=self.lo)
         arr = host_array(value, name)
-        if arr.dtype.kind not in "iuf":
-            raise TypeError(f"{name} must hold real numbers; got dtype {arr.dtype}")
-        if arr.shape != self.shape:
-            raise ValueError(f"{name} must have shape {self.shape}; got {arr.shape}")
+        if arr.dtype.kind not in ("iu" if self.integer else "iuf"):
+            raise TypeError(f"{name} must hold {'integers' if self.integer else 'real numbers'}"
+                            f"; got dtype {arr.dtype}")
+        if arr.ndim != len(self.shape) or any(s not in (-1, n) for s, n in zip(self.shape,
+                                                                                arr.shape)):
+            want = tuple("any" if s == -1 else s for s in self.shape)
+            raise ValueError(f"{name} must have shape {want}; got {arr.shape}")
+        if self.integer:
+            if arr.dtype.kind == "u" and arr.size and int(arr.max()) > 2**63 - 1:
+                raise ValueError(f"{name} must hold int64 values; got {int(arr.max())}")
+            return np.array(arr, dtype=np.int64, order="C", copy=True)
         arr = np.array(arr, dtype=np.float64, order="C", copy=True)
         check_values(arr, name, lo=self.lo)
         return arr

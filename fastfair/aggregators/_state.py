@@ -10,8 +10,10 @@ from typing import Any, Dict
 
 from fastfair.aggregators._checks import check_count
 
-#: Version of the ``state_dict`` format (2: ``"rule"`` holds the rule's public name).
-FORMAT_VERSION = 2
+#: Version of the ``state_dict`` format (2: ``"rule"`` holds the rule's public name; 3: a
+#: per-client vector is stored sparse, as the ids, values and fill of
+#: :mod:`fastfair.aggregators._client_vector`, where 1 and 2 held it dense ``[K]``).
+FORMAT_VERSION = 3
 
 
 class StateChecks:
@@ -26,11 +28,11 @@ class StateChecks:
         if not isinstance(state_dict, dict):
             raise TypeError("state_dict must be a dict returned by state_dict()")
         version = state_dict.get("format_version")
-        if version not in (1, FORMAT_VERSION):
+        if version not in (1, 2, FORMAT_VERSION):
             raise ValueError(f"state_dict has format_version {version!r}; this fastfair reads "
-                             f"versions 1 and {FORMAT_VERSION}")
+                             f"versions 1 to {FORMAT_VERSION}")
         # Version 1 named the rule by its class.
-        rule = self.name if version == FORMAT_VERSION else type(self).__name__
+        rule = type(self).__name__ if version == 1 else self.name
         if state_dict.get("rule") != rule:
             raise ValueError(f"state_dict is for rule {state_dict.get('rule')!r}, not {rule!r}")
         if state_dict.get("num_clients") != self.num_clients:
@@ -60,6 +62,8 @@ class StateChecks:
         given = state_dict.get("state")
         if not isinstance(given, dict):
             raise TypeError("state_dict['state'] must be a dict returned by state_dict()")
+        if state_dict["format_version"] < FORMAT_VERSION:
+            given = self._upgrade_state(given)
         specs = dict(self._state_specs())
         if self._num_samples is not None:
             specs["num_samples"] = self._counts_spec()
@@ -71,6 +75,12 @@ class StateChecks:
         new["round"] = check_count(given["round"], "state['round']")
         self._check_state(new)
         return new
+
+    def _upgrade_state(self, given: Dict[str, Any]) -> Dict[str, Any]:
+        """A version 1 or 2 ``state`` in this version's keys (a new dict; ``given`` unchanged).
+        Rules with per-client vectors convert their dense ``[K]`` arrays
+        (:func:`fastfair.aggregators._client_vector.upgrade`); the others' keys are the same."""
+        return given
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -33,6 +33,7 @@ import numpy as np
 
 from fastfair import ops
 from fastfair.aggregators._checks import StateSpec, check_choice, check_scalar
+from fastfair.aggregators._client_vector import ClientVector, check_state, upgrade
 from fastfair.aggregators.aaggff_responses import (
     CDFS,
     VARIANTS,
@@ -97,10 +98,12 @@ class AAggFFD(Aggregator):
         ``"paper"`` (default) or ``"reference_code"``: the authors' decreasing "normal" (only
         with ``cdf="normal"``).
 
-    State: ``D`` ``[K]`` float64 (8 bytes per client) and the last step size ``eta``. Losses are
-    the clients' (non-negative) losses of the global model they received, before local training.
-    ``weights(client_ids, losses)`` returns ``c`` ``[m]``; :attr:`p` materialises the full decision
-    :math:`p^{(t+1)}` in O(K).
+    State: ``D`` over the K clients, zero for every client not yet sampled, kept as a
+    :class:`~fastfair.aggregators._client_vector.ClientVector` (16 bytes per client sampled so
+    far, at most 8 bytes per client: a run's memory follows the clients it touches, not K), and
+    the last step size ``eta``. Losses are the clients' (non-negative) losses of the global model
+    they received, before local training. ``weights(client_ids, losses)`` returns ``c`` ``[m]``;
+    :attr:`D` and :attr:`p` materialise ``D`` and the full decision :math:`p^{(t+1)}` in O(K).
     """
 
     name = "aaggff-d"
@@ -121,7 +124,7 @@ class AAggFFD(Aggregator):
         self.variant = check_choice(variant, "variant", VARIANTS)
         self.initial_p = check_choice(initial_p, "initial_p", ("uniform", "reference_code"))
         self.normal_cdf = _check_normal(normal_cdf, self.cdf)
-        self.D = np.zeros(self.num_clients)
+        self._D = ClientVector(self.num_clients, 0.0)
         self.eta = 0.0
 
     def _config(self) -> Dict[str, Any]:
@@ -130,20 +133,31 @@ class AAggFFD(Aggregator):
                 "initial_p": self.initial_p, "normal_cdf": self.normal_cdf}
 
     def _state(self) -> Dict[str, Any]:
-        return {"D": self.D, "eta": self.eta}
+        return {**self._D.state("D"), "eta": self.eta}
 
     def _state_specs(self) -> Dict[str, StateSpec]:
-        return {"D": StateSpec((self.num_clients,)), "eta": StateSpec(lo=0.0)}
+        return {**ClientVector.specs("D"), "eta": StateSpec(lo=0.0)}
+
+    def _check_state(self, state: Dict[str, Any]) -> None:
+        check_state(state, "D", self.num_clients)
+
+    def _upgrade_state(self, given: Dict[str, Any]) -> Dict[str, Any]:
+        return upgrade(given, "D", self.num_clients, 0.0)
 
     def _set_state(self, state: Dict[str, Any]) -> None:
-        self.D = state["D"]
+        self._D = ClientVector.from_state(state, "D", self.num_clients)
         self.eta = state["eta"]
+
+    @property
+    def D(self) -> np.ndarray:
+        """The state ``D`` ``[K]`` float64 (a new array; O(K), on demand)."""
+        return self._D.dense()
 
     @property
     def p(self) -> np.ndarray:
         r"""The full decision :math:`p^{(t+1)} = \mathrm{softmax}(-\eta D)` ``[K]`` (O(K), on
         demand; uniform before the first round)."""
-        return ops.softmax(self.D, scale=-self.eta)
+        return ops.softmax(self._D.dense(), scale=-self.eta)
 
     def round_constants(self, m: int) -> Tuple[float, float, float]:
         """``(C, C1, C2)`` of a round with m participants: the sampling probability (nominal, or
@@ -162,12 +176,12 @@ class AAggFFD(Aggregator):
         eta = math.sqrt(math.log(K)) / (dr_lipschitz(c1, c2, c) * math.sqrt(t + 1))
         prior_mass = c * K if (self.initial_p == "reference_code" and t == 1) else 1.0
         # The lazy step runs on a gathered copy of D_S so that nothing changes before commit.
-        d_s = self.D[ids]
+        d_s = self._D.gather(ids)
         q = ops.dr_lazy_step(d_s, np.arange(m), r, sample_prob=c, eta=eta,
                              variant=self.variant, prior_mass=prior_mass)
 
         def commit() -> None:
-            self.D[ids] = d_s
+            self._D.scatter(ids, d_s)
             self.eta = eta
 
         return q, commit

@@ -28,6 +28,7 @@ import numpy as np
 
 from fastfair import ops
 from fastfair.aggregators._checks import StateSpec, check_choice, check_scalar
+from fastfair.aggregators._client_vector import ClientVector, check_state, upgrade
 from fastfair.aggregators.base import Aggregator, Commit
 
 
@@ -59,11 +60,12 @@ class AFL(Aggregator):
         round, or the nominal fraction in (0, 1] of the authors' runs (their m is
         :math:`\max(\lfloor CK\rfloor, 1)`).
 
-    State: ``lam`` ``[K]`` float64 (8 bytes per client, non-negative), initialised to ``1/K``
-    (to C at the first round with ``initial_lambda="reference_code"``). The sampled entries of λ
-    always sum to 1 after a round; under partial participation λ over all K need not.
-    ``weights(client_ids, losses)`` returns ``c`` ``[m]``. O(m) per round (plus that one O(K)
-    fill).
+    State: ``lam`` over the K clients (non-negative), ``1/K`` for every client not yet sampled
+    (C from the first round on with ``initial_lambda="reference_code"``), kept as a
+    :class:`~fastfair.aggregators._client_vector.ClientVector` (16 bytes per client sampled so
+    far, at most 8 bytes per client); :attr:`lam` materialises it ``[K]`` in O(K). The sampled
+    entries of λ always sum to 1 after a round; under partial participation λ over all K need
+    not. ``weights(client_ids, losses)`` returns ``c`` ``[m]``. O(m) per round.
     """
 
     name = "afl"
@@ -81,20 +83,31 @@ class AFL(Aggregator):
                              "'reference_code'; drop it or pass that option")
         self.sample_prob = (None if sample_prob is None else
                             check_scalar(sample_prob, "sample_prob", lo=0.0, hi=1.0, lo_open=True))
-        self.lam = np.full(self.num_clients, 1.0 / self.num_clients)
+        self._lam = ClientVector(self.num_clients, 1.0 / self.num_clients)
 
     def _config(self) -> Dict[str, Any]:
         return {"step_size": self.step_size, "coefficients": self.coefficients,
                 "initial_lambda": self.initial_lambda, "sample_prob": self.sample_prob}
 
     def _state(self) -> Dict[str, Any]:
-        return {"lam": self.lam}
+        return self._lam.state("lam")
 
     def _state_specs(self) -> Dict[str, StateSpec]:
-        return {"lam": StateSpec((self.num_clients,), lo=0.0)}
+        return ClientVector.specs("lam", lo=0.0)
+
+    def _check_state(self, state: Dict[str, Any]) -> None:
+        check_state(state, "lam", self.num_clients)
+
+    def _upgrade_state(self, given: Dict[str, Any]) -> Dict[str, Any]:
+        return upgrade(given, "lam", self.num_clients, 1.0 / self.num_clients, lo=0.0)
 
     def _set_state(self, state: Dict[str, Any]) -> None:
-        self.lam = state["lam"]
+        self._lam = ClientVector.from_state(state, "lam", self.num_clients)
+
+    @property
+    def lam(self) -> np.ndarray:
+        """The state λ ``[K]`` float64 (a new array; O(K), on demand)."""
+        return self._lam.dense()
 
     def _round(self, ids, losses, num_samples, **round_inputs) -> Tuple[np.ndarray, Commit]:
         self._no_round_inputs(round_inputs)
@@ -104,7 +117,7 @@ class AFL(Aggregator):
             start = self.sample_prob if self.sample_prob is not None else m / self.num_clients
             old = np.full(m, start)
         else:
-            old = self.lam[ids]
+            old = self._lam.gather(ids)
         new = ops.project_simplex(old + self.step_size * losses)
         if self.coefficients == "updated":
             coef = new
@@ -115,7 +128,7 @@ class AFL(Aggregator):
 
         def commit() -> None:
             if start is not None:
-                self.lam.fill(start)
-            self.lam[ids] = new
+                self._lam.reset(start)
+            self._lam.scatter(ids, new)
 
         return coef, commit

@@ -42,7 +42,9 @@ Threads
 
 State
     Per-client state lives in flat float64 NumPy arrays on the host (never Python objects per
-    client), and a round touches O(m) of it where the rule's math allows.
+    client), and a round touches O(m) of it where the rule's math allows. A vector over the K
+    clients is a :class:`~fastfair.aggregators._client_vector.ClientVector`: memory for the
+    clients a run has touched, not for K.
     ``state_dict()`` returns ``{"format_version", "rule", "num_clients", "config", "state"}`` with
     copies of every array; ``load_state_dict(sd)`` restores it exactly (a run continued from a
     loaded state is bit-identical to one never interrupted) and rejects another rule, population,

@@ -29,6 +29,7 @@ from typing import Any, Dict, NamedTuple, Tuple
 import numpy as np
 
 from fastfair.aggregators._checks import StateSpec, check_choice, check_scalar
+from fastfair.aggregators._client_vector import ClientVector, check_state, upgrade
 from fastfair.aggregators.base import Aggregator, Commit
 
 
@@ -138,7 +139,9 @@ class FedMABA(Aggregator):
         Upper bracket of the KL multiplier λ (default ∞); a finite value mimics a bounded
         bisection.
 
-    State: ``log_p`` ``[K]`` float64 (8 bytes per client), initialised to ``-log K``.
+    State: ``log_p`` over the K clients, ``-log K`` for every client not yet sampled, kept as a
+    :class:`~fastfair.aggregators._client_vector.ClientVector` (16 bytes per client sampled so
+    far, at most 8 bytes per client); :attr:`log_p` materialises it ``[K]`` in O(K).
     ``weights(client_ids, losses)`` returns ``c`` ``[m]``; ``last_solution`` holds π, τ*, the
     status and the iteration count of the last round. O(m) per round.
     """
@@ -158,7 +161,7 @@ class FedMABA(Aggregator):
         if not lam >= 0.0:
             raise ValueError(f"lambda_max must be >= 0 (inf for no bound); got {lambda_max!r}")
         self.lambda_max = lam
-        self.log_p = np.full(self.num_clients, -math.log(self.num_clients))
+        self._log_p = ClientVector(self.num_clients, -math.log(self.num_clients))
         self.last_solution: FedMABASolution | None = None
 
     def _config(self) -> Dict[str, Any]:
@@ -167,23 +170,34 @@ class FedMABA(Aggregator):
                 "lambda_max": self.lambda_max}
 
     def _state(self) -> Dict[str, Any]:
-        return {"log_p": self.log_p}
+        return self._log_p.state("log_p")
 
     def _state_specs(self) -> Dict[str, StateSpec]:
-        return {"log_p": StateSpec((self.num_clients,))}
+        return ClientVector.specs("log_p")
+
+    def _check_state(self, state: Dict[str, Any]) -> None:
+        check_state(state, "log_p", self.num_clients)
+
+    def _upgrade_state(self, given: Dict[str, Any]) -> Dict[str, Any]:
+        return upgrade(given, "log_p", self.num_clients, -math.log(self.num_clients))
 
     def _set_state(self, state: Dict[str, Any]) -> None:
-        self.log_p = state["log_p"]
+        self._log_p = ClientVector.from_state(state, "log_p", self.num_clients)
+
+    @property
+    def log_p(self) -> np.ndarray:
+        """The state ``log_p`` ``[K]`` float64 (a new array; O(K), on demand)."""
+        return self._log_p.dense()
 
     @property
     def p(self) -> np.ndarray:
         """The full distribution ``exp(log_p)`` ``[K]`` (O(K); materialised on demand)."""
-        return np.exp(self.log_p)
+        return np.exp(self._log_p.dense())
 
     def _round(self, ids, losses, num_samples, **round_inputs) -> Tuple[np.ndarray, Commit]:
         self._no_round_inputs(round_inputs)
         m = ids.shape[0]
-        log_p_s = self.log_p[ids]
+        log_p_s = self._log_p.gather(ids)
         a = log_p_s + self.step_size * losses
         n_ref = m if self.kl_reference == "sampled" else self.num_clients
         tau_min = 1.0 / (1.0 + self.lambda_max)
@@ -197,7 +211,7 @@ class FedMABA(Aggregator):
             new = sol.log_pi
 
         def commit() -> None:
-            self.log_p[ids] = new
+            self._log_p.scatter(ids, new)
             self.last_solution = sol
 
         return coef, commit

@@ -159,9 +159,10 @@ class ServerOptimizer:
         and changes nothing."""
         if not isinstance(state_dict, dict):
             raise TypeError("state_dict must be a dict returned by state_dict()")
-        if state_dict.get("format_version") != FORMAT_VERSION:
+        # Version 3 changed only the rules' per-client vectors: a version 2 optimiser is the same.
+        if state_dict.get("format_version") not in (2, FORMAT_VERSION):
             raise ValueError(f"state_dict has format_version {state_dict.get('format_version')!r}"
-                             f"; this fastfair reads version {FORMAT_VERSION}")
+                             f"; this fastfair reads versions 2 and {FORMAT_VERSION}")
         if state_dict.get("optimizer") != self.name:
             raise ValueError(f"state_dict is for optimizer {state_dict.get('optimizer')!r}, not "
                              f"{self.name!r}")

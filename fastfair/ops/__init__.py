@@ -11,6 +11,7 @@ form, where the output is the very same array as the input (``sgld_step`` and
 """
 
 from fastfair.ops.dr import dr_gradient, dr_lazy_step
+from fastfair.ops.label_segments import label_segments
 from fastfair.ops.normal_segments import normal_segments
 from fastfair.ops.ons import OnlineNewtonStep, QpCertificate, ons_project, ons_project_batched
 from fastfair.ops.sampling import sample_available, sample_clients
@@ -30,8 +31,8 @@ from fastfair.ops.weighted_average import Accumulator, weighted_average
 
 __all__ = [
     "Accumulator", "OnlineNewtonStep", "QpCertificate", "dr_gradient", "dr_lazy_step",
-    "eg_step", "logsumexp", "normal_segments", "ons_project", "ons_project_batched",
-    "project_simplex", "sample_available", "sample_clients", "softmax",
+    "eg_step", "label_segments", "logsumexp", "normal_segments", "ons_project",
+    "ons_project_batched", "project_simplex", "sample_available", "sample_clients", "softmax",
     "softmax_regression_sgd", "weighted_average", "cosine_beta_schedule", "fedevg_server_step",
     "sgld_step", "SegmentLayout", "orthogonality_coefficients", "prox_coefficients",
     "superfed_mix", "superfed_reduce", "superfed_step",

@@ -249,7 +249,12 @@ def _first(value, x):
 INVALID = {
     "num_samples": [("negative", lambda v: _first(v, -1.0))],
     "eta": [("negative", lambda v: -1.0)],
-    "lam": [("negative", lambda v: _first(v, -0.1))],
+    "lam_values": [("negative", lambda v: _first(v, -0.1))],
+    "lam_fill": [("negative", lambda v: -0.1)],
+    **{f"{name}_ids": [("unsorted", lambda v: v[::-1]), ("repeated", lambda v: np.append(v, v[-1])),
+                       ("negative", lambda v: _first(v, -1).astype(np.int64)),
+                       ("beyond K", lambda v: np.append(v, K)), ("floats", lambda v: v + 0.0)]
+       for name in ("D", "lam", "log_p")},
     "ons_p": [("negative", lambda v: _first(v, -0.1)), ("off the simplex", lambda v: 2.0 * v)],
     "ons_pending_c": [("negative", lambda v: -1.0 - v)],
     "ons_H": [("not positive definite", lambda v: -v),
@@ -337,7 +342,12 @@ def test_optimizer_load_checks_every_state_value_and_changes_nothing_on_failure(
 def test_load_rejects_wrong_state_shape():
     agg = A.FedMABA(K)
     sd = agg.state_dict()
-    sd["state"]["log_p"] = np.zeros(K + 1)
+    sd["state"]["log_p_values"] = np.zeros(1)
+    with pytest.raises(ValueError, match="log_p_values"):
+        agg.load_state_dict(sd)
+    sd = A.FedMABA(K).state_dict()
+    sd["format_version"] = 2
+    sd["state"] = {"round": 0, "log_p": np.zeros(K + 1)}
     with pytest.raises(ValueError, match="log_p"):
         agg.load_state_dict(sd)
 

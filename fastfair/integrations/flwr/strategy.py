@@ -387,9 +387,10 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
         if not isinstance(state_dict, dict) or set(state_dict) != {"format_version", "rule",
                                                                    "optimizer", "node_ids"}:
             raise ValueError("state_dict must come from FastFairStrategy.state_dict()")
-        if state_dict["format_version"] != FORMAT_VERSION:
+        # Version 3 changed only the rule's per-client vectors, which the rule's load upgrades.
+        if state_dict["format_version"] not in (2, FORMAT_VERSION):
             raise ValueError(f"state_dict has format_version {state_dict['format_version']!r}; "
-                             f"this fastfair reads {FORMAT_VERSION}")
+                             f"this fastfair reads versions 2 and {FORMAT_VERSION}")
         nodes = [int(n) for n in state_dict["node_ids"]]
         if len(set(nodes)) != len(nodes) or len(nodes) > self.aggregator.num_clients:
             raise ValueError("state_dict['node_ids'] must be distinct and at most num_clients")

@@ -10,14 +10,7 @@ import numpy as np
 import torch
 
 from fastfair import ops
-from fastfair.sim.data.base import (
-    ClientBatch,
-    FederatedDataset,
-    PrefixSplit,
-    split_sizes,
-    take_rows,
-)
-from fastfair.sim.products import affine
+from fastfair.sim.data.base import ClientBatch, FederatedDataset, PrefixSplit, split_sizes
 from fastfair.sim.seeding import Stream, keys, torch_seed, uniform
 
 
@@ -89,9 +82,12 @@ class SyntheticDataset(FederatedDataset):
         return W, b, v
 
     def client_data(self, ids, split: str = "train", device=None) -> ClientBatch:
-        """The clients' ``split`` samples, generated for the whole cohort in one vectorised pass
-        on ``device`` (default CPU): two calls of :func:`fastfair.ops.normal_segments` keyed by
-        the clients' keys (their models; their samples), then one batched labelling."""
+        """The clients' ``split`` samples, generated for the whole cohort in two kernel calls
+        on ``device`` (default CPU): :func:`fastfair.ops.normal_segments` keyed by the clients'
+        keys (their models, then their samples), then :func:`fastfair.ops.label_segments`,
+        which moves each client's rows to its feature mean and labels them through its model in
+        one pass (no row gathers); its float64 logits make a label the same bits on any
+        device."""
         ids = self._check_ids(ids)
         device = torch.device("cpu") if device is None else torch.device(device)
         F = self.num_features
@@ -99,35 +95,10 @@ class SyntheticDataset(FederatedDataset):
         W, b, v = self._model(ids, device)
         x = normals(keys(self.seed, Stream.SYNTHETIC_SAMPLES, ids), rows.starts * F,
                      device).reshape(-1, F)
-        owner = torch.from_numpy(np.repeat(np.arange(ids.shape[0]), rows.drawn)).to(device)
-        x.mul_(self._feature_std.to(device)).add_(take_rows(v, owner))
-        return rows.batch(x, label_segments(x, rows.starts, W, b))
-
-
-def label_segments(x: torch.Tensor, starts: np.ndarray, W: torch.Tensor, b: torch.Tensor,
-                   chunk: int = 64) -> torch.Tensor:
-    """``[N]`` labels ``argmax(x_n W_k + b_k)`` of each row n through its client k's model.
-
-    ``x [N, F]`` holds client k's rows at ``starts[k]:starts[k+1]``; ``W [m, F, C]``,
-    ``b [m, C]``. Clients are taken in size order, ``chunk`` at a time, each chunk padded to its
-    longest client and labelled by one batched matmul, so padding stays small whatever the size
-    distribution and no Python runs per client.
-    """
-    sizes = np.diff(starts)
-    y = torch.empty(x.shape[0], dtype=torch.int64, device=x.device)
-    order = np.argsort(sizes, kind="stable")
-    for first in range(0, order.size, chunk):
-        part = order[first:first + chunk]
-        n = int(sizes[part].max())
-        if n == 0:
-            continue
-        rows = torch.from_numpy(starts[part][:, None] + np.arange(n)[None, :]).to(x.device)
-        real = torch.from_numpy(np.arange(n)[None, :] < sizes[part][:, None]).to(x.device)
-        rows = torch.where(real, rows, rows[:, :1])           # padding repeats a real row
-        idx = torch.from_numpy(part).to(x.device)
-        labels = affine(take_rows(x, rows), take_rows(W, idx), take_rows(b, idx)).argmax(2)
-        y[rows[real]] = labels[real]
-    return y
+        y = ops.label_segments(x, torch.from_numpy(rows.starts).to(device), W.contiguous(),
+                               b.contiguous(), scale=self._feature_std.to(device),
+                               shift=v.contiguous())
+        return rows.batch(x, y)
 
 
 def normals(client_keys: np.ndarray, offsets: np.ndarray, device: torch.device) -> torch.Tensor:
