@@ -12,7 +12,7 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, cast
 
 from fastfair.cli_options import (
     HelpFormatter,
@@ -365,8 +365,10 @@ def _typed(argv: Optional[Sequence[str]]) -> Set[str]:
     """The destinations of the options ``argv`` gives, whatever their values (an option typed
     at its default value counts: it is what the user asked for)."""
     parser = _parser()
+    assert parser._subparsers is not None  # _parser() adds the subcommands
+    # Its actions are subparser actions, whose choices map each command to its parser.
     parsers = [parser] + [sub for action in parser._subparsers._group_actions
-                          for sub in action.choices.values()]
+                          for sub in cast(Dict[str, Any], action.choices).values()]
     for each in parsers:
         each._defaults.clear()
         for action in each._actions:
