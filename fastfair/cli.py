@@ -365,10 +365,8 @@ def _typed(argv: Optional[Sequence[str]]) -> Set[str]:
     """The destinations of the options ``argv`` gives, whatever their values (an option typed
     at its default value counts: it is what the user asked for)."""
     parser = _parser()
-    assert parser._subparsers is not None  # _parser() adds the subcommands
-    # Its actions are subparser actions, whose choices map each command to its parser.
-    parsers = [parser] + [sub for action in parser._subparsers._group_actions
-                          for sub in cast(Dict[str, Any], action.choices).values()]
+    parsers = [parser] + [sub for action in cast(Any, parser._subparsers)._group_actions
+                          for sub in action.choices.values()]  # _parser() made them
     for each in parsers:
         each._defaults.clear()
         for action in each._actions:
