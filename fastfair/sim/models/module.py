@@ -104,7 +104,7 @@ class ModuleModel(FlatModel):
     def _flatten(self, module: torch.nn.Module) -> torch.Tensor:
         """``module``'s parameters then buffers as one float32 vector ``[P]`` (on its device),
         in the order of :attr:`names`."""
-        tensors = dict(module.named_parameters())
+        tensors: Dict[str, torch.Tensor] = dict(module.named_parameters())
         tensors.update(module.named_buffers())
         return torch.cat([tensors[n].detach().reshape(-1).float() for n in self.names])
 

@@ -87,7 +87,7 @@ def _image(shape: Tuple[int, ...], model: str) -> Tuple[int, int, int]:
     if len(shape) != 3:
         raise ValueError(f"model {model!r} takes images [C, H, W]; the data set's samples are "
                          f"{list(shape)}")
-    return shape  # type: ignore[return-value]
+    return shape
 
 
 def _two_conv_cnn(shape, num_classes: int, hidden: int, model: str) -> nn.Module:
