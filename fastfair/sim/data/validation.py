@@ -30,7 +30,7 @@ class ValidationSplit(FederatedDataset):
         self.vocab_size, self.label_shape = dataset.vocab_size, dataset.label_shape
 
     @property
-    def fixed_data(self) -> bool:
+    def fixed_data(self) -> bool:  # type: ignore[override]  # the wrapped set's, read-only
         """The wrapped data set's: a split of fresh samples is fresh too."""
         return self.base.fixed_data
 
