@@ -76,7 +76,7 @@ class SegmentLayout:
         """(offsets, twinned) on the device of ``like`` (cached per device)."""
         if not is_cuda(like):
             return self.offsets, self.twinned.view(np.uint8)
-        cache: Dict[Any, Any] = self._device  # type: ignore[attr-defined]
+        cache: Dict[Any, Any] = self._device  # type: ignore[attr-defined]  # __post_init__
         key = str(getattr(like, "device", "cuda"))
         if key not in cache:
             if framework(like) != "torch":

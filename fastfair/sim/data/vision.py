@@ -188,7 +188,7 @@ def find_files(name: str, data_dir: str) -> Dict[str, List[str]]:
         if None in paths:
             raise ValueError(f"{name}: no {' and '.join(pair)} (or .gz) in {bases[0]}; pass "
                              "--download or see the README")
-        found[split] = paths  # type: ignore[assignment]
+        found[split] = paths  # type: ignore[assignment]  # no None in paths (checked above)
     return found
 
 
