@@ -129,7 +129,7 @@ def as_saved(config: Dict[str, Any]) -> Dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------- progress
-def progress_bar(total: int, initial: int, desc: str, enabled: bool):
+def progress_bar(total: int, initial: int, desc: str, enabled: bool) -> Any:
     """A tqdm bar over ``total`` rounds from ``initial`` on standard error (disabled unless
     ``enabled``)."""
     from tqdm import tqdm

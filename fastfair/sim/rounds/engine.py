@@ -196,6 +196,7 @@ class Simulation(Runner):
             ops.weighted_average(updates, torch.from_numpy(step[share]).to(self.device),
                                  out=direction)
         self.optimizer.step(self.params, self.dist.sum(direction))
+        assert self.rule.last_mixture is not None  # weights() committed the round, which sets it
         return {"participants": int(m), "train_loss": float(np.mean(losses)),
                 "max_coefficient": float(np.max(coef)), **mixture_summary(self.rule.last_mixture)}
 
