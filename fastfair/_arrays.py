@@ -154,7 +154,7 @@ def float64_like(values: Any, like: Any, name: str, *, vector: bool = False) -> 
         if kind == "torch":
             import torch
 
-            v = values if isinstance(values, torch.Tensor) else torch.as_tensor(values)
+            v: Any = values if isinstance(values, torch.Tensor) else torch.as_tensor(values)
             v = v.detach().to(device=like.device, dtype=torch.float64).contiguous()
         elif kind == "cupy":
             import cupy

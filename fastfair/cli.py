@@ -12,7 +12,7 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator, List, Optional, Sequence, Set
+from typing import Any, Iterator, List, Optional, Sequence, Set, cast
 
 from fastfair.cli_options import (
     ArgumentParser,
@@ -341,8 +341,8 @@ def _typed(argv: Optional[Sequence[str]]) -> Set[str]:
     """The destinations of the options ``argv`` gives, whatever their values (an option typed
     at its default value counts: it is what the user asked for)."""
     parser = _parser()
-    parsers = [parser] + [sub for action in parser._subparsers._group_actions
-                          for sub in action.choices.values()]
+    parsers = [parser] + [sub for action in cast(Any, parser._subparsers)._group_actions
+                          for sub in action.choices.values()]  # _parser() made them
     for each in parsers:
         each._defaults.clear()
         for action in each._actions:

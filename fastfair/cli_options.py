@@ -157,11 +157,11 @@ def config_values(args: argparse.Namespace, cls: type) -> Dict[str, Any]:
 
 
 def _is_dict(f: dataclasses.Field) -> bool:
-    return f.default_factory is dict  # type: ignore[comparison-overlap]
+    return f.default_factory is dict
 
 
 def _default(f: dataclasses.Field) -> Any:
-    return f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
+    return f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
 
 
 def _plain_type(annotation: Any) -> Any:
@@ -301,6 +301,7 @@ def file_by_rule(args: argparse.Namespace, key: str, rules: Sequence[str]) -> Di
     given = dict(run.run.get(key, {})) if run is not None else {}
     extra = sorted(set(given) - set(rules))
     if extra and not args.file_drops_others:
+        assert run is not None  # the rules it names came from the file
         raise ValueError(f"{run.path}: {key} names {', '.join(map(repr, extra))}, which is not "
                          f"run (rules: {', '.join(rules)}); add it to the rules or drop it")
     return {r: o for r, o in given.items() if r in rules}

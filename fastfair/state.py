@@ -96,7 +96,7 @@ def save_state(path: PathLike, state: Dict[str, Any]) -> None:
     """
     arrays: List[np.ndarray] = []
     skeleton = _skeleton(state, arrays, "state")
-    payload = {f"a{i}": a for i, a in enumerate(arrays)}
+    payload: Dict[str, Any] = {f"a{i}": a for i, a in enumerate(arrays)}
     payload[SKELETON] = np.frombuffer(json.dumps(skeleton, allow_nan=True).encode(), np.uint8)
     tmp = os.fspath(path) + ".tmp"
     try:

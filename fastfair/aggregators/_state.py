@@ -6,14 +6,37 @@ from __future__ import annotations
 
 import inspect
 import math
-from typing import Any, Dict
+from typing import Any, ClassVar, Dict, Optional, Protocol
 
-from fastfair.aggregators._checks import check_count
+import numpy as np
+
+from fastfair.aggregators._checks import StateSpec, check_count
 
 #: Version of the ``state_dict`` format (2: ``"rule"`` holds the rule's public name; 3: a
 #: per-client vector is stored sparse, as the ids, values and fill of
 #: :mod:`fastfair.aggregators._client_vector`, where 1 and 2 held it dense ``[K]``).
 FORMAT_VERSION = 3
+
+
+class _Rule(Protocol):
+    """What :class:`StateChecks` reads of the rule it is mixed into."""
+
+    name: ClassVar[str]
+    num_clients: int
+    options_before: ClassVar[Dict[str, Any]]
+    _num_samples: Optional[np.ndarray]
+
+    def _config(self) -> Dict[str, Any]: ...
+
+    def _state_specs(self) -> Dict[str, StateSpec]: ...
+
+    def _counts_spec(self) -> StateSpec: ...
+
+    def _check_state(self, state: Dict[str, Any]) -> None: ...
+
+    def _check_header(self, state_dict: Dict[str, Any]) -> None: ...
+
+    def _upgrade_state(self, given: Dict[str, Any]) -> Dict[str, Any]: ...
 
 
 class StateChecks:
@@ -22,7 +45,7 @@ class StateChecks:
     ``_num_samples`` and its declarations ``_config()``, ``_state_specs()``, ``_counts_spec()``
     and ``_check_state()``."""
 
-    def _check_header(self, state_dict: Dict[str, Any]) -> None:
+    def _check_header(self: _Rule, state_dict: Dict[str, Any]) -> None:
         """Raises unless ``state_dict`` has this format version, rule, population and config
         (where a hyperparameter it lacks, being older, must be at its default here)."""
         if not isinstance(state_dict, dict):
@@ -53,7 +76,7 @@ class StateChecks:
                                  f"this aggregator's {mine.get(key)!r}; construct it with the "
                                  "same hyperparameters")
 
-    def _checked_state(self, state_dict: Dict[str, Any]) -> Dict[str, Any]:
+    def _checked_state(self: _Rule, state_dict: Dict[str, Any]) -> Dict[str, Any]:
         """The values of ``state_dict["state"]``, each checked as ``load_state_dict`` describes
         (the header, the keys, the round counter, the static counts, each key's
         :class:`~fastfair.aggregators._checks.StateSpec`, then ``_check_state``), ready to

@@ -18,7 +18,7 @@ def _rows(updates: Any) -> List[Any]:
         layers = len(updates[0])
         if any(len(u) != layers for u in updates):
             raise ValueError("updates: every client must give the same number of arrays")
-        blocks = []
+        blocks: List[Any] = []
         for l in range(layers):
             arrs = [u[l] for u in updates]
             if framework_or_none(arrs[0]) == "torch":

@@ -166,8 +166,10 @@ class AAggFFD(Aggregator):
         c1, c2 = self.response_range if self.response_range is not None else (0.0, c)
         return c, c1, c2
 
-    def _round(self, ids, losses, num_samples, **round_inputs) -> Tuple[np.ndarray, Commit]:
+    def _round(self, ids: np.ndarray, losses: Optional[np.ndarray],
+               num_samples: Optional[np.ndarray], **round_inputs: Any) -> Tuple[np.ndarray, Commit]:
         self._no_round_inputs(round_inputs)
+        assert losses is not None  # needs_losses: propose() refuses a round without
         _check_losses(losses)
         m, K = ids.shape[0], self.num_clients
         c, c1, c2 = self.round_constants(m)
@@ -323,13 +325,15 @@ class AAggFFS(Aggregator):
         """KKT certificate of the last round's projection (None before the first round)."""
         return self._ons.last_info
 
-    def _round(self, ids, losses, num_samples, **round_inputs) -> Tuple[np.ndarray, Commit]:
+    def _round(self, ids: np.ndarray, losses: Optional[np.ndarray],
+               num_samples: Optional[np.ndarray], **round_inputs: Any) -> Tuple[np.ndarray, Commit]:
         self._no_round_inputs(round_inputs)
         K = self.num_clients
         if ids.shape[0] != K:
             raise ValueError(f"client_ids must hold all {K} clients every round (AAggFF-S is "
                              f"cross-silo, Alg. 3.1); got {ids.shape[0]}. Use AAggFFD for partial "
                              "participation")
+        assert losses is not None  # needs_losses: propose() refuses a round without
         _check_losses(losses)
         r = np.empty(K)
         r[ids] = cdf_responses(losses, self.cdf, self.c1, self.c2, normal_cdf=self.normal_cdf)

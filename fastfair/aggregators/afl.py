@@ -109,8 +109,10 @@ class AFL(Aggregator):
         """The state λ ``[K]`` float64 (a new array; O(K), on demand)."""
         return self._lam.dense()
 
-    def _round(self, ids, losses, num_samples, **round_inputs) -> Tuple[np.ndarray, Commit]:
+    def _round(self, ids: np.ndarray, losses: Optional[np.ndarray],
+               num_samples: Optional[np.ndarray], **round_inputs: Any) -> Tuple[np.ndarray, Commit]:
         self._no_round_inputs(round_inputs)
+        assert losses is not None  # needs_losses: propose() refuses a round without
         m = ids.shape[0]
         start = None
         if self.initial_lambda == "reference_code" and self.round == 0:

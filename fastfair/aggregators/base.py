@@ -84,7 +84,7 @@ Writing a rule
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, ClassVar, Dict, Optional, Tuple
+from typing import Any, Callable, ClassVar, Dict, Literal, Optional, Tuple, overload
 
 import numpy as np
 
@@ -281,6 +281,14 @@ class Aggregator(StateChecks):
                num_samples: Optional[np.ndarray], **round_inputs: Any) -> Tuple[np.ndarray, Commit]:
         raise NotImplementedError
 
+    @overload
+    def _counts(self, ids: np.ndarray, num_samples: Optional[np.ndarray],
+                required: Literal[True]) -> np.ndarray: ...
+
+    @overload
+    def _counts(self, ids: np.ndarray, num_samples: Optional[np.ndarray],
+                required: bool) -> Optional[np.ndarray]: ...
+
     def _counts(self, ids: np.ndarray, num_samples: Optional[np.ndarray],
                 required: bool) -> Optional[np.ndarray]:
         """This round's sample counts: the given ones, else the static ones gathered at ``ids``."""
@@ -314,7 +322,7 @@ class Aggregator(StateChecks):
             if coefficients is not None:
                 raise ValueError("coefficients must be None when updates is an Accumulator "
                                  "(it already holds the weighted sum)")
-            total = updates.result(normalize=False)
+            total: Any = updates.result(normalize=False)  # one array, or a list of them
             stacked = [total] if isinstance(total, list) else total[None]
             return ops.weighted_average(stacked, [1.0], base=base, lr=lr, out=out)
         if coefficients is None:
@@ -351,7 +359,7 @@ class Aggregator(StateChecks):
         every array is a copy. A :class:`~fastfair.state.StateDict`: ``torch.save`` it and
         ``torch.load`` (weights-only, torch's default) reads it, or :func:`fastfair.save_state`
         with NumPy alone."""
-        state = {"round": self.round}
+        state: Dict[str, Any] = {"round": self.round}
         if self._num_samples is not None:
             state["num_samples"] = self._num_samples
         state.update(self._state())

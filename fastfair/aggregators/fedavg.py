@@ -11,7 +11,7 @@ Both weightings are O(m) per round and keep no per-client state beyond FedAvg's 
 
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -69,7 +69,8 @@ class FedAvg(Aggregator):
     def _config(self) -> Dict[str, Any]:
         return {"zero_total": self.zero_total}
 
-    def _round(self, ids, losses, num_samples, **round_inputs) -> Tuple[np.ndarray, Commit]:
+    def _round(self, ids: np.ndarray, losses: Optional[np.ndarray],
+               num_samples: Optional[np.ndarray], **round_inputs: Any) -> Tuple[np.ndarray, Commit]:
         self._no_round_inputs(round_inputs)
         counts = self._counts(ids, num_samples, required=True)
         return fedavg_weights(counts, self.zero_total), _NOTHING
@@ -84,7 +85,8 @@ class FairAvg(Aggregator):
     name = "fairavg"
     needs_losses = False
 
-    def _round(self, ids, losses, num_samples, **round_inputs) -> Tuple[np.ndarray, Commit]:
+    def _round(self, ids: np.ndarray, losses: Optional[np.ndarray],
+               num_samples: Optional[np.ndarray], **round_inputs: Any) -> Tuple[np.ndarray, Commit]:
         self._no_round_inputs(round_inputs)
         return np.full(ids.shape[0], 1.0 / ids.shape[0]), _NOTHING
 

@@ -187,7 +187,8 @@ class FedCVaRAvg(Aggregator):
         self.t = state["t"]
 
     # ------------------------------------------------------------------ server
-    def _round(self, ids, losses, num_samples, **round_inputs) -> Tuple[np.ndarray, Commit]:
+    def _round(self, ids: np.ndarray, losses: Optional[np.ndarray],
+               num_samples: Optional[np.ndarray], **round_inputs: Any) -> Tuple[np.ndarray, Commit]:
         m = ids.shape[0]
         thresholds = round_inputs.pop("thresholds", None)
         self._no_round_inputs(round_inputs)
@@ -202,6 +203,7 @@ class FedCVaRAvg(Aggregator):
             if thresholds is not None:
                 raise ValueError("thresholds is only used in the relay form; the one-step form "
                                  "updates t from the losses")
+            assert losses is not None  # needs_losses: propose() refuses a round without
             c, _ = cvar_coefficients(losses, self.t, self.alpha, self.gamma)
             hot_share = float(np.count_nonzero(losses > self.t)) / (m * self.alpha)
             new_t = self.t - self.lr_threshold * (1.0 - self.gamma) * (1.0 - hot_share)

@@ -24,7 +24,7 @@ Newton step leaves the bracket), a handful of passes over m values.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, NamedTuple, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -194,8 +194,10 @@ class FedMABA(Aggregator):
         """The full distribution ``exp(log_p)`` ``[K]`` (O(K); materialised on demand)."""
         return np.exp(self._log_p.dense())
 
-    def _round(self, ids, losses, num_samples, **round_inputs) -> Tuple[np.ndarray, Commit]:
+    def _round(self, ids: np.ndarray, losses: Optional[np.ndarray],
+               num_samples: Optional[np.ndarray], **round_inputs: Any) -> Tuple[np.ndarray, Commit]:
         self._no_round_inputs(round_inputs)
+        assert losses is not None  # needs_losses: propose() refuses a round without
         m = ids.shape[0]
         log_p_s = self._log_p.gather(ids)
         a = log_p_s + self.step_size * losses

@@ -19,7 +19,7 @@ descent direction to the next bound. The coefficients returned for the raw updat
 
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -259,7 +259,8 @@ class FedMGDA(Aggregator):
         return {"epsilon": self.epsilon, "normalize_updates": self.normalize_updates,
                 "norm_floor": self.norm_floor}
 
-    def _round(self, ids, losses, num_samples, **round_inputs) -> Tuple[np.ndarray, Commit]:
+    def _round(self, ids: np.ndarray, losses: Optional[np.ndarray],
+               num_samples: Optional[np.ndarray], **round_inputs: Any) -> Tuple[np.ndarray, Commit]:
         updates = round_inputs.pop("updates", None)
         gram = round_inputs.pop("gram", None)
         self._no_round_inputs(round_inputs)
@@ -295,4 +296,5 @@ class FedMGDA(Aggregator):
 
     def _mixture(self, coef: np.ndarray) -> np.ndarray:
         """λ*: the weights of the (normalised) updates in the combined direction."""
+        assert self.last_lambda is not None  # commit() sets it before it asks for the mixture
         return self.last_lambda.copy()

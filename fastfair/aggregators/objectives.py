@@ -24,7 +24,7 @@ clients at once):
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Dict, Mapping, Optional, Sequence, Tuple, Type, Union
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple, Type
 
 import numpy as np
 
@@ -35,7 +35,8 @@ THRESHOLD_KEY = "fastfair-threshold"
 #: Prefix of the config keys that carry an objective's options.
 OPTION_PREFIX = "fastfair-"
 
-Params = Union[Any, Sequence[Any]]
+#: One array or a sequence of arrays (any framework; arrays are untyped, hence Any).
+Params = Any
 
 
 def _is_torch(x: Any) -> bool:
@@ -46,7 +47,7 @@ def _relu(x: Any) -> Any:
     return x.clamp(min=0) if _is_torch(x) else np.maximum(x, 0.0)
 
 
-def param_pairs(params: Params, global_params: Params):
+def param_pairs(params: Params, global_params: Params) -> List[Tuple[Any, Any]]:
     """``[(params_l, global_l)]`` of one array or two lists of the same length."""
     if isinstance(params, (list, tuple)):
         if not isinstance(global_params, (list, tuple)) or len(params) != len(global_params):
@@ -193,7 +194,8 @@ class ProximalObjective(ClientObjective):
     def __init__(self, mu: float) -> None:
         self.mu = float(mu)
 
-    def __call__(self, mean_loss, params=None, global_params=None, state=None):
+    def __call__(self, mean_loss: Any, params: Params = None, global_params: Params = None,
+                 state: Any = None) -> Any:
         if params is None or global_params is None:
             raise ValueError("params and global_params are required by FedProx's proximal "
                              "term: pass the client's parameters and the received ones")
@@ -213,7 +215,8 @@ class PropFairObjective(ClientObjective):
     def __init__(self, M: float, epsilon: float, extension: str = "huber") -> None:
         self.M, self.epsilon, self.extension = float(M), float(epsilon), str(extension)
 
-    def __call__(self, mean_loss, params=None, global_params=None, state=None):
+    def __call__(self, mean_loss: Any, params: Params = None, global_params: Params = None,
+                 state: Any = None) -> Any:
         return propfair_loss(mean_loss, self.M, self.epsilon, self.extension)
 
     def options(self) -> Dict[str, Any]:
@@ -236,7 +239,8 @@ class CVaRObjective(ClientObjective):
         self.lr_threshold = None if lr_threshold is None else float(lr_threshold)
         self.lr_threshold_ratio = float(lr_threshold_ratio)
 
-    def __call__(self, mean_loss, params=None, global_params=None, state=None):
+    def __call__(self, mean_loss: Any, params: Params = None, global_params: Params = None,
+                 state: Any = None) -> Any:
         if state is None:
             raise ValueError("state (the client's threshold t) is required by Fed-CVaR-Avg: "
                              "start from initial_state() and train it with the parameters")

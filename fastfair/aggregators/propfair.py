@@ -80,10 +80,12 @@ class PropFair(Aggregator):
             return f"must be below M = {self.M} for weighting='eg'"
         return None
 
-    def _round(self, ids, losses, num_samples, **round_inputs) -> Tuple[np.ndarray, Commit]:
+    def _round(self, ids: np.ndarray, losses: Optional[np.ndarray],
+               num_samples: Optional[np.ndarray], **round_inputs: Any) -> Tuple[np.ndarray, Commit]:
         self._no_round_inputs(round_inputs)
         if self.weighting == "fedavg":
             return fedavg_weights(self._counts(ids, num_samples, required=True)), lambda: None
+        assert losses is not None  # needs_losses (weighting="eg"): propose() refuses None
         if (losses >= self.M).any():
             pos = int(np.flatnonzero(losses >= self.M)[0])
             raise ValueError(f"losses must be below M = {self.M} for weighting='eg'; got "

@@ -106,10 +106,12 @@ class QFedAvg(Aggregator):
             return "must be positive when 0 < q < 1 (F^(q-1) is infinite at 0)"
         return None
 
-    def _round(self, ids, losses, num_samples, **round_inputs) -> Tuple[np.ndarray, Commit]:
+    def _round(self, ids: np.ndarray, losses: Optional[np.ndarray],
+               num_samples: Optional[np.ndarray], **round_inputs: Any) -> Tuple[np.ndarray, Commit]:
         updates = round_inputs.pop("updates", None)
         norms = round_inputs.pop("sq_norms", None)
         self._no_round_inputs(round_inputs)
+        assert losses is not None  # needs_losses: propose() refuses a round without
         m = ids.shape[0]
         if self.form == "eg":
             if (losses < 0).any():

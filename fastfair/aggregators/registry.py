@@ -86,7 +86,7 @@ def describe() -> str:
         opts = ", ".join(s.describe() for s in rule_options(name).values())
         lines.append(f"  {name:<10} {cls.__name__:<11} {opts}")
     lines.append("server optimizers:")
-    for name, cls in SERVER_OPTIMIZERS.items():
+    for name, opt_cls in SERVER_OPTIMIZERS.items():
         opts = ", ".join(s.describe() for s in server_optimizer_options(name).values())
-        lines.append(f"  {name:<10} {cls.__name__:<11} {opts}")
+        lines.append(f"  {name:<10} {opt_cls.__name__:<11} {opts}")
     return "\n".join(lines)

@@ -21,7 +21,7 @@ correction). The moment buffers live in the framework, device and dtype of the p
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Dict, List, Optional, Tuple, Type
+from typing import Any, ClassVar, Dict, List, Optional, Tuple, Type, cast
 
 import numpy as np
 
@@ -116,7 +116,8 @@ class ServerOptimizer:
         if self.state and next(iter(self.state.values())) is None:
             self._init_buffers(ps)
         else:  # buffers of a loaded state may be in another framework (torch.load gives tensors)
-            self.state = {name: [_like(b, p) for b, p in zip(bufs, ps)]
+            # The buffers are all None or all lists (load_state_dict checks): here all lists.
+            self.state = {name: [_like(b, p) for b, p in zip(cast(List[Any], bufs), ps)]
                           for name, bufs in self.state.items()}
         for k, (p, g) in enumerate(zip(ps, gs)):
             self._step(k, p, -g)
@@ -250,7 +251,9 @@ class FedAvgM(ServerOptimizer):
         return {"lr": self.lr, "momentum": self.momentum}
 
     def _step(self, k: int, param: Any, delta: Any) -> None:
-        buf = self.state["momentum_buffer"][k]
+        bufs = self.state["momentum_buffer"]
+        assert bufs is not None  # step() created the buffers before its first _step
+        buf = bufs[k]
         buf *= self.momentum
         buf += delta
         param += self.lr * buf
@@ -277,7 +280,9 @@ class _Adaptive(ServerOptimizer):
         raise NotImplementedError
 
     def _step(self, k: int, param: Any, delta: Any) -> None:
-        m, v = self.state["exp_avg"][k], self.state["exp_avg_sq"][k]
+        avg, avg_sq = self.state["exp_avg"], self.state["exp_avg_sq"]
+        assert avg is not None and avg_sq is not None  # step() created them before its first _step
+        m, v = avg[k], avg_sq[k]
         m *= self.beta1
         m += (1.0 - self.beta1) * delta
         self._second_moment(v, delta * delta)

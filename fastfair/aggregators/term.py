@@ -11,7 +11,7 @@ weights are renormalised over S).
 
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -63,8 +63,10 @@ class TERM(Aggregator):
     def _config(self) -> Dict[str, Any]:
         return {"tilt": self.tilt, "variant": self.variant}
 
-    def _round(self, ids, losses, num_samples, **round_inputs) -> Tuple[np.ndarray, Commit]:
+    def _round(self, ids: np.ndarray, losses: Optional[np.ndarray],
+               num_samples: Optional[np.ndarray], **round_inputs: Any) -> Tuple[np.ndarray, Commit]:
         self._no_round_inputs(round_inputs)
+        assert losses is not None  # needs_losses: propose() refuses a round without
         counts = None
         if self.variant == "paper":
             counts = self._counts(ids, num_samples, required=False)

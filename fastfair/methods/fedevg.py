@@ -15,16 +15,19 @@ clamp, beta_end = 1, client gradient clip 3). The simulator runs it as
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import TYPE_CHECKING, Optional, Tuple
 
 import numpy as np
 
 from fastfair import ops
 from fastfair._arrays import import_torch
 
-# FedEvg trains torch models (autograd, torch.nn) throughout: without torch, importing this
-# module says what to install.
-torch = import_torch("fastfair.methods.fedevg (FedEvg)")
+if TYPE_CHECKING:
+    import torch
+else:
+    # FedEvg trains torch models (autograd, torch.nn) throughout: without torch, importing this
+    # module says what to install.
+    torch = import_torch("fastfair.methods.fedevg (FedEvg)")
 
 
 @dataclass

@@ -35,6 +35,7 @@ def _scale_list(scale: Scale, rows: int, name: str) -> list:
     """One finite number, or one per row: a list of floats (the binding checks the count)."""
     if not hasattr(scale, "__dlpack__") and np.ndim(scale) == 0:
         return [real(scale, name)]
+    # Not 0-d, so a sequence (mypy cannot narrow the Union by np.ndim).
     return [real(s, f"{name}[{b}]") for b, s in enumerate(scale)]  # type: ignore[arg-type]
 
 

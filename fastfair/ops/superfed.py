@@ -12,7 +12,7 @@ of the next minibatch.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -72,11 +72,11 @@ class SegmentLayout:
     def num_params(self) -> int:
         return int(self.offsets[-1])
 
-    def arrays(self, like: Array):
+    def arrays(self, like: Array) -> Tuple[Any, Any]:
         """(offsets, twinned) on the device of ``like`` (cached per device)."""
         if not is_cuda(like):
             return self.offsets, self.twinned.view(np.uint8)
-        cache: Dict[Any, Any] = self._device  # type: ignore[attr-defined]
+        cache: Dict[Any, Any] = self._device  # type: ignore[attr-defined]  # __post_init__
         key = str(getattr(like, "device", "cuda"))
         if key not in cache:
             if framework(like) != "torch":
@@ -278,7 +278,7 @@ def superfed_step(f: Array, l: Array, g: Array, grad: Array, *, layout: SegmentL
     if is_cuda(f):
         import torch
 
-        act = torch.as_tensor(active, device=f.device).to(torch.bool).contiguous()
+        act: Any = torch.as_tensor(active, device=f.device).to(torch.bool).contiguous()
     else:
         act = np.ascontiguousarray(_host(active), dtype=bool)
     offsets, twinned = layout.arrays(f)

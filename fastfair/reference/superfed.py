@@ -6,7 +6,7 @@ The one reference that needs PyTorch (for autograd); torch is imported when it i
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Tuple
 
 import numpy as np
 
@@ -88,6 +88,7 @@ def superfed_gradients(f: torch.Tensor, l: torch.Tensor, g: torch.Tensor, lam: n
     g = g.detach().double()
     mixed = (1 - lam_el) * f + lam_el * l
     data = loss(mixed)
+    r_prox: Any  # a tensor, or the float 0.0 before any segment adds to it
     if prox == "paper":
         r_prox = 0.5 * mu * ((f - g) ** 2).sum()
     else:

@@ -20,7 +20,7 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator, Optional, Tuple, Union
+from typing import IO, Any, BinaryIO, Iterator, Optional, Tuple, Union, cast
 
 import numpy as np
 import torch
@@ -143,7 +143,7 @@ def write_error(exc: OSError, path: PathLike) -> OSError:
     ``path``."""
     if isinstance(exc, FileWriteError):
         return exc
-    reason = _REASONS.get(exc.errno) or (exc.strerror or str(exc) or type(exc).__name__)
+    reason = _REASONS.get(exc.errno or 0) or (exc.strerror or str(exc) or type(exc).__name__)
     err = FileWriteError(exc.errno, f"{reason} while writing {os.fspath(path)}")
     err.filename = os.fspath(path)
     return err
@@ -161,6 +161,8 @@ def writing(path: PathLike) -> Iterator[None]:
 class _Recorded:
     """A writable file that remembers the first OSError of its writes: ``torch.save``
     reports one as a ``RuntimeError`` ("unexpected pos 64 vs 0")."""
+
+    error: Optional[OSError]
 
     def __init__(self, file: Any) -> None:
         self.file, self.error = file, None
@@ -227,7 +229,7 @@ def save(path: Path, payload: Any) -> None:
         with open(tmp, "wb") as f:
             out = _Recorded(f)
             try:
-                torch.save(plain, out)
+                torch.save(plain, cast(IO[bytes], out))  # a file object to torch.save
             except Exception:
                 if out.error is not None:
                     raise out.error from None

@@ -164,7 +164,7 @@ class SimulationConfig:
         for name, choices in (("dataset", DATASETS), ("model", MODELS + (None,)),
                               ("partition", PARTITIONS)):
             if getattr(self, name) not in choices:
-                raise ValueError(f"{name} must be one of {', '.join(choices)}; got "
+                raise ValueError(f"{name} must be one of {', '.join(map(str, choices))}; got "
                                  f"{getattr(self, name)!r}")
         if not (self.lr > 0 and self.server_lr > 0 and 0 < self.lr_decay <= 1):
             raise ValueError(f"lr and server_lr must be > 0 and lr_decay in (0, 1]; got lr="
@@ -252,7 +252,7 @@ class SimulationConfig:
         """The fields whose values differ from the defaults."""
         out = {}
         for f in dataclasses.fields(self):
-            default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+            default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
             if getattr(self, f.name) != default:
                 out[f.name] = getattr(self, f.name)
         return out

@@ -4,13 +4,15 @@ reuse of freed memory, and the cores that are idle now."""
 from __future__ import annotations
 
 import contextlib
-from typing import Optional
+from typing import Callable, Iterator, Optional, TypeVar
 
 import torch
 
+_T = TypeVar("_T")
+
 
 @contextlib.contextmanager
-def torch_threads(n: int):
+def torch_threads(n: int) -> Iterator[None]:
     """Runs the block with ``n`` intra-op torch threads and ``n`` OpenMP threads in fastfair's
     kernels (both restored after). Small models' ops run in microseconds on one thread, while
     several threads contending for busy cores turn each into milliseconds of synchronisation."""
@@ -27,7 +29,7 @@ def torch_threads(n: int):
 
 
 @contextlib.contextmanager
-def kept_heap():
+def kept_heap() -> Iterator[None]:
     """Runs the block with the C allocator (glibc's malloc) keeping freed memory for reuse:
     nothing is handed back to the OS and no block gets a mapping of its own. A round allocates
     its cohort's tensors anew, and glibc maps every block above 32 MB fresh, so the first touch
@@ -55,7 +57,7 @@ def kept_heap():
         libc.malloc_trim(0)
 
 
-def run_tuned(threads: Optional[int], run):
+def run_tuned(threads: Optional[int], run: Callable[[], _T]) -> _T:
     """``run()`` under :func:`kept_heap` and :func:`torch_threads` (``threads``; as they are
     for None)."""
     with kept_heap(), (torch_threads(threads) if threads is not None

@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:  # torch is imported where it is used
+    import torch
 
 
 class Derivation(enum.Enum):
@@ -119,12 +122,12 @@ def _signed(c: int) -> int:
     return c - (1 << 64) if c >= 1 << 63 else c
 
 
-def _shr(x, s: int):
+def _shr(x: torch.Tensor, s: int) -> torch.Tensor:
     """Logical right shift of int64 tensors holding uint64 bit patterns."""
     return (x >> s) & ((1 << (64 - s)) - 1)
 
 
-def splitmix64_torch(x):
+def splitmix64_torch(x: torch.Tensor) -> torch.Tensor:
     """:func:`splitmix64` on a torch int64 tensor holding uint64 bit patterns, on its device
     (two's-complement int64 arithmetic wraps exactly as uint64 does); bit-identical to the NumPy
     version."""
@@ -134,12 +137,13 @@ def splitmix64_torch(x):
     return x ^ _shr(x, 31)
 
 
-def uniform_torch(keys):
+def uniform_torch(keys: torch.Tensor) -> torch.Tensor:
     """:func:`uniform` of int64 key tensors: float64 in (0, 1) on their device."""
     return (_shr(keys, 11).double() + 0.5) / float(1 << 53)
 
 
-def keyed_uniform(key, call: int, shape, device):
+def keyed_uniform(key: torch.Tensor, call: int, shape: Sequence[int],
+                  device: Optional[torch.device]) -> torch.Tensor:
     """float32 uniforms in [0, 1) of ``shape`` (24 random bits each) from a 0-dim int64 tensor
     ``key`` (a :func:`step_keys` key) and a call counter: element i is the top 24 bits of
     ``splitmix64(i ^ splitmix64(key ^ call * golden))``, on ``device``; a pure function of its
@@ -176,7 +180,8 @@ def torch_seed(seed: int, stream: Stream, index: int = 0, round: Optional[int] =
     return int(keys(seed, stream, np.array([index]), round)[0] >> np.uint64(1))
 
 
-def shuffle_uniforms(client_keys, epochs, positions):
+def shuffle_uniforms(client_keys: torch.Tensor, epochs: torch.Tensor,
+                     positions: torch.Tensor) -> torch.Tensor:
     """Uniform (0, 1) sort keys ``[n]`` (float64, on the device of the inputs) of local
     training's shuffles: row ``positions[i]`` of the client whose ``SHUFFLE`` key is
     ``client_keys[i]`` (:func:`shuffle_client_keys`, an int64 tensor) in its epoch ``epochs[i]``.
@@ -185,7 +190,8 @@ def shuffle_uniforms(client_keys, epochs, positions):
     return uniform_torch(splitmix64_torch(h ^ positions))
 
 
-def shuffle_client_keys(seed: int, client_ids: np.ndarray, device=None):
+def shuffle_client_keys(seed: int, client_ids: np.ndarray,
+                        device: Optional[torch.device] = None) -> torch.Tensor:
     """``[m]`` int64 tensor of the clients' ``SHUFFLE`` keys under ``seed`` (the round's training
     key), hashed once per cohort on the host."""
     import torch
@@ -217,7 +223,8 @@ class CohortKeys:
     dropout: np.ndarray
 
     @classmethod
-    def of(cls, seed: int, client_ids: np.ndarray, device=None) -> "CohortKeys":
+    def of(cls, seed: int, client_ids: np.ndarray,
+           device: Optional[torch.device] = None) -> "CohortKeys":
         """The keys of clients ``client_ids [C]`` under the round training key ``seed``."""
         ids = np.asarray(client_ids, dtype=np.int64)
         return cls(shuffle_client_keys(seed, ids, device), keys(seed, Stream.DROPOUT, ids))

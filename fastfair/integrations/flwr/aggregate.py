@@ -10,7 +10,7 @@ back to their dtype.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 
@@ -42,7 +42,7 @@ def _combine(global_arrays: Sequence[np.ndarray], local_arrays: Sequence[Sequenc
             res = [np.rint(r).astype(dtype) for r in res]
         for k, r in zip(idx, res):
             result[k] = r
-    return result
+    return cast(List[np.ndarray], result)  # every index is in one dtype's group
 
 
 def aggregate_arrays(global_arrays: Sequence[np.ndarray],
@@ -144,8 +144,9 @@ def server_step(optimizer: ServerOptimizer, global_arrays: Sequence[np.ndarray],
                                  out=out)
         optimizer.steps += 1
         return fused
-    return _optimizer_step(optimizer, global_arrays, local_arrays, coefficients, out,
-                           check=False)
+    new = _optimizer_step(optimizer, global_arrays, local_arrays, coefficients, out, check=False)
+    assert new is not None  # None only with check=True
+    return new
 
 
 def _optimizer_step(optimizer: ServerOptimizer, global_arrays: Sequence[np.ndarray],
@@ -156,7 +157,7 @@ def _optimizer_step(optimizer: ServerOptimizer, global_arrays: Sequence[np.ndarr
     floats = [k for k, a in enumerate(global_arrays) if str(a.dtype) in _FLOAT_DTYPES]
     others = [k for k in range(len(global_arrays)) if k not in floats]
 
-    def take(idx: List[int]):
+    def take(idx: List[int]) -> Tuple[List[np.ndarray], List[List[np.ndarray]]]:
         return [global_arrays[k] for k in idx], [[a[k] for k in idx] for a in local_arrays]
 
     new: List[Optional[np.ndarray]] = [None] * len(global_arrays)
@@ -173,7 +174,7 @@ def _optimizer_step(optimizer: ServerOptimizer, global_arrays: Sequence[np.ndarr
     if others:
         for k, p in zip(others, aggregate_arrays(*take(others), coefficients)):
             new[k] = p
-    return new
+    return cast(List[np.ndarray], new)  # every index is a float array or one of the others
 
 
 def squared_distance(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> float:

@@ -69,6 +69,6 @@ def numpy_to_array(x: np.ndarray) -> Array:
         x = x.copy(order="C")
     header = io.BytesIO()
     np.lib.format.write_array_header_1_0(header, np.lib.format.header_data_from_array_1_0(x))
-    data = header.getvalue() + memoryview(x.reshape(-1).view(np.uint8))
+    data = header.getvalue() + x.reshape(-1).view(np.uint8).data
     return Array(dtype=str(x.dtype), shape=tuple(int(s) for s in x.shape), stype=SType.NUMPY,
                  data=data)

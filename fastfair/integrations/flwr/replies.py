@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from logging import WARNING
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import numpy as np
 from flwr.app import Message, MetricRecord, RecordDict
@@ -18,6 +18,9 @@ from flwr.supercore import log
 
 from fastfair.integrations.flwr.aggregate import squared_distance
 from fastfair.integrations.flwr.arrays import array_to_numpy
+
+if TYPE_CHECKING:
+    from fastfair.aggregators.base import Aggregator
 
 
 class _Reply:
@@ -159,6 +162,16 @@ class _ReplyChecks:
     sent (``_sent``), whether update norms are measured (``_measures``) and its node numbering
     (``_node_index``)."""
 
+    # What the checks read, set by the strategy (declared here for the type checker).
+    aggregator: Aggregator
+    weighted_by_key: str
+    loss_key: str
+    client_id_key: Optional[str]
+    round_input_keys: Dict[str, str]
+    _sent: Optional[Tuple[List[str], List[np.ndarray]]]
+    _measures: bool
+    _node_index: Dict[int, int]
+
     def _read_reply(self, msg: Message) -> Optional[_Reply]:
         """The reply's arrays and metrics, or None (with a log line saying why) if unusable."""
         node = msg.metadata.src_node_id
@@ -173,6 +186,7 @@ class _ReplyChecks:
             return None
         record = next(iter(content.array_records.values()))
         metrics = next(iter(content.metric_records.values()))
+        assert self._sent is not None  # aggregate_train refuses a round before configure_train
         keys, sent = self._sent
         if list(record.keys()) != keys:
             drop(f"its arrays are named {list(record.keys())[:4]}...; the model sent has "

@@ -274,6 +274,7 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
                    checked: bool = False) -> Tuple[ArrayRecord, MetricRecord]:
         """The round on checked replies: everything that can fail first (raising ``_Refused``,
         or the rule's ``ValueError``/``TypeError``), then the commits, which cannot fail."""
+        assert self._sent is not None  # aggregate_train refuses a round before configure_train
         keys, sent = self._sent
         counts = self.bound.counts(np.array([r.count for r in usable], dtype=np.float64))
         if not (counts > 0).any():
@@ -284,7 +285,10 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
         losses = (np.array([r.loss for r in usable]) if all(r.loss is not None for r in usable)
                   else None)
         sq_norms = np.array([r.sq_norm for r in usable]) if self._measures else None
-        scales = self.bound.scales(np.sqrt(sq_norms)) if self.bound.clips else None
+        scales = None
+        if self.bound.clips:
+            assert sq_norms is not None  # a bound measures every reply (_measures)
+            scales = self.bound.scales(np.sqrt(sq_norms))
         inputs = {name: np.array([r.inputs[name] for r in usable])
                   for name in self.round_input_keys}
         inputs.update(self._computed_inputs(sent, usable, sq_norms, scales))
@@ -353,12 +357,14 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
 
     # ------------------------------------------------------------------ helpers
     def _computed_inputs(self, sent: List[np.ndarray], usable: List[_Reply],
-                         sq_norms: np.ndarray, scales: Optional[np.ndarray]) -> Dict[str, Any]:
+                         sq_norms: Optional[np.ndarray], scales: Optional[np.ndarray]
+                         ) -> Dict[str, Any]:
         """The round inputs the rule declares that come from the replies' models: ``sq_norms``
         (squared update norms, measured without forming the updates) and ``updates``
         (``w - w_i``), both of the clipped updates :math:`s_i (w - w_i)` under a bound."""
         inputs: Dict[str, Any] = {}
         if "sq_norms" in self._computed:
+            assert sq_norms is not None  # measured: inputs computed from the models need it
             inputs["sq_norms"] = sq_norms if scales is None else sq_norms * scales ** 2
         if "updates" in self._computed:
             if scales is None:
@@ -375,7 +381,7 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
         state_dicts and the node-to-client numbering. ``torch.save`` it (``torch.load`` with
         torch's defaults reads it), save it with :func:`fastfair.save_state` (NumPy only) or
         pickle it; restore with :meth:`load_state_dict`."""
-        nodes = sorted(self._node_index, key=self._node_index.get)
+        nodes = sorted(self._node_index, key=self._node_index.__getitem__)
         return StateDict(format_version=FORMAT_VERSION, rule=self.aggregator.state_dict(),
                          optimizer=self.server_optimizer.state_dict(),
                          node_ids=[int(n) for n in nodes])

@@ -174,10 +174,11 @@ class ArrayDataset(FederatedDataset):
                              f"{tuple(y.shape)} (one feature per sample: x [n, 1])")
         return x, y
 
-    def num_samples(self, ids) -> np.ndarray:
+    def num_samples(self, ids: np.ndarray) -> np.ndarray:
         return self._train_counts[self._check_ids(ids)]
 
-    def client_data(self, ids, split: str = "train", device=None) -> ClientBatch:
+    def client_data(self, ids: np.ndarray, split: str = "train",
+                    device: Optional[torch.device] = None) -> ClientBatch:
         ids = self._check_ids(ids)
         if split not in self._data:
             raise ValueError(f"split must be 'train' or 'test'; got {split!r}")

@@ -81,12 +81,12 @@ class FederatedDataset:
         on ``device`` (default CPU; generated there where the data set can)."""
         raise NotImplementedError
 
-    def groups(self, ids) -> Optional[np.ndarray]:
+    def groups(self, ids: np.ndarray) -> Optional[np.ndarray]:
         """``[m]`` latent group of each client where the data set has groups (None otherwise);
         the report then adds per-group accuracy."""
         return None
 
-    def _check_ids(self, ids) -> np.ndarray:
+    def _check_ids(self, ids: np.ndarray) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
         if ids.size and (ids.min() < 0 or ids.max() >= self.num_clients):
             bad = int(ids[(ids < 0) | (ids >= self.num_clients)][0])

@@ -77,7 +77,7 @@ class ClientFiles(FederatedDataset):
         each client's data are in files of their own)."""
         return f"client {k}"
 
-    def num_samples(self, ids) -> np.ndarray:
+    def num_samples(self, ids: np.ndarray) -> np.ndarray:
         return self._counts["train"][self._check_ids(ids)]
 
     def _client(self, split: str, k: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -110,7 +110,8 @@ class ClientFiles(FederatedDataset):
             return t.float().div_(255.0)
         return t.float()
 
-    def client_data(self, ids, split: str = "train", device=None) -> ClientBatch:
+    def client_data(self, ids: np.ndarray, split: str = "train",
+                    device: Optional[torch.device] = None) -> ClientBatch:
         """The clients' samples, read on the host, then moved to ``device`` (None: the CPU)."""
         ids = self._check_ids(ids)
         if split not in SPLITS:

@@ -20,6 +20,7 @@ pure function of (seed, client id) whatever cohort it is drawn in, and no per-cl
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import numpy as np
 import torch
@@ -74,13 +75,13 @@ class GroupedSyntheticDataset(FederatedDataset):
         self._models = (common + shift * shifts).permute(1, 0, 2).reshape(F, G * C)
         self._means = means
 
-    def groups(self, ids) -> np.ndarray:
+    def groups(self, ids: np.ndarray) -> np.ndarray:
         """``[m]`` int64 latent group of each client."""
         ids = self._check_ids(ids)
         u = uniform(keys(self.seed, Stream.GROUPED_GROUP, ids))
         return np.minimum(np.searchsorted(self.group_cdf, u, side="right"), self.num_groups - 1)
 
-    def total_samples(self, ids) -> np.ndarray:
+    def total_samples(self, ids: np.ndarray) -> np.ndarray:
         """``[m]`` train + test samples of each client."""
         ids = self._check_ids(ids)
         u1 = uniform(keys(self.seed, Stream.GROUPED_SIZE_A, ids))
@@ -88,10 +89,11 @@ class GroupedSyntheticDataset(FederatedDataset):
         z = np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * math.pi * u2)  # Box-Muller
         return np.minimum(np.floor(np.exp(3.0 + 0.6 * z)).astype(np.int64) + 10, self.max_samples)
 
-    def num_samples(self, ids) -> np.ndarray:
+    def num_samples(self, ids: np.ndarray) -> np.ndarray:
         return split_sizes(self.total_samples(ids))[0]
 
-    def client_data(self, ids, split: str = "train", device=None) -> ClientBatch:
+    def client_data(self, ids: np.ndarray, split: str = "train",
+                    device: Optional[torch.device] = None) -> ClientBatch:
         ids = self._check_ids(ids)
         F, C = self.num_features, self.num_classes
         rows = PrefixSplit(self.total_samples(ids), split)

@@ -21,7 +21,7 @@ import bisect
 import json
 import os
 import re
-from typing import Any, Dict, List, Tuple
+from typing import Any, AnyStr, Dict, List, Tuple
 
 import numpy as np
 
@@ -51,6 +51,14 @@ def _escaped(chunk: bytes, quote: int) -> bool:
     return (quote - start) % 2 == 1
 
 
+def _skip(space: re.Pattern[AnyStr], text: AnyStr, pos: int) -> int:
+    """Where the run of whitespace ``space`` (``\\s*``, which also matches nothing) that starts
+    at ``pos`` of ``text`` ends."""
+    match = space.match(text, pos)
+    assert match is not None  # \s* matches the empty string
+    return match.end()
+
+
 class LeafFile:
     """One LEAF JSON file: ``users`` (names), ``num_samples [n]`` and the byte offset of each
     user's entry, found on demand (:meth:`entry_offset`)."""
@@ -78,7 +86,7 @@ class LeafFile:
         new = 0
         colon = chunk.find(b'":')
         while colon >= 0:
-            brace = _SPACE.match(chunk, colon + 2).end()
+            brace = _skip(_SPACE, chunk, colon + 2)
             if chunk[brace:brace + 1] == b"{":
                 quote = chunk.rfind(b'"', 0, colon)
                 while quote > 0 and _escaped(chunk, quote):
@@ -154,7 +162,7 @@ class LeafFile:
             raise ValueError(f"{self.path}: user {self.users[i]!r}'s entry lacks 'x' or 'y'")
         (k1, p1), (k2, p2) = sorted(keys.items(), key=lambda kv: kv[1])
         parts = {k1: body[p1 + 3:p2], k2: body[p2 + 3:]}
-        return tuple(p.strip(b" \t\r\n:,") for p in (parts[b"x"], parts[b"y"]))
+        return parts[b"x"].strip(b" \t\r\n:,"), parts[b"y"].strip(b" \t\r\n:,")
 
     def json_entry(self, i: int) -> dict:
         """User ``i``'s entry, parsed (``{"x": [...], "y": [...]}``)."""
@@ -208,18 +216,18 @@ def _value(buf: bytes, text: str, pos: int, path: str) -> Tuple[Any, int]:
 def _parse_header(buf: bytes, path: str, total: int) -> Tuple[List[str], np.ndarray, int]:
     text = buf.decode("latin-1")
     ws = re.compile(r"\s*")
-    pos = ws.match(text, 3 if buf.startswith(b"\xef\xbb\xbf") else 0).end()   # a UTF-8 BOM
+    pos = _skip(ws, text, 3 if buf.startswith(b"\xef\xbb\xbf") else 0)   # a UTF-8 BOM
     if text[pos] != "{":
         raise ValueError(f"{path} does not hold a JSON object")
     found: Dict[str, object] = {}
     pos += 1
     while True:
-        pos = ws.match(text, pos).end()
+        pos = _skip(ws, text, pos)
         key, pos = _value(buf, text, pos, path)
-        pos = ws.match(text, pos).end()
+        pos = _skip(ws, text, pos)
         if text[pos] != ":":
             raise ValueError(f"{path}: expected ':' after key {key!r}")
-        pos = ws.match(text, pos + 1).end()
+        pos = _skip(ws, text, pos + 1)
         if key == "user_data":
             if text[pos] != "{" or not {"users", "num_samples"} <= set(found):
                 raise ValueError(f"{path}: LEAF files list 'users' and 'num_samples' before "
@@ -229,7 +237,7 @@ def _parse_header(buf: bytes, path: str, total: int) -> Tuple[List[str], np.ndar
             found[key], pos = _value(buf, text, pos, path)
         else:                                   # skipped: only its end is needed
             pos = _DECODER.raw_decode(text, pos)[1]
-        pos = ws.match(text, pos).end()
+        pos = _skip(ws, text, pos)
         if text[pos] == ",":
             pos += 1
     users = found["users"]
@@ -283,7 +291,7 @@ def parse_unit_pixels(text: bytes, width: int) -> np.ndarray:
 def _parse_floats(text: bytes, width: int) -> np.ndarray:
     try:
         with np.errstate(over="ignore"):           # past float32's range: inf, then refused
-            flat = np.array(json.loads(text), dtype=np.float32)
+            flat: np.ndarray = np.array(json.loads(text), dtype=np.float32)
     except RecursionError:
         raise ValueError("the samples are nested too deeply") from None
     except (ValueError, TypeError, OverflowError):

@@ -4,7 +4,7 @@ id), so a population of 10^7 clients costs no memory until a client is sampled."
 from __future__ import annotations
 
 import math
-from typing import Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 import torch
@@ -51,7 +51,7 @@ class SyntheticDataset(FederatedDataset):
             self._shared_model = (torch.randn(num_features, num_classes, generator=g),
                                   torch.randn(num_classes, generator=g))
 
-    def total_samples(self, ids) -> np.ndarray:
+    def total_samples(self, ids: np.ndarray) -> np.ndarray:
         """Train + test samples of each client ([m] int64)."""
         ids = self._check_ids(ids)
         u1 = uniform(keys(self.seed, Stream.SYNTHETIC_SIZE_A, ids))
@@ -60,7 +60,7 @@ class SyntheticDataset(FederatedDataset):
         n = np.floor(np.exp(np.minimum(4.0 + 2.0 * z, 30.0))).astype(np.int64) + 50
         return np.minimum(n, self.max_samples)
 
-    def num_samples(self, ids) -> np.ndarray:
+    def num_samples(self, ids: np.ndarray) -> np.ndarray:
         return split_sizes(self.total_samples(ids))[0]
 
     def _model(self, ids: np.ndarray, device: torch.device
@@ -81,7 +81,8 @@ class SyntheticDataset(FederatedDataset):
         v = z[:, 2 + F * C + C:] + shift
         return W, b, v
 
-    def client_data(self, ids, split: str = "train", device=None) -> ClientBatch:
+    def client_data(self, ids: np.ndarray, split: str = "train",
+                    device: Optional[torch.device] = None) -> ClientBatch:
         """The clients' ``split`` samples, generated for the whole cohort in two kernel calls
         on ``device`` (default CPU): :func:`fastfair.ops.normal_segments` keyed by the clients'
         keys (their models, then their samples), then :func:`fastfair.ops.label_segments`,

@@ -30,7 +30,7 @@ class ValidationSplit(FederatedDataset):
         self.vocab_size, self.label_shape = dataset.vocab_size, dataset.label_shape
 
     @property
-    def fixed_data(self) -> bool:
+    def fixed_data(self) -> bool:  # type: ignore[override]  # the wrapped set's, read-only
         """The wrapped data set's: a split of fresh samples is fresh too."""
         return self.base.fixed_data
 
@@ -38,11 +38,11 @@ class ValidationSplit(FederatedDataset):
         """``[m]`` validation samples of clients with ``counts [m]`` training samples."""
         return np.floor(self.fraction * np.asarray(counts, dtype=np.int64)).astype(np.int64)
 
-    def num_samples(self, ids) -> np.ndarray:
+    def num_samples(self, ids: np.ndarray) -> np.ndarray:
         n = self.base.num_samples(ids)
         return n - self.held_out(n)
 
-    def client_data(self, ids, split: str = "train",
+    def client_data(self, ids: np.ndarray, split: str = "train",
                     device: Optional[torch.device] = None) -> ClientBatch:
         """The clients' ``split`` samples ('train', 'val' or 'test'), in the order of ``ids``."""
         if split not in SPLITS:
@@ -59,5 +59,5 @@ class ValidationSplit(FederatedDataset):
         index = torch.from_numpy(rows).to(full.x.device)
         return ClientBatch(full.x[index], full.y[index], offsets)
 
-    def groups(self, ids) -> Optional[np.ndarray]:
+    def groups(self, ids: np.ndarray) -> Optional[np.ndarray]:
         return self.base.groups(ids)

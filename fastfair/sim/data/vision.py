@@ -25,7 +25,7 @@ import math
 import os
 import pickle
 import zlib
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -103,7 +103,7 @@ class _ArraysOnly(pickle.Unpickler):
         super().__init__(file, **kwargs)
         self.path = path
 
-    def find_class(self, module: str, name: str):
+    def find_class(self, module: str, name: str) -> Any:
         if (module, name) in (("numpy.core.multiarray", "_reconstruct"),
                               ("numpy._core.multiarray", "_reconstruct")):
             return np.ndarray.__reduce__(np.zeros(0))[0]
@@ -188,7 +188,7 @@ def find_files(name: str, data_dir: str) -> Dict[str, List[str]]:
         if None in paths:
             raise ValueError(f"{name}: no {' and '.join(pair)} (or .gz) in {bases[0]}; pass "
                              "--download or see the README")
-        found[split] = paths  # type: ignore[assignment]
+        found[split] = paths  # type: ignore[assignment]  # no None in paths (checked above)
     return found
 
 

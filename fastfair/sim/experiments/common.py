@@ -17,7 +17,21 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Type,
+    TypeVar,
+    Union,
+    cast,
+)
 
 import torch
 
@@ -115,7 +129,7 @@ def as_saved(config: Dict[str, Any]) -> Dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------- progress
-def progress_bar(total: int, initial: int, desc: str, enabled: bool):
+def progress_bar(total: int, initial: int, desc: str, enabled: bool) -> Any:
     """A tqdm bar over ``total`` rounds from ``initial`` on standard error (disabled unless
     ``enabled``)."""
     from tqdm import tqdm
@@ -169,6 +183,9 @@ def play_alone(runner: Runner, name: str, hooks: RoundCallback, bar: Any,
 
 
 # ---------------------------------------------------------------------------------- the base
+_Run = TypeVar("_Run", bound="Orchestration")
+
+
 class Orchestration:
     """What :class:`~fastfair.sim.experiments.experiment.Experiment` and
     :class:`~fastfair.sim.experiments.sweep.Sweep` share: the checked run settings, the run
@@ -201,9 +218,9 @@ class Orchestration:
         self._opened = False
 
     @classmethod
-    def resume(cls, out: Union[str, Path], *, progress: bool = False,
+    def resume(cls: Type[_Run], out: Union[str, Path], *, progress: bool = False,
                dist: Optional[Distributed] = None, threads: Optional[int] = 1,
-               callbacks: Optional[Sequence[RoundCallback]] = None):
+               callbacks: Optional[Sequence[RoundCallback]] = None) -> _Run:
         """The run saved in ``out``, to continue from its checkpoint with ``run()``.
 
         Parameters
@@ -234,8 +251,9 @@ class Orchestration:
             raise ValueError(f"{out / cls.CONFIG} is not a valid run configuration ({exc})") \
                 from None
         state = load_checkpoint(out, saved, cls.CONFIG)
-        run = cls(*args, **kwargs, out=out, progress=progress, dist=dist, threads=threads,
-                  callbacks=callbacks)
+        # Every orchestration's constructor takes these settings (the base has none of its own).
+        run: _Run = cast(Any, cls)(*args, **kwargs, out=out, progress=progress, dist=dist,
+                                   threads=threads, callbacks=callbacks)
         run._state, run._fresh = state, False
         return run
 
@@ -265,6 +283,7 @@ class Orchestration:
     def _checkpoint(self, **state: Any) -> None:
         """Saves ``state`` as the run folder's checkpoint (rank 0 only)."""
         if self.dist.rank == 0:
+            assert self.out is not None  # checkpoint_every > 0 needs out (check_checkpoint_every)
             save_checkpoint(self.out, self._saved_config(), **state)
 
     def _bar(self, total: int, initial: int, desc: str):

@@ -120,7 +120,7 @@ def _toml(text: str, where: str) -> Any:
         import tomllib  # Python 3.11+
     except ImportError:
         try:
-            import tomli as tomllib  # type: ignore[no-redef]
+            import tomli as tomllib  # type: ignore[no-redef]  # the same API before 3.11
         except ImportError:
             raise ValueError(f"{where}: reading TOML before Python 3.11 needs the tomli "
                              "package (pip install tomli), or give the file as YAML or JSON") \

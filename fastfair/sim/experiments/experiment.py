@@ -191,6 +191,7 @@ class Experiment(common.Orchestration):
                                 self.out if lead else None, models)
 
     def _write(self, histories, finals, eval_ids, summary, models) -> None:
+        assert self.out is not None  # run() writes only into an output folder
         report.write_metrics(self.out, histories)
         report.write_final_accuracy(self.out, finals, eval_ids)
         with checkpoint.writing(self.out / MODELS_FILE):

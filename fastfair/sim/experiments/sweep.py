@@ -383,6 +383,7 @@ class Sweep(Orchestration):
                 for spec in self.specs if spec.name in saved}
 
     def _write(self, result: SweepResult) -> None:
+        assert self.out is not None  # run() writes only into an output folder
         histories = {run_name(run.point, run.seed): run.history for run in result.runs}
         report.write_metrics(self.out, histories)
         sweep_report.write_sweep(self.out, result.runs, result.rows, result.selection,

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 
 from fastfair.sim.products import affine
+
+if TYPE_CHECKING:
+    from fastfair.sim.data.base import FederatedDataset
 
 #: Bytes of parameters that one training pass steps together on the CPU. Every step reads and
 #: writes the pass's parameters and gradients: while they stay in the caches a step costs its
@@ -147,11 +150,12 @@ class LogisticRegression(FlatModel):
         self.shapes = [(num_features, num_classes), (num_classes,)]
         self.names = ["W", "b"]
 
-    def forward_pieces(self, pieces, x, step=None):
+    def forward_pieces(self, pieces: Sequence[torch.Tensor], x: torch.Tensor,
+                       step: Optional[TrainingStep] = None) -> torch.Tensor:
         W, b = pieces
         return affine(x.flatten(2), W, b)
 
-    def init(self, generator):
+    def init(self, generator: torch.Generator) -> torch.Tensor:
         return torch.zeros(self.num_params)
 
     def is_softmax_regression(self) -> bool:
@@ -168,11 +172,12 @@ class MLP(FlatModel):
         self.shapes = [(num_features, hidden), (hidden,), (hidden, num_classes), (num_classes,)]
         self.names = ["W1", "b1", "W2", "b2"]
 
-    def forward_pieces(self, pieces, x, step=None):
+    def forward_pieces(self, pieces: Sequence[torch.Tensor], x: torch.Tensor,
+                       step: Optional[TrainingStep] = None) -> torch.Tensor:
         W1, b1, W2, b2 = pieces
         return affine(torch.relu(affine(x.flatten(2), W1, b1)), W2, b2)
 
-    def init(self, generator):
+    def init(self, generator: torch.Generator) -> torch.Tensor:
         parts = []
         for s in self.shapes:
             fan_in = s[0] if len(s) == 2 else 1
@@ -181,7 +186,7 @@ class MLP(FlatModel):
         return torch.cat(parts)
 
 
-def check_model(model: FlatModel, dataset, params: Optional[torch.Tensor] = None,
+def check_model(model: FlatModel, dataset: FederatedDataset, params: Optional[torch.Tensor] = None,
                 x: Optional[torch.Tensor] = None) -> None:
     """Raises ValueError unless ``model`` maps one sample of ``dataset`` (``[1, 1,
     *sample_shape]``: float features, or token ids below ``vocab_size``) to logits ``[1, 1,

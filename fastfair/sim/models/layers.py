@@ -92,6 +92,7 @@ def _batch_norm(mode: CohortMode, input: torch.Tensor, running_mean: Optional[to
     if bias is not None:
         out = out + bias.reshape(channel)
     if running_mean is not None and running_var is not None:
+        assert momentum is not None  # ModuleModel refuses batch norm with momentum=None
         with torch.no_grad():
             unbiased = var.detach() * n / (n - 1).clamp(min=1)
             running_mean.mul_(1 - momentum).add_(mean.detach() * momentum)

@@ -11,7 +11,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 
-from fastfair.sim.models.flat import FlatModel
+from fastfair.sim.models.flat import FlatModel, TrainingStep
 from fastfair.sim.models.layers import CohortMode
 
 #: The values of ``ModuleModel(init=...)``.
@@ -104,11 +104,11 @@ class ModuleModel(FlatModel):
     def _flatten(self, module: torch.nn.Module) -> torch.Tensor:
         """``module``'s parameters then buffers as one float32 vector ``[P]`` (on its device),
         in the order of :attr:`names`."""
-        tensors = dict(module.named_parameters())
+        tensors: Dict[str, torch.Tensor] = dict(module.named_parameters())
         tensors.update(module.named_buffers())
         return torch.cat([tensors[n].detach().reshape(-1).float() for n in self.names])
 
-    def position_loss(self, logits, target):
+    def position_loss(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """The ``loss`` given at construction, else cross-entropy."""
         return super().position_loss(logits, target) if self._loss is None \
             else self._loss(logits, target)
@@ -121,7 +121,8 @@ class ModuleModel(FlatModel):
         return {n: t.view(flat.shape[0], *s)
                 for n, t, s in zip(names, flat.split(sizes, dim=1), shapes)}
 
-    def forward(self, params, x, step=None):
+    def forward(self, params: torch.Tensor, x: torch.Tensor,
+                step: Optional[TrainingStep] = None) -> torch.Tensor:
         """``params [m, P]`` (parameters, then buffers) on ``x [m, B, *sample_shape]``: training
         mode with the step's masks, keys and buffers (updated in place for the clients with a
         real row) when ``step`` is given, evaluation mode with the buffers of ``params``
@@ -134,7 +135,8 @@ class ModuleModel(FlatModel):
         keys = torch.zeros(m, dtype=torch.int64, device=x.device)
         return self._apply(self.trained_pieces(params), buffers, x, valid, keys, training=False)
 
-    def forward_pieces(self, pieces, x, step=None):
+    def forward_pieces(self, pieces: Sequence[torch.Tensor], x: torch.Tensor,
+                       step: Optional[TrainingStep] = None) -> torch.Tensor:
         """Training mode from the parameter pieces, with the step's masks, keys and buffers
         (updated in place for the clients with a real row); evaluation reads the buffers from
         the flat row, through :meth:`forward`."""
@@ -225,7 +227,7 @@ class ModuleModel(FlatModel):
                         reset()
         return self._flatten(fresh)
 
-    def state_dict(self, params):
+    def state_dict(self, params: torch.Tensor) -> "OrderedDict[str, torch.Tensor]":
         """The module's ``state_dict`` (its own keys and dtypes) holding ``params [P]``, ready
         for ``module.load_state_dict``."""
         flat = super().state_dict(params)

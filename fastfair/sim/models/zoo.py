@@ -28,6 +28,7 @@ from typing import Any, Callable, Dict, Tuple
 import torch
 from torch import nn
 
+from fastfair.sim.data.base import FederatedDataset
 from fastfair.sim.data.registry import MODELS
 from fastfair.sim.models.flat import FlatModel, check_model, make_model
 from fastfair.sim.models.module import ModuleModel
@@ -87,7 +88,7 @@ def _image(shape: Tuple[int, ...], model: str) -> Tuple[int, int, int]:
     if len(shape) != 3:
         raise ValueError(f"model {model!r} takes images [C, H, W]; the data set's samples are "
                          f"{list(shape)}")
-    return shape  # type: ignore[return-value]
+    return shape
 
 
 def _two_conv_cnn(shape, num_classes: int, hidden: int, model: str) -> nn.Module:
@@ -180,7 +181,8 @@ BUILDERS: Dict[str, Tuple[Callable[[Any], nn.Module], int]] = {
 assert set(BUILDERS) | {"logreg", "mlp"} == set(MODELS)
 
 
-def build_model(name: str, dataset, *, hidden: int = 64, seed: int = 0) -> FlatModel:
+def build_model(name: str, dataset: FederatedDataset, *, hidden: int = 64,
+                seed: int = 0) -> FlatModel:
     """Model ``name`` for ``dataset`` (its sample shape, classes, vocabulary), checked against
     it (:func:`~fastfair.sim.models.flat.check_model`).
 

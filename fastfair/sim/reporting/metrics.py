@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Dict, Optional
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 
-def _values(x, name: str = "values") -> np.ndarray:
+def _values(x: ArrayLike, name: str = "values") -> np.ndarray:
     v = np.asarray(x, dtype=np.float64).reshape(-1)
     if v.size == 0:
         raise ValueError(f"{name} is empty")
@@ -28,21 +29,21 @@ def _count(size: int, frac: float) -> int:
     return max(1, int(np.floor(frac * size)))
 
 
-def worst_frac_mean(values, frac: float) -> float:
+def worst_frac_mean(values: ArrayLike, frac: float) -> float:
     """Mean of the ``k = max(1, floor(frac K))`` smallest values (O(K) selection)."""
     v = _values(values)
     k = _count(v.size, frac)
     return float(np.partition(v, k - 1)[:k].mean())
 
 
-def best_frac_mean(values, frac: float) -> float:
+def best_frac_mean(values: ArrayLike, frac: float) -> float:
     """Mean of the ``k = max(1, floor(frac K))`` largest values (O(K) selection)."""
     v = _values(values)
     k = _count(v.size, frac)
     return float(np.partition(v, v.size - k)[v.size - k:].mean())
 
 
-def gini(values) -> float:
+def gini(values: ArrayLike) -> float:
     r"""Gini coefficient :math:`\sum_i (2i - K - 1) x_{(i)} / (K \sum_i x_i)` on ascending
     :math:`x_{(i)}`, i = 1..K; 0 for equal values (and for an all-zero vector)."""
     v = np.sort(_values(values))
@@ -53,7 +54,7 @@ def gini(values) -> float:
     return float(np.sum((2 * i - v.size - 1) * v) / (v.size * total))
 
 
-def acf(series, max_lag: Optional[int] = None) -> np.ndarray:
+def acf(series: ArrayLike, max_lag: Optional[int] = None) -> np.ndarray:
     r"""Autocorrelation of a series :math:`f^1..f^T`:
     :math:`r[l] = \frac{1}{T} \sum_{t=1}^{T-l} (f^t - \bar f)(f^{t+l} - \bar f)`,
     ``ACF(l) = r[l] / r[0]`` for l = 0..max_lag (default T - 1); NaN for a constant series."""
@@ -69,7 +70,7 @@ def acf(series, max_lag: Optional[int] = None) -> np.ndarray:
     return r / r[0]
 
 
-def fairness_metrics(values, weights=None) -> Dict[str, float]:
+def fairness_metrics(values: ArrayLike, weights: Optional[ArrayLike] = None) -> Dict[str, float]:
     """Summary of per-client ``values``: ``mean`` (uniform), ``weighted_mean`` (by ``weights``,
     e.g. test-sample counts; uniform when None), ``worst10``/``worst5``, ``best10``/``best5``,
     ``variance`` (1/K), ``gini`` and ``parity_gap`` (max - min)."""

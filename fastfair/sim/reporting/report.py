@@ -120,7 +120,7 @@ def plot(out: Path, histories: Dict[str, List[dict]], finals: Dict[str, np.ndarr
         plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    bins = np.linspace(0, 100, 21)
+    bins = np.linspace(0, 100, 21).tolist()  # a list: matplotlib's bins type
     for rule, acc in finals.items():
         ax.hist(100 * acc, bins=bins, histtype="step", linewidth=2, label=rule)
     ax.set(xlabel="final test accuracy of a client (%)", ylabel="clients",

@@ -13,7 +13,7 @@ import functools
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -96,7 +96,7 @@ class SweepRun:
                 np.array([v for _, v in rows], dtype=np.float64))
 
 
-def _finite(values: Sequence[float], name: str) -> np.ndarray:
+def _finite(values: Union[Sequence[float], np.ndarray], name: str) -> np.ndarray:
     v = np.asarray(values, dtype=np.float64).reshape(-1)
     if v.size == 0:
         raise ValueError(f"{name} is empty")
@@ -105,7 +105,8 @@ def _finite(values: Sequence[float], name: str) -> np.ndarray:
     return v
 
 
-def mean_ci(values: Sequence[float], confidence: float = 0.95) -> Tuple[float, float]:
+def mean_ci(values: Union[Sequence[float], np.ndarray],
+            confidence: float = 0.95) -> Tuple[float, float]:
     r"""``(mean, half_width)`` of ``values [n]``: the Student-t interval
     :math:`\bar x \pm t_{n-1,(1+c)/2}\, s/\sqrt n` with the sample standard deviation s
     (ddof 1) and c = ``confidence``; the half-width is NaN for n = 1."""

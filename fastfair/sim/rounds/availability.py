@@ -74,6 +74,7 @@ class BernoulliAvailability(Availability):
                 raise ValueError(f"prob must be in (0, 1]; got {prob}")
             self.prob: Any = float(prob)
         else:
+            assert prob_low is not None and prob_high is not None  # they go together (above)
             if not 0 <= prob_low <= prob_high <= 1 or prob_high == 0:
                 raise ValueError(f"need 0 <= prob_low <= prob_high <= 1, prob_high > 0; got "
                                  f"{prob_low}, {prob_high}")

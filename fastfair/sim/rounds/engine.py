@@ -17,7 +17,7 @@ uninterrupted single-process run.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 import torch
@@ -44,6 +44,11 @@ class Simulation(Runner):
     model on the evaluation clients, ``state_dict()`` captures everything needed to continue.
     Several runs on one model play their rounds as one batched program through :func:`play_round` (a
     sweep, :class:`~fastfair.sim.experiments.sweep.Sweep`); a run alone is its one lane."""
+
+    model: FlatModel  # Runner._model builds one for every run (model_for)
+    val_ids: Optional[np.ndarray]
+    _eval_batch: ClientBatch
+    _val_batch: Optional[ClientBatch]
 
     def __init__(self, config: SimulationConfig, dist: Optional[Distributed] = None, *,
                  dataset: Optional[FederatedDataset] = None,
@@ -191,6 +196,7 @@ class Simulation(Runner):
             ops.weighted_average(updates, torch.from_numpy(step[share]).to(self.device),
                                  out=direction)
         self.optimizer.step(self.params, self.dist.sum(direction))
+        assert self.rule.last_mixture is not None  # weights() committed the round, which sets it
         return {"participants": int(m), "train_loss": float(np.mean(losses)),
                 "max_coefficient": float(np.max(coef)), **mixture_summary(self.rule.last_mixture)}
 
@@ -248,6 +254,7 @@ def _scores(model: FlatModel, params: torch.Tensor,
     """``(accuracy, loss, counts)`` of the model ``params [P]`` (``[E]`` each), or of L models
     ``params [L, P]`` (``[L, E]`` accuracy and loss), on the clients of ``batch``."""
     loss, acc = evaluate_clients(model, params, batch)
+    assert acc is not None  # accuracy=True (the default) computes it
     return acc, loss, batch.counts
 
 
@@ -311,7 +318,8 @@ def play_round(sims: Sequence[Simulation], t: int,
     groups: Dict[Tuple[int, int, bytes], List[int]] = {}
     for r, (sim, ids) in enumerate(zip(sims, cohorts)):
         groups.setdefault((id(sim.dataset), sim.config.seed, ids.tobytes()), []).append(r)
-    batches, keys, lanes = [], [], [None] * len(sims)
+    batches, keys = [], []
+    lanes: List[Optional[Lane]] = [None] * len(sims)
     first = 0
     for members in groups.values():
         r0 = members[0]
@@ -324,9 +332,10 @@ def play_round(sims: Sequence[Simulation], t: int,
         batches.append(batch)
         keys.append(CohortKeys.of(seed, ids, device))
         first += len(ids)
+    every = cast(List[Lane], lanes)  # every run is in one group: each has its lane
     batch = batches[0] if len(batches) == 1 else concat_batches(batches)
     trained = train_lanes(lead.model, batch, keys[0] if len(keys) == 1 else CohortKeys.cat(keys),
-                          lanes, local, received_loss=True)
+                          every, local, received_loss=True)
     # The received models' losses: reported by training where the kernel trained (it computes
     # them on the way), else one evaluation pass per group (training leaves the params as they
     # were).
@@ -340,4 +349,4 @@ def play_round(sims: Sequence[Simulation], t: int,
     counts = {r: batches[g].counts for g, members in enumerate(groups.values()) for r in members}
     return [sim._aggregate(ids, share, loss, counts[r], lane.objective, update, state)
             for r, (sim, ids, share, lane, (update, state, loss))
-            in enumerate(zip(sims, cohorts, shares, lanes, trained))]
+            in enumerate(zip(sims, cohorts, shares, every, trained))]

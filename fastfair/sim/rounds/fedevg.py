@@ -4,7 +4,7 @@ trained on the synthetic set."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 import numpy as np
 import torch
@@ -16,6 +16,9 @@ from fastfair.methods.fedevg import FedEvgOptions, client_update, server_classif
 from fastfair.sim.data.base import FederatedDataset
 from fastfair.sim.rounds.runner import MethodRunner
 from fastfair.sim.seeding import Stream, torch_seed
+
+if TYPE_CHECKING:
+    from fastfair.sim.models.flat import FlatModel
 
 _OWN = "FedEvg has its own (see --rule-option, fastfair.methods.fedevg.FedEvgOptions)"
 
@@ -49,7 +52,7 @@ class FedEvgSimulation(MethodRunner):
             raise ValueError("fedevg synthesises inputs in [0, 1]; run it with --dataset digits")
         return super()._dataset(dataset)
 
-    def _model(self, model: None) -> None:
+    def _model(self, model: Optional[FlatModel]) -> None:  # takes_model: always None here
         return None  # the global model is the classifier trained on the synthetic set
 
     def _setup(self) -> None:
@@ -58,6 +61,7 @@ class FedEvgSimulation(MethodRunner):
         self.labels = torch.arange(L).repeat_interleave(o.spc)   # the code's balanced labels
         g = torch.Generator().manual_seed(torch_seed(config.seed, Stream.FEDEVG_SYNTHETIC_INIT))
         self.synthetic = torch.randn(L * o.spc, D, generator=g)  # eq. 4.12: x ~ N(0, I)
+        assert o.beta_end is not None  # FedEvgOptions.__post_init__ sets the variant's value
         self.betas = ops.cosine_beta_schedule(config.rounds, o.beta_start, o.beta_end)
         self._eval_batch = self._pick_eval_clients(self.dataset)
 

@@ -196,6 +196,7 @@ class Runner:
     def global_state_dict(self) -> Dict[str, torch.Tensor]:
         """The global model now, as named tensors: a module's own ``state_dict`` (ready for
         ``module.load_state_dict``) for a :class:`~fastfair.sim.models.module.ModuleModel`."""
+        assert self.model is not None  # a method without a flat model (FedEvg) overrides this
         return self.model.state_dict(self.params)
 
     def evaluate_validation(self) -> Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -242,7 +243,7 @@ class Runner:
         if key not in state:
             raise ValueError(f"checkpoint has no {key!r}")
         if isinstance(like, torch.Tensor):
-            value = torch.as_tensor(state[key]).to(dtype=like.dtype, device=like.device)
+            value: Any = torch.as_tensor(state[key]).to(dtype=like.dtype, device=like.device)
         else:
             value = np.asarray(state[key], dtype=like.dtype)
         if tuple(value.shape) != tuple(like.shape):

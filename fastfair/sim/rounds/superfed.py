@@ -59,6 +59,7 @@ class SuperFedSimulation(MethodRunner):
 
     unused = {"device": "SuPerFed runs on the CPU",
               "validation": "SuPerFed's options are not chosen on a validation split"}
+    model: FlatModel  # _model builds one for every run
 
     def _build(self) -> None:
         self.opts = superfed_options(self.config.rule, dict(self.config.rule_options))
@@ -66,6 +67,7 @@ class SuperFedSimulation(MethodRunner):
 
     def _model(self, model: Optional[FlatModel]) -> FlatModel:
         model = super()._model(model)
+        assert model is not None  # Runner._model builds one (model_for)
         if model.num_buffers or self.dataset.label_shape:
             raise ValueError("superfed mixes models without buffers (batch norm) trained on one "
                              "label per sample")
@@ -117,6 +119,7 @@ class SuperFedSimulation(MethodRunner):
         local = LocalTrainingConfig(epochs=cfg.epochs, steps=cfg.local_steps,
                                     batch_size=cfg.batch_size, lr=cfg.lr * cfg.lr_decay ** (t - 1))
         first_loss = None
+        assert o.nu is not None  # its __post_init__ sets the mode's default
         nu = o.nu if mixing else 0.0
         for take, valid in minibatch_schedule(batch.counts, local, ids, round_seed):
             leaf = mixed.detach().requires_grad_(True)

@@ -53,9 +53,9 @@ def evaluate_clients(model: FlatModel, params: torch.Tensor, batch: ClientBatch,
             if accuracy:
                 hit_sum.index_add_(1, segs, model.sample_hits(logits, ys)[:, :n])
     with np.errstate(invalid="ignore", divide="ignore"):
-        n = counts.astype(np.float64)
-        loss = loss_sum.cpu().numpy() / n
-        acc = hit_sum.cpu().numpy() / n if accuracy else None
+        sizes = counts.astype(np.float64)
+        mean_loss = loss_sum.cpu().numpy() / sizes
+        acc = hit_sum.cpu().numpy() / sizes if accuracy else None
     if params.dim() == 1:
-        return loss[0], None if acc is None else acc[0]
-    return loss, acc
+        return mean_loss[0], None if acc is None else acc[0]
+    return mean_loss, acc

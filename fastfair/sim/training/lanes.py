@@ -5,7 +5,7 @@ rule's objective, evaluated per group of equal objectives in one call."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 import torch
@@ -50,7 +50,8 @@ class LaneObjectives:
             index = torch.as_tensor(positions, device=device)
             received = lanes[members[0]].global_params if len(members) == 1 else \
                 starts[torch.as_tensor(sorted_lane[positions], device=device)]
-            self.groups.append((lanes[members[0]].objective, positions, index, received,
+            objective = cast(ClientObjective, lanes[members[0]].objective)  # grouped: not None
+            self.groups.append((objective, positions, index, received,
                                 self.starts[members[0]] is not None))
         self.whole = len(lanes) == 1  # one lane owns every row: no gathers
         # Plain rows' losses enter as mean * 1 (rows with an objective as mean * 0): exact, so
@@ -87,4 +88,4 @@ class LaneObjectives:
                 loss, p, s = mean[rows], params[rows], None if extra is None else extra[rows]
                 g = received if received.dim() == 1 else received[:n]
             total = total + objective(loss, p, g, s if stateful else None).sum()
-        return total
+        return cast(torch.Tensor, total)  # groups is not empty: a tensor was added

@@ -80,9 +80,9 @@ def train_lanes(model: FlatModel, batch: ClientBatch, keys: CohortKeys, lanes: S
             out[r] = result + ((None,) if received_loss else ())
     mine = [r for r, k in enumerate(by_kernel) if k]
     if mine:
-        trained = _train_softmax_regression(batch, keys, [lanes[r] for r in mine], config,
-                                            received_loss)
-        for r, (updates, loss) in zip(mine, trained):
+        by_kernel_out = _train_softmax_regression(batch, keys, [lanes[r] for r in mine], config,
+                                                  received_loss)
+        for r, (updates, loss) in zip(mine, by_kernel_out):
             out[r] = (updates, None) + ((loss,) if received_loss else ())
     return out
 
@@ -155,11 +155,12 @@ def _train_by_autograd(model: FlatModel, batch: ClientBatch, keys: CohortKeys,
         # the subtraction) and written to their rows in lane order while still in the caches.
         updates.index_copy_(0, position[rows], params.neg_().add_(received))
         if extra is not None:
+            assert state is not None  # a lane trains a scalar: every chunk returns the rows'
             extra.index_copy_(0, position[rows], state)
     out, first = [], 0
     for r, m_r in enumerate(sizes):
         rows = slice(first, first + m_r)
-        out.append((updates[rows], extra[rows] if stateful[r] else None))
+        out.append((updates[rows], extra[rows] if stateful[r] and extra is not None else None))
         first += m_r
     return out
 

@@ -43,8 +43,8 @@ def masked_mean(per_sample_loss: torch.Tensor, mask: torch.Tensor) -> torch.Tens
 
 def segment_ids(counts: np.ndarray, device: Optional[torch.device] = None) -> torch.Tensor:
     """``[sum(counts)]`` int64: each row's client position, ``k`` repeated ``counts[k]`` times."""
-    counts = torch.as_tensor(counts, device=device)
-    return torch.repeat_interleave(torch.arange(len(counts), device=device), counts)
+    repeats = torch.as_tensor(counts, device=device)
+    return torch.repeat_interleave(torch.arange(len(repeats), device=device), repeats)
 
 
 def local_steps(counts: np.ndarray, config: LocalTrainingConfig) -> np.ndarray:
@@ -110,7 +110,7 @@ def keyed_schedule(counts: np.ndarray, config: LocalTrainingConfig, client_keys:
         # entries still training at step t. Clients outside order take no step (nor shuffle).
         remaining = -host_steps[np.asarray(order)]
         host_steps = np.where(np.isin(np.arange(len(counts)), order), host_steps, 0)
-        order = torch.as_tensor(np.asarray(order), device=device)
+        entries = torch.as_tensor(np.asarray(order), device=device)
     total_steps = torch.as_tensor(host_steps, device=device)
     steps = int(host_steps.max()) if len(counts) else 0
     seg = segment_ids(counts, device)
@@ -137,5 +137,5 @@ def keyed_schedule(counts: np.ndarray, config: LocalTrainingConfig, client_keys:
         if order is None:
             yield take, valid
         else:
-            still = order[:int(np.searchsorted(remaining, -t, side="left"))]
+            still = entries[:int(np.searchsorted(remaining, -t, side="left"))]
             yield take[still], valid[still]
