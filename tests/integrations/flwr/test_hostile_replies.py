@@ -323,9 +323,9 @@ def test_bound_options_are_checked_by_the_strategy():
 
 @pytest.mark.parametrize("name", ["fedavg", "fedmaba", "qfedavg", "fedmgda", "afl"])
 def test_the_strategy_bounds_a_poisoned_reply_as_the_shared_functions_do(name):
-    from tests.aggregators.test_bounds import BOUND, bounded_step, poisoned_round
+    from tests.aggregators.test_bounds import BOUND, poison
 
-    updates, losses, counts = poisoned_round()
+    updates, losses, counts = poison.poisoned_round()
     strategy = FastFairStrategy(agg.registry.build(name, K), client_id_key="partition-id",
                                 max_update_norm=BOUND.max_update_norm)
     sent = [np.zeros(100)]  # float64: the step is compared with the float64 functions
@@ -335,7 +335,7 @@ def test_the_strategy_bounds_a_poisoned_reply_as_the_shared_functions_do(name):
                                                  "partition-id": n}) for n in range(K)]
     record, metrics = strategy.aggregate_train(1, replies)
     step = sent[0] - new_arrays(record)[0]
-    expected, _ = bounded_step(name, updates, losses, counts, BOUND)
+    expected, _ = poison.bounded_step(name, updates, losses, counts, BOUND)
     assert np.allclose(step, expected, rtol=1e-9, atol=1e-12)
     assert metrics["fastfair-clipped"] >= 1
     free = FastFairStrategy(agg.registry.build(name, K), client_id_key="partition-id")
