@@ -27,7 +27,13 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 from fastfair import ops
-from fastfair.aggregators._checks import StateSpec, check_choice, check_scalar
+from fastfair.aggregators._checks import (
+    StateSpec,
+    check_choice,
+    check_scalar,
+    check_scaled_losses,
+    scaled_loss_problem,
+)
 from fastfair.aggregators.base import Aggregator, Commit
 
 
@@ -96,8 +102,15 @@ class AFL(Aggregator):
     def _set_state(self, state: Dict[str, Any]) -> None:
         self.lam = state["lam"]
 
+    def invalid_loss(self, loss: float) -> Optional[str]:
+        """Losses whose ``step_size * loss`` is beyond ``+-2**1000`` (the projection
+        overflows)."""
+        return scaled_loss_problem(self.step_size * loss, "step_size * loss")
+
     def _round(self, ids, losses, num_samples, **round_inputs) -> Tuple[np.ndarray, Commit]:
         self._no_round_inputs(round_inputs)
+        with np.errstate(over="ignore"):
+            check_scaled_losses(self.step_size * losses, "step_size * losses")
         m = ids.shape[0]
         start = None
         if self.initial_lambda == "reference_code" and self.round == 0:

@@ -24,11 +24,17 @@ Newton step leaves the bracket), a handful of passes over m values.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, NamedTuple, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from fastfair.aggregators._checks import StateSpec, check_choice, check_scalar
+from fastfair.aggregators._checks import (
+    StateSpec,
+    check_choice,
+    check_scalar,
+    check_scaled_losses,
+    scaled_loss_problem,
+)
 from fastfair.aggregators.base import Aggregator, Commit
 
 
@@ -189,8 +195,14 @@ class FedMABA(Aggregator):
         """The full distribution ``exp(log_p)`` ``[K]`` (O(K); materialised on demand)."""
         return np.exp(self.log_p)
 
+    def invalid_loss(self, loss: float) -> Optional[str]:
+        """Losses whose ``step_size * loss`` is beyond ``+-2**1000`` (the scores overflow)."""
+        return scaled_loss_problem(self.step_size * loss, "step_size * loss")
+
     def _round(self, ids, losses, num_samples, **round_inputs) -> Tuple[np.ndarray, Commit]:
         self._no_round_inputs(round_inputs)
+        with np.errstate(over="ignore"):
+            check_scaled_losses(self.step_size * losses, "step_size * losses")
         m = ids.shape[0]
         log_p_s = self.log_p[ids]
         a = log_p_s + self.step_size * losses

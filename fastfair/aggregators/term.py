@@ -11,11 +11,16 @@ weights are renormalised over S).
 
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
-from fastfair.aggregators._checks import check_choice, check_scalar
+from fastfair.aggregators._checks import (
+    check_choice,
+    check_scalar,
+    check_scaled_losses,
+    scaled_loss_problem,
+)
 from fastfair.aggregators._weights import eg_weights
 from fastfair.aggregators.base import Aggregator, Commit
 
@@ -63,8 +68,14 @@ class TERM(Aggregator):
     def _config(self) -> Dict[str, Any]:
         return {"tilt": self.tilt, "variant": self.variant}
 
+    def invalid_loss(self, loss: float) -> Optional[str]:
+        """Losses whose ``tilt * loss`` is beyond ``+-2**1000`` (the weights overflow)."""
+        return scaled_loss_problem(self.tilt * loss, "tilt * loss")
+
     def _round(self, ids, losses, num_samples, **round_inputs) -> Tuple[np.ndarray, Commit]:
         self._no_round_inputs(round_inputs)
+        with np.errstate(over="ignore"):
+            check_scaled_losses(self.tilt * losses, "tilt * losses")
         counts = None
         if self.variant == "paper":
             counts = self._counts(ids, num_samples, required=False)

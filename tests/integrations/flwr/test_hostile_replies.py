@@ -158,6 +158,12 @@ def test_a_bad_loss_is_dropped_with_a_log_line(loss, flwr_log):
     (lambda: agg.QFedAvg(K, q=0.5), 0.0, "must be positive when 0 < q < 1"),
     (lambda: agg.AAggFFD(K), -0.5, "must be non-negative (AAggFF divides"),
     (lambda: agg.PropFair(K, M=5.0, weighting="eg"), 5.0, "must be below M = 5.0"),
+    # A finite loss whose product with the rule's factor overflows (before: the round was
+    # refused, or FedMABA's projection broke on NaN scores).
+    (lambda: agg.TERM(K, tilt=50.0), 1e300, "is too large: tilt * loss = 5e+301 is beyond"),
+    (lambda: agg.AFL(K, step_size=10.0), 1e308, "is too large: step_size * loss = inf"),
+    (lambda: agg.FedMABA(K, step_size=10.0), 1e308, "is too large: step_size * loss = inf"),
+    (lambda: agg.QFedAvg(K, q=5.0), 1e100, "is too large: L * loss ** q = inf"),
 ])
 def test_a_loss_the_rule_cannot_take_drops_that_reply_not_the_run(rule, loss, why, flwr_log):
     # Before: the rule refused the whole round (AggregationError), which stops Flower's run:
