@@ -231,6 +231,18 @@ def test_hostile_values_are_refused_naming_the_option(argv, message, tmp_path, c
     assert message in capsys.readouterr().err
 
 
+def test_sizes_beyond_the_memory_are_one_error_line(monkeypatch, capsys):
+    # e.g. --dataset grouped --groups 100000000000 asks NumPy for 745 GiB: a traceback before.
+    def huge(args):
+        raise MemoryError("Unable to allocate 745. GiB for an array with shape (100000000000,) "
+                          "and data type float64")
+
+    monkeypatch.setattr(cli, "simulate", huge)
+    assert cli.main(["simulate", "--rule", "fedavg"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("fastfair simulate: error: Unable to allocate")
+
+
 # ---------------------------------------------------------------------------------------------
 # --config FILE: TOML, YAML or JSON holding SimulationConfig's names and the run's; a run folder's
 # config.json / sweep.json is such a file and runs that run again, bit for bit.
