@@ -391,7 +391,15 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
         if state_dict["format_version"] != FORMAT_VERSION:
             raise ValueError(f"state_dict has format_version {state_dict['format_version']!r}; "
                              f"this fastfair reads {FORMAT_VERSION}")
-        nodes = [int(n) for n in state_dict["node_ids"]]
+        nodes = state_dict["node_ids"]
+        bad = [] if not isinstance(nodes, (list, tuple)) else [
+            i for i, n in enumerate(nodes) if isinstance(n, (bool, np.bool_))
+            or not isinstance(n, (int, np.integer)) or not 0 <= n < 2 ** 64]
+        if not isinstance(nodes, (list, tuple)) or bad:
+            raise ValueError("state_dict['node_ids'] must be a list of Flower node ids "
+                             "(integers in [0, 2**64)); got " + (f"{nodes[bad[0]]!r} at "
+                             f"position {bad[0]}" if bad else type(nodes).__name__))
+        nodes = [int(n) for n in nodes]
         if len(set(nodes)) != len(nodes) or len(nodes) > self.aggregator.num_clients:
             raise ValueError("state_dict['node_ids'] must be distinct and at most num_clients")
         # Each load checks before it changes anything; the rule's part is checked on a copy

@@ -6,6 +6,7 @@ bound (update-norm clip, sample-count cap), and a fuzz test of the round."""
 import copy
 import logging
 import os
+import re
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 
@@ -196,6 +197,28 @@ def test_nodes_beyond_num_clients_are_dropped_not_the_run(flwr_log):
     before = snapshot(strategy)  # only new nodes: not aggregated, nothing changed
     assert strategy.aggregate_train(3, honest(rng, params, [11, 12])) == (None, None)
     assert_unchanged(strategy, before)
+
+
+@pytest.mark.parametrize("node_ids,shown", [
+    ([0, float("nan")], "nan at position 1"), ([0, 1.5], "1.5 at position 1"),
+    ([True], "True at position 0"), ([-1], "-1 at position 0"), ([2 ** 64], "at position 0"),
+    (["3"], "'3' at position 0"), ([None], "None at position 0"), ("01", "str"),
+    (None, "NoneType")])
+def test_a_state_with_bad_node_ids_is_refused_naming_the_entry(node_ids, shown):
+    # Before: int(n) raised a raw ValueError/TypeError, or took 1.5 and True as nodes 1.
+    rng = np.random.default_rng(6)
+    trained = FastFairStrategy(agg.FedAvg(K))
+    params = model(rng)
+    configure(trained, params, range(K))
+    trained.aggregate_train(1, honest(rng, params, [5, 6]))
+    strategy = FastFairStrategy(agg.FedAvg(K))
+    before = snapshot(strategy)
+    with pytest.raises(ValueError, match=r"state_dict\['node_ids'\] must be a list of Flower "
+                                         rf"node ids .*got .*{re.escape(shown)}"):
+        strategy.load_state_dict(dict(trained.state_dict(), node_ids=node_ids))
+    assert_unchanged(strategy, before)
+    strategy.load_state_dict(dict(trained.state_dict(), node_ids=(np.uint64(2 ** 64 - 1), 0)))
+    assert strategy.state_dict()["node_ids"] == [2 ** 64 - 1, 0]
 
 
 def test_replies_that_claim_the_same_client_id_are_dropped(flwr_log):
