@@ -113,6 +113,32 @@ def test_a_non_finite_reply_of_coefficient_zero_is_dropped_too(opt, clip, flwr_l
 BAD_COUNTS = [-1, 2.5, float("nan"), float("inf"), 10 ** 400, [3, 4], 1e308 * 10]
 
 
+@pytest.mark.parametrize("edit", [
+    lambda b: b.replace(b"'descr': '<f4'", b"'descr': '<f4"),     # an unterminated string
+    lambda b: b.replace(b"'shape': (6, 4)", b"'shape': (6, 4"),   # unclosed: TokenError
+    lambda b: b.replace(b"(6, 4)", b"(6, 5)"),                    # more data than the bytes
+    lambda b: b.replace(b"(6, 4)", b"(2**62, 4)"),                # a size that wraps int64
+    lambda b: b.replace(b"'<f4'", b"'|O'"),                       # Python objects
+    lambda b: b[:6] + b"\x03\x00" + b[8:],                        # format 3.0, unparseable
+    lambda b: b"\x93NUMPX" + b[6:],                               # not .npy at all
+    lambda b: b[:40],                                             # truncated header
+], ids=["quote", "bracket", "short", "wrap", "object", "v3", "magic", "truncated"])
+def test_a_reply_with_unreadable_array_bytes_is_dropped(edit, flwr_log):
+    # Before: a header NumPy's parser chokes on raised tokenize.TokenError out of the round,
+    # which ends Flower's run.
+    rng = np.random.default_rng(8)
+    strategy = FastFairStrategy(agg.FedAvg(K))
+    params = model(rng)
+    configure(strategy, params, range(K))
+    replies = honest(rng, params, range(3))
+    record = next(iter(replies[1].content.array_records.values()))
+    key = list(record.keys())[0]
+    record[key].data = edit(bytes(record[key].data))
+    out, metrics = strategy.aggregate_train(1, replies)
+    assert out is not None and metrics["fastfair-dropped"] == 1
+    assert "dropping the reply of node 1: unreadable array" in flwr_log.text
+
+
 @pytest.mark.parametrize("count", BAD_COUNTS, ids=lambda v: repr(v)[:12])
 def test_a_bad_example_count_is_dropped_with_a_log_line(count, flwr_log):
     rng = np.random.default_rng(1)
