@@ -457,6 +457,9 @@ reply_spec = st.fixed_dictionaries({  # each field usable about two times in thr
     "client": st.one_of(st.integers(0, K - 1), st.integers(0, K - 1),
                         st.sampled_from(ODD_NUMBERS + [K])),
     "extra": st.sampled_from([None, 1.0, [1.0, 2.0], [3.0], float("nan")]),
+    # one byte of the first array's .npy header (128 bytes) overwritten: (position, value)
+    "garble": st.one_of(st.none(), st.none(), st.tuples(st.integers(0, 127),
+                                                         st.integers(0, 255))),
 })
 
 
@@ -488,6 +491,12 @@ def fuzz_reply(node, spec, params):
     msg = reply(node, local, metrics)
     record = next(iter(msg.content.metric_records.values()))
     record._data.update(raw)
+    if spec["garble"] is not None:
+        arrays = next(iter(msg.content.array_records.values()))
+        first = arrays[list(arrays.keys())[0]]
+        data = bytearray(first.data)
+        data[spec["garble"][0]] = spec["garble"][1]
+        first.data = bytes(data)
     return msg
 
 
@@ -541,7 +550,8 @@ def test_fuzz_a_round_commits_entirely_or_not_at_all(rule, optimizer, bound, by_
         assert metrics["fastfair-dropped"] == len(replies) - len(used)
         # No reply whose arrays hold NaN or inf or have the wrong shape is ever used.
         assert not {10 + n for n, spec in enumerate(specs)
-                    if spec["array"] in ("nan", "inf", "shape")} & set(used)
+                    if spec["array"] in ("nan", "inf", "shape") and spec["garble"] is None
+                    } & set(used)
         params = new_arrays(record)
     # Whatever happened, the strategy goes on: an honest round commits.
     configure(strategy, params, range(K))
