@@ -394,8 +394,10 @@ def test_bound_options_are_checked_by_the_strategy():
         FastFairStrategy(agg.FedAvg(K), max_samples_per_client=0)
 
 
-@pytest.mark.parametrize("name", ["fedavg", "fedmaba", "qfedavg", "fedmgda", "afl"])
+@pytest.mark.parametrize("name", ["fedavg", "fairavg", "fedprox", "fedmaba", "aaggff-d",
+                                  "aaggff-s", "term", "afl", "propfair", "qfedavg", "fedmgda"])
 def test_the_strategy_bounds_a_poisoned_reply_as_the_shared_functions_do(name):
+    # Every rule of the docs' table but Fed-CVaR-Avg (its thresholds come from its clients).
     from tests.aggregators.test_bounds import BOUND, poison
 
     updates, losses, counts = poison.poisoned_round()
