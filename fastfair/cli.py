@@ -371,8 +371,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 print("methods (their options: --rule-option; see fastfair.methods):")
                 print("  " + ", ".join(METHODS))
                 return 0
-        except (ValueError, TypeError, OSError) as exc:
-            # OSError: a file that cannot be written (a full disk says so, naming the file).
+        except (ValueError, TypeError, OSError, MemoryError) as exc:
+            # OSError: a full disk names the file; MemoryError: NumPy's names the size asked.
             LOG.error("fastfair %s: error: %s", args.command, exc)
             return 2
     return 1

@@ -258,6 +258,16 @@ def test_an_option_for_every_rule_that_some_lack_suggests_the_rules_that_take_it
     (["--dataset", "grouped", "--group-shift", "inf"], "group_shift (--group-shift) must be"),
     (["--synthetic-alpha", "nan"], "synthetic_alpha (--synthetic-alpha) must be finite"),
     (["--seed", str(2 ** 64)], "seed (--seed) must be in [0, 2**63)"),
+    # every range check names the option, not only the field
+    (["--per-round", "0"], "per_round (--per-round) must be >= 1; got 0"),
+    (["--per-round", "50"], "per_round (50, --per-round) cannot exceed clients"),
+    (["--lr", "-1"], "lr (--lr) must be > 0; got -1.0"),
+    (["--lr-decay", "2"], "lr_decay (--lr-decay) must be in (0, 1]; got 2.0"),
+    (["--validation", "0.9"], "validation (--validation) must be in [0, 0.5]"),
+    (["--local-steps", "0"], "local_steps (--local-steps) must be >= 1 or None"),
+    (["--dataset", "grouped", "--group-shift", "-1"], "group_shift (--group-shift) must be >= 0"),
+    (["--max-update-norm", "-1"], "max_update_norm (--max-update-norm) must be finite and in"),
+    (["--max-samples-per-client", "0"], "max_samples_per_client (--max-samples-per-client) must"),
 ])
 def test_hostile_values_are_refused_naming_the_option(argv, message, tmp_path, capsys):
     out = tmp_path / "run"
@@ -300,6 +310,18 @@ def test_a_refused_run_is_one_error_line_and_no_folder(argv, message, applies, s
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err and len(err.splitlines()) == 1, err
     assert not out.exists()
+
+
+def test_sizes_beyond_the_memory_are_one_error_line(monkeypatch, capsys):
+    # e.g. --dataset grouped --groups 100000000000 asks NumPy for 745 GiB: a traceback before.
+    def huge(args):
+        raise MemoryError("Unable to allocate 745. GiB for an array with shape (100000000000,) "
+                          "and data type float64")
+
+    monkeypatch.setattr(cli, "simulate", huge)
+    assert cli.main(["simulate", "--rule", "fedavg"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("fastfair simulate: error: Unable to allocate")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -446,7 +468,8 @@ def test_options_typed_override_the_file(tmp_path):
      r"gives rounds both at the top and in its config table"),
     ("a.toml", 'rule = "term"\nrules = ["fedavg"]\n', ValueError, r"name the rules once"),
     ("a.toml", "rounds = 0\n", ValueError,
-     r"rounds must be >= 1; got 0 \(options of .*a\.toml and the command line\)"),
+     r"rounds \(--rounds\) must be >= 1; got 0 \(options of .*a\.toml and the command "
+     r"line\)"),
     ("a.toml", "rounds = [\n", ValueError, r"a\.toml is not valid TOML"),
     ("a.yaml", "- 1\n- 2\n", ValueError, r"must hold a mapping of option names to values"),
     ("a.cfg", "rounds = 3\n", ValueError, r"must end in \.toml, \.yaml, \.yml or \.json"),

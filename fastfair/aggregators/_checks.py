@@ -162,3 +162,30 @@ class StateSpec(NamedTuple):
         arr = np.array(arr, dtype=np.float64, order="C", copy=True)
         check_values(arr, name, lo=self.lo)
         return arr
+
+
+#: The largest magnitude of one client's loss times a rule's factor (TERM's ``tilt * F``, AFL's
+#: and FedMABA's ``step_size * F``, q-FedAvg's ``L F^q``): sums and differences of up to 2**23
+#: such values stay within float64, so the rule's arithmetic cannot overflow.
+SCALED_LOSS_LIMIT = 2.0 ** 1000
+
+
+def scaled_loss_problem(value: float, what: str) -> Optional[str]:
+    """Why one client's ``what`` = ``value`` (its loss times the rule's factor) is more than the
+    rule's float64 arithmetic takes, for :meth:`Aggregator.invalid_loss`; None when
+    ``|value| <= SCALED_LOSS_LIMIT``."""
+    if abs(value) <= SCALED_LOSS_LIMIT:
+        return None
+    return (f"is too large: {what} = {value:.3g} is beyond +-2**1000 = {SCALED_LOSS_LIMIT:.3g}, "
+            "where the weights overflow float64")
+
+
+def check_scaled_losses(values: np.ndarray, what: str) -> None:
+    """Raises ``ValueError`` (``"losses must ..."``, naming the position) at the first entry of
+    ``values`` ``[m]`` (the losses times the rule's factor) beyond ``SCALED_LOSS_LIMIT``."""
+    bad = ~(np.abs(values) <= SCALED_LOSS_LIMIT)
+    if bad.any():
+        pos = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"losses must keep {what} within +-2**1000 = {SCALED_LOSS_LIMIT:.3g} "
+                         f"(beyond it the weights overflow float64); got {values[pos]:.3g} at "
+                         f"position {pos}")

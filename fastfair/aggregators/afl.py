@@ -27,7 +27,13 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 from fastfair import ops
-from fastfair.aggregators._checks import StateSpec, check_choice, check_scalar
+from fastfair.aggregators._checks import (
+    StateSpec,
+    check_choice,
+    check_scalar,
+    check_scaled_losses,
+    scaled_loss_problem,
+)
 from fastfair.aggregators._client_vector import ClientVector, check_state, upgrade
 from fastfair.aggregators.base import Aggregator, Commit
 
@@ -109,10 +115,17 @@ class AFL(Aggregator):
         """The state λ ``[K]`` float64 (a new array; O(K), on demand)."""
         return self._lam.dense()
 
+    def invalid_loss(self, loss: float) -> Optional[str]:
+        """Losses whose ``step_size * loss`` is beyond ``+-2**1000`` (the projection
+        overflows)."""
+        return scaled_loss_problem(self.step_size * loss, "step_size * loss")
+
     def _round(self, ids: np.ndarray, losses: Optional[np.ndarray],
                num_samples: Optional[np.ndarray], **round_inputs: Any) -> Tuple[np.ndarray, Commit]:
         self._no_round_inputs(round_inputs)
         assert losses is not None  # needs_losses: propose() refuses a round without
+        with np.errstate(over="ignore"):
+            check_scaled_losses(self.step_size * losses, "step_size * losses")
         m = ids.shape[0]
         start = None
         if self.initial_lambda == "reference_code" and self.round == 0:

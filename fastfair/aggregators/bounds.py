@@ -31,7 +31,7 @@ nothing.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 import numpy as np
 
@@ -48,13 +48,19 @@ def _optional_positive(value: Any, name: str) -> Optional[float]:
 
 
 def check_bound(max_update_norm: Any = None, update_norm_reference: str = "median",
-                max_samples_per_client: Any = None) -> None:
+                max_samples_per_client: Any = None, *,
+                names: Optional[Mapping[str, str]] = None) -> None:
     """Raises ``TypeError``/``ValueError`` naming the argument unless the bound's options are
     valid: ``max_update_norm`` and ``max_samples_per_client`` None or a finite number > 0,
-    ``update_norm_reference`` one of :data:`NORM_REFERENCES`."""
-    _optional_positive(max_update_norm, "max_update_norm")
-    check_choice(update_norm_reference, "update_norm_reference", NORM_REFERENCES)
-    _optional_positive(max_samples_per_client, "max_samples_per_client")
+    ``update_norm_reference`` one of :data:`NORM_REFERENCES`. ``names``: how the errors name
+    each argument (e.g. ``{"max_update_norm": "max_update_norm (--max-update-norm)"}``);
+    default the argument's own name."""
+    label = dict(names or {})
+    _optional_positive(max_update_norm, label.get("max_update_norm", "max_update_norm"))
+    check_choice(update_norm_reference,
+                 label.get("update_norm_reference", "update_norm_reference"), NORM_REFERENCES)
+    _optional_positive(max_samples_per_client,
+                       label.get("max_samples_per_client", "max_samples_per_client"))
 
 
 def _nonnegative(values: Any, name: str, hint: str = "") -> np.ndarray:

@@ -28,7 +28,13 @@ from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from fastfair.aggregators._checks import StateSpec, check_choice, check_scalar
+from fastfair.aggregators._checks import (
+    StateSpec,
+    check_choice,
+    check_scalar,
+    check_scaled_losses,
+    scaled_loss_problem,
+)
 from fastfair.aggregators._client_vector import ClientVector, check_state, upgrade
 from fastfair.aggregators.base import Aggregator, Commit
 
@@ -69,14 +75,16 @@ def fedmaba_project(a: np.ndarray, rho: float, n_ref: float, tau_min: float = 0.
     :math:`a' = a - \max a` (exact in log space; no underflow for tiny π).
     """
     shifted = a - a.max()
-    a2 = shifted * shifted
+    with np.errstate(over="ignore"):  # scores 1e154 apart: g' is then not finite (see below)
+        a2 = shifted * shifted
     log_ref = math.log(n_ref)
 
     def g(tau: float) -> Tuple[float, float]:
         """g(tau) and g'(tau) = tau Var_pi(a) from one fused pass of moments."""
-        s0, s1, s2 = _moments(shifted, a2, tau)
-        mean = s1 / s0
-        var = max(s2 / s0 - mean * mean, 0.0)
+        with np.errstate(invalid="ignore", over="ignore"):  # a g' that is not finite: bisect
+            s0, s1, s2 = _moments(shifted, a2, tau)
+            mean = s1 / s0
+            var = max(s2 / s0 - mean * mean, 0.0)
         return tau * mean - math.log(s0) + log_ref - rho, tau * var
 
     def solution(tau: float, status: str, iters: int) -> FedMABASolution:
@@ -91,12 +99,19 @@ def fedmaba_project(a: np.ndarray, rho: float, n_ref: float, tau_min: float = 0.
     if g_lo >= 0.0:
         return solution(tau_min, "infeasible" if g_lo > 0.0 else "active", 2)
     # g(lo) < 0 < g(hi): Newton from tau = 1, bisection whenever a step leaves the bracket.
-    lo, hi, tau, iters = tau_min, 1.0, 1.0, 2
+    # Scores far apart (a poisoned loss of 1e100) put the root many orders of magnitude below 1,
+    # where halving would run out of passes: while lo is 0, successive bisections divide hi
+    # by 2, 4, 16, 256, ... (the exponent doubles), and while hi > 4 lo they take the
+    # geometric mean, so any root down to the smallest float is bracketed in about 20 passes.
+    lo, hi, tau, iters, shrink = tau_min, 1.0, 1.0, 2, 2.0
     for _ in range(max_iter):
         cand = tau - gt / dt if dt > 0.0 else math.inf
         newton = lo < cand < hi
         if not newton:
-            cand = 0.5 * (lo + hi)
+            if lo == 0.0:
+                cand, shrink = hi / shrink or 0.5 * hi, min(shrink * shrink, 2.0 ** 512)
+            else:
+                cand = math.sqrt(lo) * math.sqrt(hi) if hi > 4.0 * lo else 0.5 * (lo + hi)
             if not lo < cand < hi:
                 break  # the bracket is two adjacent floats
         moved = abs(cand - tau)
@@ -194,10 +209,16 @@ class FedMABA(Aggregator):
         """The full distribution ``exp(log_p)`` ``[K]`` (O(K); materialised on demand)."""
         return np.exp(self._log_p.dense())
 
+    def invalid_loss(self, loss: float) -> Optional[str]:
+        """Losses whose ``step_size * loss`` is beyond ``+-2**1000`` (the scores overflow)."""
+        return scaled_loss_problem(self.step_size * loss, "step_size * loss")
+
     def _round(self, ids: np.ndarray, losses: Optional[np.ndarray],
                num_samples: Optional[np.ndarray], **round_inputs: Any) -> Tuple[np.ndarray, Commit]:
         self._no_round_inputs(round_inputs)
         assert losses is not None  # needs_losses: propose() refuses a round without
+        with np.errstate(over="ignore"):
+            check_scaled_losses(self.step_size * losses, "step_size * losses")
         m = ids.shape[0]
         log_p_s = self._log_p.gather(ids)
         a = log_p_s + self.step_size * losses

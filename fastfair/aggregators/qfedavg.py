@@ -16,11 +16,18 @@ weights with response :math:`q \log F_k`).
 
 from __future__ import annotations
 
+import math
 from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
-from fastfair.aggregators._checks import check_choice, check_scalar, check_vector
+from fastfair.aggregators._checks import (
+    check_choice,
+    check_scalar,
+    check_scaled_losses,
+    check_vector,
+    scaled_loss_problem,
+)
 from fastfair.aggregators._updates import squared_norms
 from fastfair.aggregators._weights import eg_weights
 from fastfair.aggregators.base import Aggregator, Commit
@@ -38,7 +45,9 @@ def qfedavg_coefficients(losses: np.ndarray, sq_norms: np.ndarray, q: float,
         pos = int(np.flatnonzero(losses < 0)[0])
         raise ValueError(f"losses must be non-negative for q-FedAvg (F^q); got {losses[pos]} "
                          f"at position {pos}")
-    fq = losses ** q
+    with np.errstate(over="ignore"):
+        fq = losses ** q
+        check_scaled_losses(lipschitz * fq, "L * losses ** q")
     curv = np.zeros_like(losses)
     moving = sq_norms > 0
     if q != 0.0:
@@ -98,12 +107,19 @@ class QFedAvg(Aggregator):
         return ("sq_norms",) if self.form == "qffl" else ()
 
     def invalid_loss(self, loss: float) -> Optional[str]:
-        """Negative losses (F^q), and 0 where 0 < q < 1 in the q-FFL form (F^(q-1) is infinite
-        at 0; such a client's coefficient L F^q would be 0 anyway)."""
+        """Negative losses (F^q), and in the q-FFL form 0 where 0 < q < 1 (F^(q-1) is infinite
+        at 0; such a client's coefficient L F^q would be 0 anyway) and losses whose L F^q is
+        beyond 2**1000 (the sum of the h_j overflows)."""
         if loss < 0:
             return "must be non-negative (q-FedAvg takes F^q)"
         if loss == 0 and self.form == "qffl" and 0.0 < self.q < 1.0:
             return "must be positive when 0 < q < 1 (F^(q-1) is infinite at 0)"
+        if self.form == "qffl":
+            try:
+                fq = loss ** self.q
+            except OverflowError:
+                fq = math.inf
+            return scaled_loss_problem(self.lipschitz * fq, "L * loss ** q")
         return None
 
     def _round(self, ids: np.ndarray, losses: Optional[np.ndarray],

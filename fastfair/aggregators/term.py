@@ -15,7 +15,12 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
-from fastfair.aggregators._checks import check_choice, check_scalar
+from fastfair.aggregators._checks import (
+    check_choice,
+    check_scalar,
+    check_scaled_losses,
+    scaled_loss_problem,
+)
 from fastfair.aggregators._weights import eg_weights
 from fastfair.aggregators.base import Aggregator, Commit
 
@@ -63,10 +68,16 @@ class TERM(Aggregator):
     def _config(self) -> Dict[str, Any]:
         return {"tilt": self.tilt, "variant": self.variant}
 
+    def invalid_loss(self, loss: float) -> Optional[str]:
+        """Losses whose ``tilt * loss`` is beyond ``+-2**1000`` (the weights overflow)."""
+        return scaled_loss_problem(self.tilt * loss, "tilt * loss")
+
     def _round(self, ids: np.ndarray, losses: Optional[np.ndarray],
                num_samples: Optional[np.ndarray], **round_inputs: Any) -> Tuple[np.ndarray, Commit]:
         self._no_round_inputs(round_inputs)
         assert losses is not None  # needs_losses: propose() refuses a round without
+        with np.errstate(over="ignore"):
+            check_scaled_losses(self.tilt * losses, "tilt * losses")
         counts = None
         if self.variant == "paper":
             counts = self._counts(ids, num_samples, required=False)

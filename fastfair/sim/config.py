@@ -35,6 +35,12 @@ def doc(group: str, help: str, **more: Any) -> Dict[str, Any]:
     return {"help": help, "group": group, **more}
 
 
+def _named(field_name: str) -> str:
+    """A field as its errors name it: the field and its command-line option,
+    ``"per_round (--per-round)"``."""
+    return f"{field_name} (--{field_name.replace('_', '-')})"
+
+
 @dataclass
 class SimulationConfig:
     """Every knob of one run. The defaults (100 Synthetic(1, 1) clients, 10 per round, 200
@@ -145,34 +151,39 @@ class SimulationConfig:
         check_options("SimulationConfig", values, spec)
         for name, value in values.items():
             if isinstance(value, float) and not math.isfinite(value):
-                raise ValueError(f"{name} (--{name.replace('_', '-')}) must be finite; got "
-                                 f"{value}")
+                raise ValueError(f"{_named(name)} must be finite; got {value}")
         for name in ("clients", "per_round", "rounds", "eval_every", "eval_clients", "batch_size",
                      "epochs", "max_samples", "hidden", "classes_per_client", "groups"):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1; got {getattr(self, name)}")
+                raise ValueError(f"{_named(name)} must be >= 1; got {getattr(self, name)}")
         if self.local_steps is not None and self.local_steps < 1:
-            raise ValueError(f"local_steps must be >= 1 or None; got {self.local_steps}")
+            raise ValueError(f"{_named('local_steps')} must be >= 1 or None; got "
+                             f"{self.local_steps}")
         if not DEVICE.fullmatch(self.device):
             raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N'; got {self.device!r}")
         if not 0 <= self.validation <= 0.5:
-            raise ValueError(f"validation must be in [0, 0.5]; got {self.validation}")
+            raise ValueError(f"{_named('validation')} must be in [0, 0.5]; got "
+                             f"{self.validation}")
         if not 0 <= self.seed < 2 ** 63:  # seeds feed int64 generators (torch, the kernels)
             raise ValueError(f"seed (--seed) must be in [0, 2**63); got {self.seed}")
         if self.per_round > self.clients:
-            raise ValueError(f"per_round ({self.per_round}) cannot exceed clients ({self.clients})")
+            raise ValueError(f"per_round ({self.per_round}, --per-round) cannot exceed clients "
+                             f"({self.clients}, --clients)")
         for name, choices in (("dataset", DATASETS), ("model", MODELS + (None,)),
                               ("partition", PARTITIONS)):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name} must be one of {', '.join(map(str, choices))}; got "
                                  f"{getattr(self, name)!r}")
-        if not (self.lr > 0 and self.server_lr > 0 and 0 < self.lr_decay <= 1):
-            raise ValueError(f"lr and server_lr must be > 0 and lr_decay in (0, 1]; got lr="
-                             f"{self.lr}, server_lr={self.server_lr}, lr_decay={self.lr_decay}")
-        if not (self.synthetic_alpha >= 0 and self.synthetic_beta >= 0
-                and self.dirichlet_alpha > 0 and self.group_power >= 0 and self.group_shift >= 0):
-            raise ValueError("synthetic_alpha, synthetic_beta, group_power and group_shift must "
-                             "be >= 0 and dirichlet_alpha > 0")
+        for name, ok, what in (
+                ("lr", self.lr > 0, "> 0"), ("server_lr", self.server_lr > 0, "> 0"),
+                ("lr_decay", 0 < self.lr_decay <= 1, "in (0, 1]"),
+                ("synthetic_alpha", self.synthetic_alpha >= 0, ">= 0"),
+                ("synthetic_beta", self.synthetic_beta >= 0, ">= 0"),
+                ("dirichlet_alpha", self.dirichlet_alpha > 0, "> 0"),
+                ("group_power", self.group_power >= 0, ">= 0"),
+                ("group_shift", self.group_shift >= 0, ">= 0")):
+            if not ok:
+                raise ValueError(f"{_named(name)} must be {what}; got {getattr(self, name)}")
         for name in ("rule_options", "server_options", "availability_options"):
             options = getattr(self, name)
             if not isinstance(options, dict) or not all(isinstance(k, str) for k in options):
@@ -180,7 +191,8 @@ class SimulationConfig:
                                 f"{options!r}")
 
         check_bound(self.max_update_norm, self.update_norm_reference,
-                    self.max_samples_per_client)
+                    self.max_samples_per_client, names={name: _named(name) for name in (
+                        "max_update_norm", "update_norm_reference", "max_samples_per_client")})
         if self.max_update_norm is None and self.update_norm_reference != "median":
             raise ValueError(f"update_norm_reference = {self.update_norm_reference!r} has no "
                              "effect without max_update_norm (--max-update-norm): set that, or "

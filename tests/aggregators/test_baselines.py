@@ -234,9 +234,11 @@ def test_eg_responses_that_overflow():
     # q-FedAvg: F^q overflows float64 (1000^200), its weights do not: (1/10)^200 and 1.
     c = QFedAvg(3, q=200.0, form="eg").weights([0, 1], [100.0, 1000.0])
     assert c[1] == 1.0 and c[0] == pytest.approx(1e-200, rel=1e-12)
-    # TERM: tilt * F itself overflows: the weights are undefined, and the error says why.
-    with pytest.raises(ValueError, match=r"tilt \* losses overflows float64 at position 1"):
-        TERM(3, 1e308).weights([0, 1], [1.0, 2.0])
+    # TERM: tilt * F beyond 2**1000 (here it overflows): the weights are undefined, and the
+    # error says why (what invalid_loss tells a caller that can drop that client).
+    with pytest.raises(ValueError, match=r"losses must keep tilt \* losses within "
+                                         r"\+-2\*\*1000 .*got inf at position 1"):
+        TERM(3, 1e300).weights([0, 1], [1.0, 1e10])
 
 
 # ----------------------------------------------------------------------------- FedMGDA

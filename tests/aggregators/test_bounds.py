@@ -1,12 +1,13 @@
 """The opt-in bound of :mod:`fastfair.aggregators.bounds` (update-norm clip, sample-count cap),
 the two-phase round (``propose`` / ``commit``) and the cap on ``num_clients`` (issue 28).
 
-The table of the poisoning case in docs/aggregators.md is measured here:
-``python -m tests.aggregators.test_bounds`` rewrites it; the test fails when it is stale.
+The tables of the poisoning case in docs/aggregators.md are measured by scripts/poison_table.py
+(``python scripts/poison_table.py --write docs/aggregators.md`` rewrites them); the test fails
+when they are stale.
 """
 
+import importlib.util
 import re
-import sys
 
 import numpy as np
 import pytest
@@ -110,111 +111,76 @@ def test_num_clients_up_to_the_last_int64_id_is_accepted():
 
 # --------------------------------------------------------------------------- the 1000x case
 
-RULES = ["fedavg", "fairavg", "fedmaba", "aaggff-d", "term", "afl", "propfair", "qfedavg",
-         "fedmgda"]
-BOUND = UpdateBound(max_update_norm=3.0)  # three times the round's median update norm
-ABSOLUTE = UpdateBound(max_update_norm=0.5, update_norm_reference="absolute")
-NO_BOUND = UpdateBound()  # the default: no clip, no cap
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("poison_table",
+                                                  ROOT / "scripts" / "poison_table.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def poisoned_round(poison=1000.0, seed=0):
-    """Nine honest updates ``[9, 100]`` of norm about 0.1 and one ``poison`` times larger; the
-    poisoning client reports a high loss (3 against 0.5 .. 1.5), every client 100 samples."""
-    rng = np.random.default_rng(seed)
-    updates = 0.01 * rng.standard_normal((10, 100))
-    updates[9] *= poison
-    losses = np.concatenate([rng.uniform(0.5, 1.5, 9), [3.0]])
-    return updates, losses, np.full(10, 100.0)
+poison = _load_script()
+BOUND, ABSOLUTE = poison.BOUNDS["median"], poison.BOUNDS["absolute"]
+NO_BOUND, CAP = poison.BOUNDS["none"], poison.BOUNDS["cap"]
 
 
-def bounded_step(name, updates, losses, counts, bound=NO_BOUND):
-    """The global step of one round of rule ``name`` (lr = 1) under ``bound``, as the Flower
-    strategy and the simulator take it: clip scales from the update norms, the rule on the
-    clipped updates and capped counts, the step ``sum_i c_i s_i X_i``."""
-    rule = registry.build(name, updates.shape[0])
-    scales = bound.scales(np.linalg.norm(updates, axis=1))
-    clipped = updates * scales[:, None]
-    inputs = {"sq_norms": (clipped ** 2).sum(1), "updates": clipped}
-    coef = rule.weights(np.arange(updates.shape[0]), losses, num_samples=bound.counts(counts),
-                        **{k: inputs[k] for k in rule.round_inputs})
-    return np.asarray(coef) @ clipped, np.asarray(coef)
+def test_the_table_covers_every_rule_of_the_registry():
+    assert sorted(poison.RULES) == sorted(registry.RULES)
 
 
-def step_norm(name, bound=NO_BOUND, poison=1000.0):
-    updates, losses, counts = poisoned_round(poison)
-    return float(np.linalg.norm(bounded_step(name, updates, losses, counts, bound)[0]))
-
-
-@pytest.mark.parametrize("name", RULES)
+@pytest.mark.parametrize("name", poison.RULES)
 def test_the_clip_bounds_a_poisoned_reply_for_every_rule(name):
-    honest = step_norm(name, poison=1.0)
-    free = step_norm(name)
-    clipped = step_norm(name, BOUND)
-    updates, losses, counts = poisoned_round()
+    honest = poison.step_norm(name, NO_BOUND, poison=1.0)
+    free = poison.step_norm(name, NO_BOUND)
+    clipped = poison.step_norm(name, BOUND)
+    updates, losses, counts = poison.poisoned_round()
     norms = np.linalg.norm(updates, axis=1)
     tau = 3.0 * float(np.median(norms))
-    _, coef = bounded_step(name, updates, losses, counts, BOUND)
+    _, coef = poison.bounded_step(name, updates, losses, counts, BOUND)
     # No clipped update is longer than tau: the step is at most sum_i |c_i| min(|X_i|, tau).
     assert clipped <= float(np.abs(coef) @ np.minimum(norms, tau)) * (1 + 1e-9)
     if name != "fedmgda":  # coefficients summing to at most 1 (FedMGDA's are 1/norm-scaled)
         assert np.abs(coef).sum() <= 1 + 1e-9
         assert clipped <= tau and clipped < free
         # ... and an absolute bound holds whatever the median is.
-        assert step_norm(name, ABSOLUTE) <= 0.5
+        assert poison.step_norm(name, ABSOLUTE) <= 0.5
     # The honest round is left alone by the clip (its largest update is well inside 3 x median).
-    assert step_norm(name, BOUND, poison=1.0) == pytest.approx(honest, rel=1e-12)
+    assert poison.step_norm(name, BOUND, poison=1.0) == pytest.approx(honest, rel=1e-12)
+
+
+@pytest.mark.parametrize("name", poison.RULES)
+def test_the_count_cap_bounds_a_huge_claim_for_every_rule(name):
+    free, capped = (poison.claim_weight(name, b) for b in (NO_BOUND, CAP))
+    # Rules that weigh by counts give the claim everything; the cap gives it at most
+    # 1000 / (1000 + 900) (FedAvg's share; TERM's tilts it by the loss), the others ignore it.
+    if name in ("fedavg", "fedprox", "propfair", "term"):
+        assert free == 1.0
+        assert capped <= 0.6 and capped == pytest.approx(1000 / 1900, rel=0.1)
+    else:
+        assert capped == free
+    honest = poison.step_norm(name, NO_BOUND, poison=1.0)
+    both = poison.step_norm(name, poison.BOUNDS["both"], claim=poison.CLAIM)
+    assert np.isfinite(both) and both <= 10 * honest
 
 
 def test_the_count_cap_takes_a_huge_claim_off_fedavgs_weight():
-    updates, losses, counts = poisoned_round(poison=1.0)
-    counts[9] = 1e308
-    _, coef = bounded_step("fedavg", updates, losses, counts)
-    assert coef[9] == 1.0  # today: one reply takes all of FedAvg's weight
-    _, coef = bounded_step("fedavg", updates, losses, counts,
-                           UpdateBound(max_samples_per_client=1000))
+    updates, losses, counts = poison.poisoned_round(poison=1.0, claim=1e308)
+    _, coef = poison.bounded_step("fedavg", updates, losses, counts, NO_BOUND)
+    assert coef[9] == 1.0  # without the cap: one reply takes all of FedAvg's weight
+    _, coef = poison.bounded_step("fedavg", updates, losses, counts, CAP)
     assert coef[9] == pytest.approx(1000 / (1000 + 900))
     assert coef[:9].sum() > 0.45
 
 
 # --------------------------------------------------------------------------- the docs table
 
-TABLE_START, TABLE_END = "<!-- poison-table: start -->", "<!-- poison-table: end -->"
-
-
-def poison_table():
-    """The markdown table of docs/aggregators.md: per rule, the global step's norm on the
-    honest round, with one 1000x reply, and with it under each bound."""
-    lines = ["| rule | honest round | 1000x reply, no bound | `max_update_norm=3` (median) "
-             "| `max_update_norm=0.5, update_norm_reference=\"absolute\"` |",
-             "| --- | --- | --- | --- | --- |"]
-    for name in RULES:
-        cells = [step_norm(name, poison=1.0), step_norm(name), step_norm(name, BOUND),
-                 step_norm(name, ABSOLUTE)]
-        lines.append(f"| `{name}` | " + " | ".join(f"{v:.3g}" for v in cells) + " |")
-    return "\n".join(lines)
-
-
-def _docs():
-    return (ROOT / "docs" / "aggregators.md").read_text(encoding="utf-8")
-
 
 def test_docs_table_is_the_measured_one():
-    text = _docs()
-    match = re.search(re.escape(TABLE_START) + r"\n(.*?)\n" + re.escape(TABLE_END), text,
+    text = (ROOT / "docs" / "aggregators.md").read_text(encoding="utf-8")
+    match = re.search(re.escape(poison.START) + r"\n(.*?)\n" + re.escape(poison.END), text,
                       re.S)
     assert match, "docs/aggregators.md lacks the poison table markers"
-    assert match.group(1) == poison_table(), (
-        "docs/aggregators.md's poison table is stale: run python -m tests.aggregators.test_bounds")
-
-
-if __name__ == "__main__":  # rewrites the table in docs/aggregators.md
-    path = ROOT / "docs" / "aggregators.md"
-    text = _docs()
-    block = f"{TABLE_START}\n{poison_table()}\n{TABLE_END}"
-    if TABLE_START in text:
-        text = re.sub(re.escape(TABLE_START) + r".*?" + re.escape(TABLE_END), lambda _: block,
-                      text, flags=re.S)
-    else:
-        sys.exit(f"add the markers {TABLE_START} / {TABLE_END} to {path} first")
-    path.write_text(text, encoding="utf-8")
-    print(block)
+    assert match.group(1) == poison.tables(), (
+        "docs/aggregators.md's poison tables are stale: run "
+        "python scripts/poison_table.py --write docs/aggregators.md")

@@ -8,15 +8,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from fastfair.aggregators.bounds import UpdateBound  # noqa: E402
 from fastfair.sim import Simulation, SimulationConfig  # noqa: E402
-from tests.aggregators.test_bounds import (  # noqa: E402
-    ABSOLUTE,
-    BOUND,
-    RULES,
-    UpdateBound,
-    bounded_step,
-    poisoned_round,
-)
+from tests.aggregators.test_bounds import ABSOLUTE, BOUND, poison  # noqa: E402
 
 TINY = dict(dataset="synthetic", clients=10, per_round=10, rounds=1, eval_every=1,
             eval_clients=10)
@@ -31,18 +25,22 @@ def server_step(sim, updates, losses, counts):
     return (before - sim.params).double().numpy()
 
 
-def round_of(sim, poison=1000.0):
+def round_of(sim, factor=1000.0):
     """The docs' poisoned round with as many parameters as the simulator's model."""
     P = sim.params.numel()
-    updates, losses, counts = poisoned_round(poison)
+    updates, losses, counts = poison.poisoned_round(factor)
     rng = np.random.default_rng(1)
     wide = 0.01 * rng.standard_normal((10, P))
     wide[:, :100] = updates  # the docs' round in the first 100 parameters
-    wide[9] *= np.where(np.arange(P) < 100, 1.0, poison)
+    wide[9] *= np.where(np.arange(P) < 100, 1.0, factor)
     return wide.astype(np.float32).astype(np.float64), losses, counts
 
 
-@pytest.mark.parametrize("name", RULES)
+#: Fed-CVaR-Avg's round input (the thresholds) comes from its clients' training, not the updates.
+SIM_RULES = [name for name in poison.RULES if name != "fedcvar"]
+
+
+@pytest.mark.parametrize("name", SIM_RULES)
 @pytest.mark.parametrize("bound", [UpdateBound(), BOUND, ABSOLUTE],
                          ids=["off", "median", "absolute"])
 def test_the_simulator_bounds_as_the_shared_functions_do(name, bound):
@@ -51,7 +49,7 @@ def test_the_simulator_bounds_as_the_shared_functions_do(name, bound):
     sim = Simulation(SimulationConfig(rule=name, **TINY, **options))
     updates, losses, counts = round_of(sim)
     step = server_step(sim, updates, losses, counts)
-    expected, _ = bounded_step(name, updates, losses, counts, bound)
+    expected, _ = poison.bounded_step(name, updates, losses, counts, bound)
     scale = np.abs(expected).max()
     assert np.allclose(step, expected, rtol=1e-4, atol=1e-5 * scale)
     if bound.clips and name != "fedmgda":
@@ -63,7 +61,7 @@ def test_the_simulator_bounds_as_the_shared_functions_do(name, bound):
 
 def test_the_simulator_caps_reported_counts():
     sim = Simulation(SimulationConfig(rule="fedavg", **TINY, max_samples_per_client=1000))
-    updates, losses, counts = round_of(sim, poison=1.0)
+    updates, losses, counts = round_of(sim, factor=1.0)
     counts[9] = 1e308
     server_step(sim, updates, losses, counts)
     assert sim.rule.last_mixture[9] == pytest.approx(1000 / 1900)

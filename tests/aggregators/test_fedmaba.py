@@ -4,6 +4,7 @@ the dense reference."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -178,6 +179,38 @@ def test_random_rounds_match_reference(rng, options):
         c_ref, log_p = ref.fedmaba_round(log_p, ids, losses, **options)
         assert_rule_close(c, c_ref)
         assert_rule_close(agg.log_p, log_p)
+
+
+@pytest.mark.parametrize("big", [1e3, 1e30, 1e100, 1e200, 1e308])
+def test_a_poisoned_loss_far_above_the_others_stays_in_the_kl_ball(big):
+    """Issue 28: one reply's loss 1e100 put the root tau* ~ 1e-100, beyond what halving from
+    tau = 1 reaches in 100 passes; the projection then gave that client all of pi (KL log m,
+    above rho). g depends on tau only through tau * a, so pi is the same at every scale."""
+    a = np.array([0.1, 0.5, 0.3, 0.5 * big])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow warning on the way either
+        sol = fedmaba_project(a, 1.0, 4)
+    pi = np.exp(sol.log_pi)
+    assert sol.status == "active" and sol.iterations <= 100
+    assert ref.kl_to_uniform(pi, 4) == pytest.approx(1.0, abs=1e-12)
+    assert pi[3] == pytest.approx(0.914396, abs=1e-6) and pi[:3].min() > 0.028
+    rule = FedMABA(4, step_size=0.5, rho=1.0)
+    if rule.invalid_loss(big) is None:
+        c = rule.weights([0, 1, 2, 3], [0.2, 1.0, 0.6, big])
+        assert np.isfinite(c).all() and c.max() < 0.5 * 0.92 + 0.5 / 4
+    else:  # step_size * loss beyond 2**1000: refused (a Flower reply is dropped)
+        assert big * 0.5 > 2.0 ** 1000
+        with pytest.raises(ValueError, match="losses must keep step_size"):
+            rule.weights([0, 1, 2, 3], [0.2, 1.0, 0.6, big])
+
+
+def test_the_projection_is_the_same_at_every_scale_of_the_scores(rng):
+    a = rng.standard_normal(50) * 3
+    pi = np.exp(fedmaba_project(a, 0.3, 50).log_pi)
+    for scale in (1e10, 1e100, 1e200, 1e300):
+        sol = fedmaba_project(a * scale, 0.3, 50)
+        assert sol.tau == pytest.approx(fedmaba_project(a, 0.3, 50).tau / scale, rel=1e-9)
+        np.testing.assert_allclose(np.exp(sol.log_pi), pi, rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("scale", [1e-3, 1.0, 30.0, 1e3])

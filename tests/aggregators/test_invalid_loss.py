@@ -11,8 +11,14 @@ from fastfair.aggregators import registry
 CONFIGS = {name: {} for name in registry.RULES if name != "aaggff-s"}
 CONFIGS.update({"qfedavg-half": ("qfedavg", {"q": 0.5}),
                 "qfedavg-eg": ("qfedavg", {"form": "eg"}),
-                "propfair-eg": ("propfair", {"weighting": "eg", "M": 2.0})})
-LOSSES = [-1.0, -1e-300, 0.0, 0.5, 1.999, 2.0, 5.0, 1e308]
+                "propfair-eg": ("propfair", {"weighting": "eg", "M": 2.0}),
+                # factors that take a finite loss beyond 2**1000 (issue 28: the round was refused
+                # instead of that one reply dropped)
+                "term-tilt": ("term", {"tilt": 1e10}), "term-negative": ("term", {"tilt": -1e10}),
+                "afl-step": ("afl", {"step_size": 1e10}),
+                "fedmaba-step": ("fedmaba", {"step_size": 1e10}),
+                "qfedavg-q": ("qfedavg", {"q": 5.0})})
+LOSSES = [-1.0, -1e-300, 0.0, 0.5, 1.999, 2.0, 5.0, 1e60, 1e291, 1e300, 1e308]
 
 
 def build(key):

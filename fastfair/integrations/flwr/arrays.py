@@ -22,13 +22,15 @@ def _npy_header(data: bytes) -> Tuple[np.dtype, Tuple[int, ...], bool, int]:
     info = _HEADERS.get(key)
     if info is None:
         stream = io.BytesIO(key)
-        version = np.lib.format.read_magic(stream)
-        if version == (1, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_1_0(stream)
-        elif version == (2, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_2_0(stream)
-        else:
-            raise ValueError(f".npy format version {version} is not read in place")
+        try:  # an untrusted header: NumPy's parser raises ValueError, SyntaxError, TokenError...
+            version = np.lib.format.read_magic(stream)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(stream)
+            else:
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(stream)
+        except Exception as exc:
+            raise ValueError(f"the array's .npy header is unreadable ({type(exc).__name__}: "
+                             f"{exc})") from None
         if dtype.hasobject:
             raise TypeError("array holds Python objects; only numeric arrays can be aggregated")
         info = (dtype, tuple(shape), bool(fortran), end)
@@ -53,7 +55,11 @@ def array_to_numpy(array: Array) -> np.ndarray:
                         f"{SType.NUMPY!r} (arrays built from NumPy or torch)")
     data = array.data
     if data[6:8] not in (b"\x01\x00", b"\x02\x00"):
-        return array.numpy()
+        try:  # Flower's reader (np.load without pickles), on untrusted bytes
+            return array.numpy()
+        except Exception as exc:
+            raise ValueError(f"the array's .npy bytes are unreadable ({type(exc).__name__}: "
+                             f"{exc})") from None
     dtype, shape, fortran, offset = _npy_header(data)
     count = int(np.prod(shape, dtype=np.int64))
     flat = np.frombuffer(data, dtype=dtype, count=count, offset=offset)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from logging import WARNING
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
 
 import numpy as np
 from flwr.app import Message, MetricRecord, RecordDict
@@ -260,6 +260,28 @@ class _ReplyChecks:
                 "by %d replies", nodes, "client id" if by_client else "node id", k, len(nodes))
         return [r for r in usable if key(r) not in shared] if shared else usable
 
+    def _drop_unnumbered(self, usable: List[_Reply]) -> List[_Reply]:
+        """The replies less those of new nodes beyond the ``num_clients`` K that the node
+        numbering can take (when client ids come from node ids), each dropped with a log line
+        that says how to fix it: one node too many must not end the run."""
+        if self.client_id_key is not None:
+            return usable
+        room = self.aggregator.num_clients - len(self._node_index)
+        kept: List[_Reply] = []
+        new: Set[int] = set()
+        for r in usable:
+            known = r.node_id in self._node_index or r.node_id in new
+            if known or len(new) < room:
+                if not known:
+                    new.add(r.node_id)
+                kept.append(r)
+            else:
+                log(WARNING, "aggregate_train: dropping the reply of node %d: %d distinct nodes "
+                    "are numbered already, num_clients = %d; build the aggregator with "
+                    "num_clients >= the number of nodes, or pass client_id_key", r.node_id,
+                    len(self._node_index) + len(new), self.aggregator.num_clients)
+        return kept
+
     def _what_to_send(self) -> str:
         """What a reply must carry for a rule that needs losses (for error messages)."""
         return (f"each client must report its loss of the model it received, on its training "
@@ -282,20 +304,16 @@ class _ReplyChecks:
 
     def _client_ids(self, usable: List[_Reply]) -> Tuple[np.ndarray, Dict[int, int]]:
         """Client ids of the replies, and the node numbers this round would add (committed
-        only once the rule accepts the round)."""
+        only once the rule accepts the round); the replies are those :meth:`_drop_unnumbered`
+        kept."""
         if self.client_id_key is not None:
             return np.array([r.client for r in usable], dtype=np.int64), {}
         new: Dict[int, int] = {}
         ids = []
         for r in usable:
             idx = self._node_index.get(r.node_id, new.get(r.node_id))
-            if idx is None:
+            if idx is None:  # at most num_clients in all (_drop_unnumbered)
                 idx = len(self._node_index) + len(new)
-                if idx >= self.aggregator.num_clients:
-                    raise AggregationError(
-                        f"more than num_clients = {self.aggregator.num_clients} distinct nodes "
-                        "replied: build the aggregator with num_clients >= the number of nodes, "
-                        "or pass client_id_key")
                 new[r.node_id] = idx
             ids.append(idx)
         return np.array(ids, dtype=np.int64), new

@@ -74,7 +74,8 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
     client_id_key
         Metric key of each client's id in ``[0, K)`` (e.g. its partition id), so that per-client
         state follows the data across runs. ``None`` (default): Flower node ids are numbered
-        ``0, 1, ...`` in order of first reply (kept in :meth:`state_dict`).
+        ``0, 1, ...`` in order of first reply (kept in :meth:`state_dict`); the replies of nodes
+        beyond the first ``num_clients`` are dropped with a log line.
     round_input_keys
         The rule's ``round_inputs`` are filled in from the replies: ``sq_norms`` and ``updates``
         from their models, every other input from the metric key its client objective declares
@@ -222,7 +223,7 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
                                                     validate=False)
         self._check_losses_sent(server_round, valid)
         usable = [r for r in (self._read_reply(msg) for msg in valid) if r is not None]
-        usable = self._drop_shared_ids(usable)
+        usable = self._drop_unnumbered(self._drop_shared_ids(usable))
         dropped = len(failed) + len(valid) - len(usable)
         if not usable:
             log(WARNING, "aggregate_train: no usable reply in round %d; the global model is "
@@ -397,7 +398,15 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
         if state_dict["format_version"] not in (2, FORMAT_VERSION):
             raise ValueError(f"state_dict has format_version {state_dict['format_version']!r}; "
                              f"this fastfair reads versions 2 and {FORMAT_VERSION}")
-        nodes = [int(n) for n in state_dict["node_ids"]]
+        nodes = state_dict["node_ids"]
+        bad = [] if not isinstance(nodes, (list, tuple)) else [
+            i for i, n in enumerate(nodes) if isinstance(n, (bool, np.bool_))
+            or not isinstance(n, (int, np.integer)) or not 0 <= n < 2 ** 64]
+        if not isinstance(nodes, (list, tuple)) or bad:
+            raise ValueError("state_dict['node_ids'] must be a list of Flower node ids "
+                             "(integers in [0, 2**64)); got " + (f"{nodes[bad[0]]!r} at "
+                             f"position {bad[0]}" if bad else type(nodes).__name__))
+        nodes = [int(n) for n in nodes]
         if len(set(nodes)) != len(nodes) or len(nodes) > self.aggregator.num_clients:
             raise ValueError("state_dict['node_ids'] must be distinct and at most num_clients")
         # Each load checks before it changes anything; the rule's part is checked on a copy

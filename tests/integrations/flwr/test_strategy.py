@@ -420,12 +420,21 @@ def test_rule_rejection_is_an_aggregation_error_and_changes_nothing():
     assert_state_equal(strategy.state_dict(), sd)
 
 
-def test_more_nodes_than_clients_names_the_fix():
+def test_more_nodes_than_clients_names_the_fix(caplog):
+    # The third node's reply is dropped (one node too many must not end Flower's run), with a
+    # log line that says how to number them all.
     strategy = FastFairStrategy(agg.FairAvg(2))
     params = model(np.random.default_rng(0))
     configure(strategy, params, range(3))
-    with pytest.raises(AggregationError, match="num_clients"):
-        strategy.aggregate_train(1, [reply(n, params, {"num-examples": 1}) for n in range(3)])
+    logging.getLogger("flwr").addHandler(caplog.handler)
+    try:
+        _, metrics = strategy.aggregate_train(
+            1, [reply(n, params, {"num-examples": 1}) for n in range(3)])
+    finally:
+        logging.getLogger("flwr").removeHandler(caplog.handler)
+    assert metrics["fastfair-dropped"] == 1 and strategy.state_dict()["node_ids"] == [0, 1]
+    assert "dropping the reply of node 2" in caplog.text
+    assert "build the aggregator with num_clients >= the number of nodes" in caplog.text
 
 
 class _NeedsScores(agg.FedAvg):
