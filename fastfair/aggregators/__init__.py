@@ -16,7 +16,7 @@ from fastfair.aggregators.fedcvar import FedCVaRAvg
 from fastfair.aggregators.fedmaba import FedMABA
 from fastfair.aggregators.fedmgda import FedMGDA
 from fastfair.aggregators.objectives import ClientObjective
-from fastfair.aggregators.over_groups import OverGroups
+from fastfair.aggregators.over_groups import OverGroups, ReportedGroups
 from fastfair.aggregators.propfair import PropFair
 from fastfair.aggregators.qfedavg import QFedAvg
 from fastfair.aggregators.registry import RULES, build, build_server_optimizer
@@ -34,6 +34,7 @@ from fastfair.aggregators.term import TERM
 __all__ = [
     "AAggFFD", "AAggFFS", "AFL", "FORMAT_VERSION", "Aggregator", "ClientObjective", "FairAvg",
     "FedAdagrad", "FedAdam", "FedAvg", "FedAvgM", "FedCVaRAvg", "FedMABA", "FedMGDA", "FedProx",
-    "FedYogi", "OverGroups", "PropFair", "QFedAvg", "RULES", "SERVER_OPTIMIZERS", "SGD",
+    "FedYogi", "OverGroups", "PropFair", "QFedAvg", "RULES", "ReportedGroups", "SERVER_OPTIMIZERS",
+    "SGD",
     "ServerOptimizer", "TERM", "UpdateBound", "build", "build_server_optimizer", "registry",
 ]

@@ -19,10 +19,54 @@ PROBES = 4096
 GroupMap = Union[np.ndarray, Callable[[np.ndarray], Any]]
 
 
+class ReportedGroups:
+    """A group map the clients report each round (the Flower strategy reads each reply's
+    ``fastfair-group`` metric): :meth:`report` sets the round's groups before the rule's round,
+    and the map answers for those clients only.
+
+    Parameters
+    ----------
+    num_groups
+        G; every reported group must lie in ``[0, G)``.
+    """
+
+    #: The Flower strategy reads a group from every reply when the map says so.
+    reported = True
+
+    def __init__(self, num_groups: int) -> None:
+        if isinstance(num_groups, bool) or not isinstance(num_groups, (int, np.integer)) \
+                or num_groups < 1:
+            raise ValueError(f"num_groups must be an integer >= 1; got {num_groups!r}")
+        self.num_groups = int(num_groups)
+        self._round: dict = {}
+
+    @property
+    def checksum(self) -> str:
+        """What a ``state_dict`` records of this map: its kind and G (its values change every
+        round)."""
+        return f"reported:{self.num_groups}"
+
+    def report(self, ids: Any, groups: Any) -> None:
+        """The groups ``[m]`` of the clients ``ids [m]`` of this round (replacing the last
+        round's)."""
+        ids, groups = np.asarray(ids, dtype=np.int64), np.asarray(groups, dtype=np.int64)
+        if ids.shape != groups.shape:
+            raise ValueError(f"{ids.shape[0]} ids but {groups.shape[0]} groups")
+        self._round = dict(zip(ids.tolist(), groups.tolist()))
+
+    def __call__(self, ids: np.ndarray) -> np.ndarray:
+        missing = [int(k) for k in ids if int(k) not in self._round]
+        if missing:
+            raise ValueError(f"client {missing[0]} reported no group this round")
+        return np.array([self._round[int(k)] for k in ids], dtype=np.int64)
+
+
 def map_checksum(groups: GroupMap, num_clients: int) -> str:
     """A checksum of the group map: SHA-256 (first 16 hex digits) of the int64 array, or of a
     function map's values at up to :data:`PROBES` ids spread over ``[0, K)`` (``probe:``
     prefix). A ``state_dict`` carries it, so that a state is not loaded under another map."""
+    if isinstance(groups, ReportedGroups):
+        return groups.checksum
     if callable(groups):
         probe = np.unique(np.linspace(0, num_clients - 1, min(num_clients, PROBES))
                           .astype(np.int64))
@@ -40,6 +84,7 @@ def check_map(groups: GroupMap, num_clients: Optional[int],
                                   or not isinstance(value, (int, np.integer)) or value < 1):
             raise ValueError(f"{what} must be an integer >= 1; got {value!r}")
     if callable(groups):
+        num_groups = num_groups if num_groups is not None else getattr(groups, "num_groups", None)
         if num_clients is None or num_groups is None:
             raise ValueError("a function group map needs num_clients (K) and num_groups (G)")
         return groups, int(num_clients), int(num_groups)

@@ -56,6 +56,9 @@ from fastfair.aggregators._group_map import (
     map_checksum,
     within_shares,
 )
+from fastfair.aggregators._group_map import (
+    ReportedGroups as ReportedGroups,  # re-exported: a map the clients report
+)
 from fastfair.aggregators._state import FORMAT_VERSION
 from fastfair.aggregators._updates import squared_norms
 from fastfair.aggregators._weights import normalize
@@ -119,9 +122,10 @@ class OverGroups(Aggregator):
         The inner rule: a registry name (``"aaggff-d"``), built over G groups with
         ``rule_options``, or an :class:`Aggregator` built over ``num_groups`` clients.
     groups
-        Client k's group in ``[0, G)``: an integer array ``[K]``, or a function of an int64 id
+        Client k's group in ``[0, G)``: an integer array ``[K]``, a function of an int64 id
         array ``[m]`` returning ``[m]`` groups (for populations too large to list; then give
-        ``num_clients`` and ``num_groups``).
+        ``num_clients`` and ``num_groups``), or a :class:`ReportedGroups` whose groups the
+        clients report each round (the Flower strategy's ``fastfair-group`` metric).
     num_clients
         K; default ``len(groups)`` for an array.
     num_groups

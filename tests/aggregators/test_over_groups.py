@@ -49,7 +49,7 @@ def test_a_rule_that_does_not_adapt_with_the_size_prior_is_fedavg_bit_for_bit(ru
 @pytest.mark.parametrize("rule", ["fedavg", "fairavg"])
 def test_the_uniform_prior_is_fairavg_over_groups(rule):
     over = A.OverGroups(rule, GROUPS, num_samples=COUNTS)
-    for ids, losses, counts in _rounds():
+    for ids, losses, _ in _rounds():
         coef = over.weights(ids, losses)
         g = GROUPS[ids]
         present = np.unique(g)

@@ -19,15 +19,22 @@ from flwr.supercore import log
 from fastfair.integrations.flwr.aggregate import squared_distance
 from fastfair.integrations.flwr.arrays import array_to_numpy
 
+#: The metric key of a client's group in a reply, read when the rule runs over the groups the
+#: clients report (:class:`~fastfair.aggregators.ReportedGroups`).
+GROUP_KEY = "fastfair-group"
+
 
 class _Reply:
     """One usable train reply, its arrays viewed in place, with its squared update norm."""
 
-    __slots__ = ("node_id", "arrays", "count", "loss", "inputs", "content", "client", "sq_norm")
+    __slots__ = ("node_id", "arrays", "count", "loss", "inputs", "content", "client", "sq_norm",
+                 "group")
 
-    def __init__(self, node_id, arrays, count, loss, inputs, content, client, sq_norm):
+    def __init__(self, node_id, arrays, count, loss, inputs, content, client, sq_norm,
+                 group=None):
         self.node_id, self.arrays, self.count, self.loss = node_id, arrays, count, loss
         self.inputs, self.content, self.client, self.sq_norm = inputs, content, client, sq_norm
+        self.group = group
 
 
 def _finite_number(value: Any) -> Optional[float]:
@@ -228,7 +235,16 @@ class _ReplyChecks:
                 drop(f"metric '{self.client_id_key}' (client id) must be an integer in "
                      f"[0, {self.aggregator.num_clients}); got {_shown(raw)}")
                 return None
-        return _Reply(node, arrays, float(count), loss, inputs, content, client, sq_norm)
+        group = None
+        groups = getattr(self.aggregator, "groups", None)
+        if getattr(groups, "reported", False):  # a rule over the groups the clients report
+            raw = metrics.get(GROUP_KEY)
+            group = _integer(raw)
+            if group is None or not 0 <= group < groups.num_groups:
+                drop(f"metric '{GROUP_KEY}' (the client's group) must be an integer in "
+                     f"[0, {groups.num_groups}); got {_shown(raw)}")
+                return None
+        return _Reply(node, arrays, float(count), loss, inputs, content, client, sq_norm, group)
 
     def _drop_shared_ids(self, usable: List[_Reply]) -> List[_Reply]:
         """The replies less those whose client id (or Flower node id) another reply of the

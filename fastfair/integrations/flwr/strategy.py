@@ -57,7 +57,11 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
         Any fastfair rule (:class:`fastfair.aggregators.Aggregator`); its ``num_clients`` K
         bounds the client ids. A rule that expects gradients at the received model in the replies
         (``expects_gradients``, e.g. Fed-CVaR-Avg's one-step form) is refused, and so is a server
-        optimiser (pass it as ``server_optimizer``).
+        optimiser (pass it as ``server_optimizer``). Fair over groups:
+        :class:`~fastfair.aggregators.OverGroups` with the group map (an array of the client
+        ids' groups, or a function of them), or with
+        :class:`~fastfair.aggregators.ReportedGroups` to read each reply's group from its
+        metric ``"fastfair-group"`` (an integer in ``[0, G)``; a reply without one is dropped).
     server_optimizer
         The server step on the round's combined pseudo-gradient
         (:class:`~fastfair.aggregators.ServerOptimizer`: SGD, FedAvgM, FedAdam, FedYogi,
@@ -289,6 +293,9 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
                   for name in self.round_input_keys}
         inputs.update(self._computed_inputs(sent, usable, sq_norms, scales))
         metrics = self._train_metrics(usable, counts)
+        groups = getattr(self.aggregator, "groups", None)
+        if getattr(groups, "reported", False):  # the groups of this round's replies
+            groups.report(ids, [r.group for r in usable])
         try:
             coef, commit_rule = self.aggregator.propose(ids, losses, num_samples=counts,
                                                         **inputs)

@@ -67,13 +67,15 @@ class Simulation(Runner):
         return dist
 
     def _build(self) -> None:
-        self.rule = build_rule(self.config)
+        self.rule = build_rule(self.config)  # None over groups: built with the data set
         self.optimizer = build_server_optimizer(self.config)
 
     def _dataset(self, dataset: Optional[FederatedDataset]) -> FederatedDataset:
         return with_validation(super()._dataset(dataset), self.config.validation)
 
     def _setup(self) -> None:
+        if self.rule is None:
+            self.rule = build_rule(self.config, self.dataset)
         # (ids, batch) of the last cohort this run generated, when its data are fixed.
         self._last_train: Optional[Tuple[np.ndarray, ClientBatch]] = None
         other, config = self._evaluate_like, self.config
@@ -201,7 +203,8 @@ class Simulation(Runner):
 
     def _load(self, state: Dict[str, Any]) -> None:
         params = self._checked(state, "params", self.params)
-        rule, optimizer = build_rule(self.config), build_server_optimizer(self.config)
+        rule = build_rule(self.config, self.dataset)
+        optimizer = build_server_optimizer(self.config)
         rule.load_state_dict(state["rule"])
         optimizer.load_state_dict(state["optimizer"])
         self.rule, self.optimizer, self.params = rule, optimizer, params
