@@ -161,3 +161,23 @@ def test_the_command_line_runs_over_groups(tmp_path, capsys):
                  "--out", str(tmp_path / "cli")]) == 0
     out = capsys.readouterr().out
     assert "worst grp" in out and "grp Gini" in out
+
+
+def test_a_groups_file_names_leaf_users(tmp_path):
+    from tests.helpers import sim_files as sf
+
+    rng = np.random.default_rng(3)
+    users = sf.femnist_users(rng, [12, 9, 14, 10, 11])
+    sf.write_leaf(tmp_path / "leaf", sf.split_users(rng, users))
+    names = list(users)
+    csv = tmp_path / "regions.csv"
+    csv.write_text("client,group\n" + "".join(f"{u},{'north' if i % 2 else 'south'}\n"
+                                              for i, u in enumerate(names)))
+    config = SimulationConfig(dataset="femnist", data_dir=str(tmp_path / "leaf"), clients=3,
+                              per_round=3, rounds=1, eval_every=1, groups_file=str(csv),
+                              fair_over="groups", model="logreg")
+    data = build_dataset(config)  # 3 of the 5 users: the other rows are skipped
+    expected = [0 if names.index(u) % 2 else 1 for u in data.users]
+    assert list(data.group_ids) == expected and data.num_groups == max(expected) + 1
+    record = Simulation(config).step()
+    assert "acc_worst_group" in record

@@ -70,10 +70,11 @@ class FederatedDataset:
     vocab_size: Optional[int] = None
     label_shape: Tuple[int, ...] = ()
     fixed_data: bool = True
-    #: G, where the clients fall into known groups (region, device, ...; None: no groups).
+    #: The number of groups G the clients fall into, such as regions or device classes; None
+    #: for a data set without groups.
     num_groups: Optional[int] = None
-    #: ``[K]`` int64 group of every client where the data set lists them (None: none, or
-    #: answered per id by :meth:`groups`, as the generated grouped workload does).
+    #: The ``[K]`` int64 group of every client where the data set lists them; None without
+    #: groups, or when :meth:`groups` answers per id, as the generated grouped workload does.
     group_ids: Optional[np.ndarray] = None
 
     def num_samples(self, ids: np.ndarray) -> np.ndarray:
