@@ -1,7 +1,7 @@
 """Regenerates docs/fidelity.md: every rule against FedAvg and FairAvg over seeds, on each workload,
 beside what its paper claims, with a verdict computed from the paired differences.
 
-    python scripts/fidelity.py --seeds 5 --out docs/fidelity.md      # about 20 minutes on 2 cores
+    python scripts/fidelity.py --seeds 5 --out docs/fidelity.md      # about 12 minutes on 2 cores
 
 Each workload is one ``fastfair.sim.Sweep`` (all rules x seeds as one batched program); the
 verdict of a row compares the rule with FedAvg on the metric its paper claims to improve:
@@ -319,6 +319,28 @@ NOTES = ["## Notes", "",
          "(`norm_floor`), so near-zero updates no longer get coefficients of 1e5-1e8.",
          "- **PropFair** runs its authors' code defaults (M = 2, the Huber continuation past "
          "M - epsilon).",
+         "- **groups** (docs/algorithms.md §8): over the 10 groups almost everything comes from "
+         "reweighting. Equal group weights (FairAvg over groups, the uniform prior's control) lift "
+         "the worst group by +11.3 ± 3.3 points over FedAvg and cut the group Gini from 0.128 to "
+         "0.059, for -7.6 ± 2.6 points of mean accuracy. On top of them the adaptive rules add "
+         "little at their default steps: AAggFF-D +0.4 ± 0.9 (its group weights stay between 0.088 "
+         "and 0.116 around 0.1, docs/algorithms.md §8.4), q-FedAvg and TERM about 0, AFL +3.3 ± "
+         "3.7 and FedMABA +3.7 ± 4.3, within the noise of 5 seeds. Under the size prior, whose "
+         "control is FedAvg itself, adaptation is all there is: FedMABA +7.7 ± 4.2 for -1.1 ± 0.6 "
+         "mean accuracy, AAggFF-D +3.5 ± 3.9 for -0.4 ± 0.5, AFL +13.3 ± 4.1 for -9.0 ± 1.9 (at "
+         "its default step it equalises the groups' losses, not their accuracies). Per client, AFL "
+         "already lifts the worst group by +11.4 ± 4.5 for -4.5 ± 1.7 mean (its projection keeps "
+         "the top-loss few percent of each cohort: a tilt within the round, which needs no "
+         "revisits), and PropFair's client objective by +5.2 ± 4.3 at no cost in mean; the other "
+         "per-client rules stay within 2 points of FedAvg. FedMGDA over groups keeps mean accuracy "
+         "(+5.8 ± 1.5 over FairAvg over groups) but gives back 3.8 ± 3.1 points of its worst "
+         "group: a common descent direction of the groups' updates does not favour the worst "
+         "group. Verdict: fairness over groups works at this scale, and what a user acts on is the "
+         "prior (equal groups, +11 points for the worst group at -8 mean) or a group rule tilting "
+         "FedAvg's size weights (FedMABA, +7.7 for -1.1); the adaptive part under the uniform "
+         "prior is not distinguishable from 0 at the default step sizes. A round over groups costs "
+         "what a round per client does (the rule's part is under a millisecond; +0.9 % and +2.5 % "
+         "in the medians above, within the timing noise) and keeps no per-client state.",
          "- **npz-files** reads digits through the on-disk per-client `.npz` path; it checks the "
          "file path with real data, not a paper's setting.", ""]
 
