@@ -59,6 +59,7 @@ def test_group_metrics_are_recorded_and_a_rule_over_groups_resumes_exactly():
     resumed.load_state_dict(state)
     _same_run(records[3:], [resumed.step() for _ in range(3)])
     assert resumed.rule.last_group_weights.sum() == pytest.approx(1.0)
+    assert 0 < last["group_weight_min"] <= 0.25 <= last["group_weight_max"] < 1
 
 
 def test_sweeps_pair_group_metrics_and_experiments_take_fair_over(tmp_path):

@@ -193,8 +193,14 @@ class Simulation(Runner):
             ops.weighted_average(updates, torch.from_numpy(step[share]).to(self.device),
                                  out=direction)
         self.optimizer.step(self.params, self.dist.sum(direction))
-        return {"participants": int(m), "train_loss": float(np.mean(losses)),
-                "max_coefficient": float(np.max(coef)), **mixture_summary(self.rule.last_mixture)}
+        record = {"participants": int(m), "train_loss": float(np.mean(losses)),
+                  "max_coefficient": float(np.max(coef)),
+                  **mixture_summary(self.rule.last_mixture)}
+        groups = getattr(self.rule, "last_group_weights", None)  # a rule over groups
+        if groups is not None:  # the smallest and largest weight of a group present
+            record.update(group_weight_min=float(np.min(groups[groups > 0], initial=1.0)),
+                          group_weight_max=float(groups.max()))
+        return record
 
     # ------------------------------------------------------------------ checkpoints
     def _state(self) -> Dict[str, Any]:
