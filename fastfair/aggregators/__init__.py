@@ -1,6 +1,7 @@
 """Aggregation rules as drop-in aggregators: one module per rule, each a small stateful object over
 pure functions; server optimisers apart from the rules; what clients minimise; the opt-in bound on
-one client's influence (:mod:`fastfair.aggregators.bounds`); and the registry that names them all.
+one client's influence (:mod:`fastfair.aggregators.bounds`); any rule over groups of clients
+(:class:`~fastfair.aggregators.over_groups.OverGroups`); and the registry that names them all.
 The common contract (construction, ``weights``, ``aggregate``, validation before mutation, versioned
 ``state_dict``, what a rule declares) is documented in :mod:`fastfair.aggregators.base`.
 """
@@ -15,6 +16,7 @@ from fastfair.aggregators.fedcvar import FedCVaRAvg
 from fastfair.aggregators.fedmaba import FedMABA
 from fastfair.aggregators.fedmgda import FedMGDA
 from fastfair.aggregators.objectives import ClientObjective
+from fastfair.aggregators.over_groups import OverGroups, ReportedGroups
 from fastfair.aggregators.propfair import PropFair
 from fastfair.aggregators.qfedavg import QFedAvg
 from fastfair.aggregators.registry import RULES, build, build_server_optimizer
@@ -32,6 +34,7 @@ from fastfair.aggregators.term import TERM
 __all__ = [
     "AAggFFD", "AAggFFS", "AFL", "FORMAT_VERSION", "Aggregator", "ClientObjective", "FairAvg",
     "FedAdagrad", "FedAdam", "FedAvg", "FedAvgM", "FedCVaRAvg", "FedMABA", "FedMGDA", "FedProx",
-    "FedYogi", "PropFair", "QFedAvg", "RULES", "SERVER_OPTIMIZERS", "SGD", "ServerOptimizer",
-    "TERM", "UpdateBound", "build", "build_server_optimizer", "registry",
+    "FedYogi", "OverGroups", "PropFair", "QFedAvg", "RULES", "ReportedGroups", "SERVER_OPTIMIZERS",
+    "SGD",
+    "ServerOptimizer", "TERM", "UpdateBound", "build", "build_server_optimizer", "registry",
 ]

@@ -97,6 +97,12 @@ class AAggFFD(Aggregator):
     normal_cdf
         ``"paper"`` (default) or ``"reference_code"``: the authors' decreasing "normal" (only
         with ``cdf="normal"``).
+    step_scale
+        s >= 0, a multiple of the decision step: :math:`\eta_{t+1} = s\sqrt{\log K}/(\tilde
+        L_\infty\sqrt{t+1})`. Default 1, the thesis' step (Remark 3.3, eq. 3.12) and the
+        authors' code's ``sqrt(log K) / sqrt(round + 1) / (2 + C)``; 0 never moves off uniform
+        weights. Over a few groups (:class:`~fastfair.aggregators.OverGroups`) the default
+        moves the weights slowly (docs/algorithms.md §8.4).
 
     State: ``D`` over the K clients, zero for every client not yet sampled, kept as a
     :class:`~fastfair.aggregators._client_vector.ClientVector` (16 bytes per client sampled so
@@ -115,10 +121,12 @@ class AAggFFD(Aggregator):
 
     def __init__(self, num_clients: int, cdf: str = "weibull", *, response_range: Any = None,
                  sample_prob: Optional[float] = None, variant: str = "paper",
-                 initial_p: str = "uniform", normal_cdf: str = "paper") -> None:
+                 initial_p: str = "uniform", normal_cdf: str = "paper",
+                 step_scale: float = 1.0) -> None:
         super().__init__(num_clients)
         self.cdf = check_choice(cdf, "cdf", CDFS)
         self.response_range = _check_range(response_range)
+        self.step_scale = check_scalar(step_scale, "step_scale", lo=0.0)
         self.sample_prob = (None if sample_prob is None else
                             check_scalar(sample_prob, "sample_prob", lo=0.0, hi=1.0, lo_open=True))
         self.variant = check_choice(variant, "variant", VARIANTS)
@@ -130,7 +138,8 @@ class AAggFFD(Aggregator):
     def _config(self) -> Dict[str, Any]:
         return {"cdf": self.cdf, "response_range": self.response_range,
                 "sample_prob": self.sample_prob, "variant": self.variant,
-                "initial_p": self.initial_p, "normal_cdf": self.normal_cdf}
+                "initial_p": self.initial_p, "normal_cdf": self.normal_cdf,
+                "step_scale": self.step_scale}
 
     def _state(self) -> Dict[str, Any]:
         return {**self._D.state("D"), "eta": self.eta}
@@ -175,7 +184,8 @@ class AAggFFD(Aggregator):
         c, c1, c2 = self.round_constants(m)
         r = cdf_responses(losses, self.cdf, c1, c2, normal_cdf=self.normal_cdf)
         t = self.round + 1
-        eta = math.sqrt(math.log(K)) / (dr_lipschitz(c1, c2, c) * math.sqrt(t + 1))
+        eta = self.step_scale * math.sqrt(math.log(K)) / (dr_lipschitz(c1, c2, c)
+                                                          * math.sqrt(t + 1))
         prior_mass = c * K if (self.initial_p == "reference_code" and t == 1) else 1.0
         # The lazy step runs on a gathered copy of D_S so that nothing changes before commit.
         d_s = self._D.gather(ids)

@@ -240,6 +240,28 @@ class Aggregator(StateChecks):
         ``(coef, commit)``: the ``[m]`` coefficients of :meth:`weights` and the commit.
         """
         seen = self._changes  # first: a state change from here on makes this round stale
+        coef, advance = self._proposed(client_ids, losses, num_samples, **round_inputs)
+        result = from_host(coef, losses if losses is not None else client_ids)
+
+        def commit() -> None:
+            with _COMMITS:
+                if self._changes != seen:
+                    raise RuntimeError(
+                        f"{type(self).__name__}: another round (or load_state_dict) changed the "
+                        "rule's state after this round was proposed; an aggregator takes one "
+                        "round at a time: call it from one thread, or hold your own lock "
+                        "around its rounds")
+                advance()
+
+        return result, commit
+
+    def _proposed(self, client_ids: Any, losses: Any = None, num_samples: Any = None,
+                  **round_inputs: Any) -> Tuple[np.ndarray, Commit]:
+        """A round validated and computed, nothing changed: ``(coef, advance)`` with the
+        coefficients on the host and ``advance()``, which applies the round (state, counter,
+        :attr:`last_mixture`) and cannot fail. :meth:`propose` calls it under the commit lock;
+        a combinator (:class:`~fastfair.aggregators.over_groups.OverGroups`) advances its inner
+        rule from its own commit."""
         ids = check_ids(client_ids, self.num_clients, allow_duplicates=self.allow_duplicates)
         m = ids.shape[0]
         if losses is None:
@@ -253,22 +275,14 @@ class Aggregator(StateChecks):
         if num_samples is not None:
             counts = check_vector(num_samples, m, "num_samples", nonnegative=True)
         coef, apply = self._round(ids, loss_v, counts, **round_inputs)
-        result = from_host(coef, losses if losses is not None else client_ids)
 
-        def commit() -> None:
-            with _COMMITS:
-                if self._changes != seen:
-                    raise RuntimeError(
-                        f"{type(self).__name__}: another round (or load_state_dict) changed the "
-                        "rule's state after this round was proposed; an aggregator takes one "
-                        "round at a time: call it from one thread, or hold your own lock "
-                        "around its rounds")
-                apply()
-                self._changes += 1
-                self.round += 1
-                self.last_mixture = self._mixture(coef)
+        def advance() -> None:
+            apply()
+            self._changes += 1
+            self.round += 1
+            self.last_mixture = self._mixture(coef)
 
-        return result, commit
+        return coef, advance
 
     def _mixture(self, coef: np.ndarray) -> np.ndarray:
         """Mixing weights of coefficients ``coef`` ``[m]``: ``coef / sum(coef)`` (all zero when

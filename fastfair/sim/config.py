@@ -13,12 +13,14 @@ from typing import Any, Dict, Optional
 
 from fastfair._options import check_options, dataclass_options
 from fastfair.aggregators.bounds import NORM_REFERENCES, check_bound
+from fastfair.aggregators.over_groups import PRIORS, SHARES
 from fastfair.sim.data import registry
 
 DATASETS = tuple(registry.DATASETS)
 MODELS = tuple(registry.MODELS)
 DEVICE = re.compile(r"cpu|cuda(:\d+)?")
 PARTITIONS = ("iid", "dirichlet", "pathological")
+FAIR_OVER = ("clients", "groups")
 GENERATED = tuple(n for n, s in registry.DATASETS.items() if s.family == "generated")
 VISION = tuple(n for n, s in registry.DATASETS.items() if s.family == "vision")
 #: The sections fields are listed under (``fastfair simulate --help`` shows one per section).
@@ -67,6 +69,19 @@ class SimulationConfig:
     rounds: int = field(default=200, metadata=doc(DATA, "rounds of training"))
     seed: int = field(default=0, metadata=doc(
         RULES, "the seed of the data, the models and every draw of the run"))
+    # fairness over the groups the data set knows (fastfair.aggregators.OverGroups)
+    fair_over: str = field(default="clients", metadata=doc(
+        RULES, "what the rule weighs: the clients, or the groups the data set knows (the "
+        "grouped workload's, npz-clients' group entries, --groups-file, --group-by-class); "
+        "over groups a client gets its group's coefficient times its share of the group",
+        choices=FAIR_OVER))
+    group_prior: str = field(default="uniform", metadata=doc(
+        RULES, "--fair-over groups: the groups' weights a rule that does not adapt reproduces: "
+        "uniform (group-balanced) or size (each group's share of the samples: FedAvg)",
+        choices=PRIORS))
+    group_share: str = field(default="samples", metadata=doc(
+        RULES, "--fair-over groups: a client's share of its group's coefficient, by its samples "
+        "or uniform", choices=SHARES))
     # Synthetic(alpha, beta)
     synthetic_alpha: float = field(default=1.0, metadata=doc(
         DATA, "synthetic: how far the clients' models differ"))
@@ -84,6 +99,12 @@ class SimulationConfig:
     # data read from files (every data set but the generated ones)
     data_dir: Optional[str] = field(default=None, metadata=doc(
         DATA, "the folder of a data set's files in their standard format", metavar="DIR"))
+    groups_file: Optional[str] = field(default=None, metadata=doc(
+        DATA, "a CSV of client,group rows (a client's index, or a LEAF user's name): the "
+        "clients' groups, for per-group accuracy and --fair-over groups", metavar="CSV"))
+    group_by_class: bool = field(default=False, metadata=doc(
+        DATA, "digits and the vision data sets: group the clients by their most frequent "
+        "training label"))
     download: bool = field(default=False, metadata=doc(
         DATA, ", ".join(VISION) + ": fetch missing files into --data-dir with torchvision's "
         "downloader"))
@@ -198,6 +219,7 @@ class SimulationConfig:
                              "effect without max_update_norm (--max-update-norm): set that, or "
                              "leave update_norm_reference at its default")
         self._check_used()
+        self._check_groups()
         registry.check_pair(self.dataset, self.model)
         family = registry.DATASETS[self.dataset].family
         if family != "generated" and not (self.data_dir and os.path.isdir(self.data_dir)):
@@ -221,6 +243,8 @@ class SimulationConfig:
             "dirichlet_alpha": not split or self.partition != "dirichlet",
             "classes_per_client": not split or self.partition != "pathological",
             "hidden": (self.model or registry.DATASETS[self.dataset].default_model) != "mlp",
+            "group_prior": self.fair_over != "groups", "group_share": self.fair_over != "groups",
+            "group_by_class": not split,
             "epochs": self.local_steps is not None}
         for name, is_unused in unused.items():
             if is_unused and name in changed:
@@ -228,6 +252,15 @@ class SimulationConfig:
                                  f"(dataset={self.dataset!r}, partition={self.partition!r}, "
                                  f"model={self.model!r}, local_steps={self.local_steps!r}); "
                                  "leave it at its default")
+
+    def _check_groups(self) -> None:
+        """Refuses groups given twice and a groups file that is not there (data without groups
+        are refused once they are read: a run may be given a data set of its own)."""
+        if self.groups_file is not None and self.group_by_class:
+            raise ValueError("groups_file (--groups-file) and group_by_class (--group-by-class) "
+                             "both give the clients' groups: choose one")
+        if self.groups_file is not None and not os.path.isfile(self.groups_file):
+            raise ValueError(f"groups_file (--groups-file) {self.groups_file!r} is not a file")
 
     def to_dict(self) -> Dict[str, Any]:
         return dataclasses.asdict(self)

@@ -50,6 +50,21 @@ RULES = {
     "AFL": (lambda: A.AFL(K, 0.5), lambda m: {}),
     "AFL-previous": (lambda: A.AFL(K, 0.5, coefficients="previous"), lambda m: {}),
     "AFL-reference_code": (lambda: A.AFL(K, 0.5, initial_lambda="reference_code"), lambda m: {}),
+    # Any rule over groups: the contract holds for the combinator as for the rules.
+    "OverGroups-aaggff-d": (lambda: A.OverGroups("aaggff-d", np.arange(K) % 4, num_samples=N),
+                            lambda m: {}),
+    "OverGroups-afl-size": (lambda: A.OverGroups("afl", np.arange(K) % 3, prior="size",
+                                                 num_samples=N, rule_options={"step_size": 0.5}),
+                            lambda m: {}),
+    "OverGroups-fedmaba-function": (lambda: A.OverGroups("fedmaba", lambda ids: ids % 5,
+                                                         num_clients=K, num_groups=5,
+                                                         share="uniform", num_samples=N),
+                                    lambda m: {}),
+    "OverGroups-fedmgda": (lambda: A.OverGroups("fedmgda", np.arange(K) % 4, num_samples=N),
+                           lambda m: {"updates": _updates(m)}),
+    "OverGroups-qfedavg": (lambda: A.OverGroups("qfedavg", np.arange(K) % 4, num_samples=N,
+                                                rule_options={"q": 1.0, "lipschitz": 2.0}),
+                           lambda m: {"updates": _updates(m)}),
 }
 
 
@@ -187,6 +202,10 @@ def test_last_mixture_is_on_the_simplex_and_proportional_to_the_coefficients(nam
     assert mix.sum() == pytest.approx(1.0, abs=1e-12)
     if name == "FedMGDA":
         np.testing.assert_array_equal(mix, agg.last_lambda)
+    elif name == "OverGroups-fedmgda":  # lambda* over the groups, split by the clients' shares
+        present = agg.last_group_weights > 0
+        np.testing.assert_allclose(agg.last_group_weights[present], agg.rule.last_lambda,
+                                   rtol=1e-15, atol=0)
     else:
         np.testing.assert_allclose(mix, coef / coef.sum(), rtol=1e-15, atol=0)
 
@@ -234,7 +253,7 @@ def test_bad_rule_inputs_leave_state_untouched(name, kwargs, message):
 
 
 def test_every_registered_rule_is_covered():
-    assert {factory().name for factory, _ in RULES.values()} == set(A.RULES)
+    assert {factory().name for factory, _ in RULES.values()} - {"over-groups"} == set(A.RULES)
     keys = {k for factory, _ in RULES.values() for k in factory().state_dict()["state"]}
     assert set(INVALID) <= keys
 
@@ -263,7 +282,8 @@ INVALID = {
 
 
 def _corruptions(key, value):
-    """``(label, value)`` pairs that ``load_state_dict`` must refuse for state key ``key``."""
+    """``(label, value)`` pairs that ``load_state_dict`` must refuse for state key ``key`` (an
+    inner rule's key under OverGroups, ``rule.<key>``, as the key itself)."""
     if key == "round":
         yield from [("nan", float("nan")), ("float", 2.5), ("negative", -1), ("bool", True),
                     ("string", "abc"), ("list", [1])]
@@ -274,7 +294,7 @@ def _corruptions(key, value):
     else:
         yield from [("nan", float("nan")), ("inf", float("inf")), ("string", "abc"),
                     ("bool", True), ("None", None), ("shape", np.zeros(2))]
-    for label, make in INVALID.get(key, ()):
+    for label, make in INVALID.get(key.removeprefix("rule."), ()):
         yield label, make(value)
 
 

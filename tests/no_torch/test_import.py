@@ -48,6 +48,8 @@ def test_core_imports_without_torch():
         "import fastfair",
         "fastfair.ops.weighted_average(np.ones((3, 4)), np.full(3, 1 / 3))",
         "fastfair.aggregators.build('aaggff-d', 10).weights([1, 4], [0.5, 1.0])",
+        "fastfair.aggregators.OverGroups('fedmgda', [0, 1, 1, 0]).weights(",
+        "    [0, 1, 2], [0.5, 1.0, 2.0], num_samples=[1, 2, 3], updates=np.ones((3, 2)))",
         "leaked = sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))",
         "assert not leaked, f'torch imported by the numpy-only core: {leaked[:5]}'",
         "print('ok', fastfair.__file__)",

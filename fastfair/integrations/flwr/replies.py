@@ -16,21 +16,29 @@ from flwr.app import Message, MetricRecord, RecordDict
 from flwr.serverapp.exception import AggregationError
 from flwr.supercore import log
 
+from fastfair.aggregators.base import FORMAT_VERSION
 from fastfair.integrations.flwr.aggregate import squared_distance
 from fastfair.integrations.flwr.arrays import array_to_numpy
 
 if TYPE_CHECKING:
     from fastfair.aggregators.base import Aggregator
 
+#: The metric key of a client's group in a reply, read when the rule runs over the groups the
+#: clients report (:class:`~fastfair.aggregators.ReportedGroups`).
+GROUP_KEY = "fastfair-group"
+
 
 class _Reply:
     """One usable train reply, its arrays viewed in place, with its squared update norm."""
 
-    __slots__ = ("node_id", "arrays", "count", "loss", "inputs", "content", "client", "sq_norm")
+    __slots__ = ("node_id", "arrays", "count", "loss", "inputs", "content", "client", "sq_norm",
+                 "group")
 
-    def __init__(self, node_id, arrays, count, loss, inputs, content, client, sq_norm):
+    def __init__(self, node_id, arrays, count, loss, inputs, content, client, sq_norm,
+                 group=None):
         self.node_id, self.arrays, self.count, self.loss = node_id, arrays, count, loss
         self.inputs, self.content, self.client, self.sq_norm = inputs, content, client, sq_norm
+        self.group = group
 
 
 def _finite_number(value: Any) -> Optional[float]:
@@ -242,7 +250,17 @@ class _ReplyChecks:
                 drop(f"metric '{self.client_id_key}' (client id) must be an integer in "
                      f"[0, {self.aggregator.num_clients}); got {_shown(raw)}")
                 return None
-        return _Reply(node, arrays, float(count), loss, inputs, content, client, sq_norm)
+        group = None
+        groups = getattr(self.aggregator, "groups", None)
+        # A rule over the groups the clients report.
+        if groups is not None and getattr(groups, "reported", False):
+            raw = metrics.get(GROUP_KEY)
+            group = _integer(raw)
+            if group is None or not 0 <= group < groups.num_groups:
+                drop(f"metric '{GROUP_KEY}' (the client's group) must be an integer in "
+                     f"[0, {groups.num_groups}); got {_shown(raw)}")
+                return None
+        return _Reply(node, arrays, float(count), loss, inputs, content, client, sq_norm, group)
 
     def _drop_shared_ids(self, usable: List[_Reply]) -> List[_Reply]:
         """The replies less those whose client id (or Flower node id) another reply of the
@@ -317,3 +335,28 @@ class _ReplyChecks:
                 new[r.node_id] = idx
             ids.append(idx)
         return np.array(ids, dtype=np.int64), new
+
+
+def checked_node_ids(state_dict: Any, num_clients: int) -> List[int]:
+    """The node ids of a :meth:`FastFairStrategy.state_dict` (its header checked: its keys and
+    format version) as a list of ints; anything but a list of at most ``num_clients`` distinct
+    Flower node ids (integers in ``[0, 2**64)``, not bools) is refused naming the entry."""
+    if not isinstance(state_dict, dict) or set(state_dict) != {"format_version", "rule",
+                                                               "optimizer", "node_ids"}:
+        raise ValueError("state_dict must come from FastFairStrategy.state_dict()")
+    # Version 3 changed only the rule's per-client vectors, which the rule's load upgrades.
+    if state_dict["format_version"] not in (2, FORMAT_VERSION):
+        raise ValueError(f"state_dict has format_version {state_dict['format_version']!r}; "
+                         f"this fastfair reads versions 2 and {FORMAT_VERSION}")
+    nodes = state_dict["node_ids"]
+    bad = [] if not isinstance(nodes, (list, tuple)) else [
+        i for i, n in enumerate(nodes) if isinstance(n, (bool, np.bool_))
+        or not isinstance(n, (int, np.integer)) or not 0 <= n < 2 ** 64]
+    if not isinstance(nodes, (list, tuple)) or bad:
+        raise ValueError("state_dict['node_ids'] must be a list of Flower node ids "
+                         "(integers in [0, 2**64)); got " + (f"{nodes[bad[0]]!r} at "
+                         f"position {bad[0]}" if bad else type(nodes).__name__))
+    ids = [int(n) for n in nodes]
+    if len(set(ids)) != len(ids) or len(ids) > num_clients:
+        raise ValueError("state_dict['node_ids'] must be distinct and at most num_clients")
+    return ids

@@ -22,7 +22,13 @@ from fastfair.aggregators.server_opt import SGD, ServerOptimizer
 from fastfair.integrations.flwr.aggregate import propose_server_step
 from fastfair.integrations.flwr.arrays import array_to_numpy, numpy_to_array
 from fastfair.integrations.flwr.client import RECEIVED_LOSS_KEY, client_config
-from fastfair.integrations.flwr.replies import _non_finite, _Reply, _ReplyChecks, average_metrics
+from fastfair.integrations.flwr.replies import (
+    _non_finite,
+    _Reply,
+    _ReplyChecks,
+    average_metrics,
+    checked_node_ids,
+)
 from fastfair.state import StateDict
 
 MetricsAggregation = Callable[[List[RecordDict], str], MetricRecord]
@@ -57,7 +63,11 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
         Any fastfair rule (:class:`fastfair.aggregators.Aggregator`); its ``num_clients`` K
         bounds the client ids. A rule that expects gradients at the received model in the replies
         (``expects_gradients``, e.g. Fed-CVaR-Avg's one-step form) is refused, and so is a server
-        optimiser (pass it as ``server_optimizer``).
+        optimiser (pass it as ``server_optimizer``). Fair over groups:
+        :class:`~fastfair.aggregators.OverGroups` with the group map (an array of the client
+        ids' groups, or a function of them), or with
+        :class:`~fastfair.aggregators.ReportedGroups` to read each reply's group from its
+        metric ``"fastfair-group"`` (an integer in ``[0, G)``; a reply without one is dropped).
     server_optimizer
         The server step on the round's combined pseudo-gradient
         (:class:`~fastfair.aggregators.ServerOptimizer`: SGD, FedAvgM, FedAdam, FedYogi,
@@ -294,6 +304,10 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
                   for name in self.round_input_keys}
         inputs.update(self._computed_inputs(sent, usable, sq_norms, scales))
         metrics = self._train_metrics(usable, counts)
+        groups = getattr(self.aggregator, "groups", None)
+        # The groups of this round's replies, for a rule over reported groups.
+        if groups is not None and getattr(groups, "reported", False):
+            groups.report(ids, [r.group for r in usable])
         try:
             coef, commit_rule = self.aggregator.propose(ids, losses, num_samples=counts,
                                                         **inputs)
@@ -391,24 +405,7 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
         """Restores :meth:`state_dict` (the rule's and the optimiser's own checks apply: same
         rule, optimiser, population and configuration); on any mismatch raises and changes
         nothing."""
-        if not isinstance(state_dict, dict) or set(state_dict) != {"format_version", "rule",
-                                                                   "optimizer", "node_ids"}:
-            raise ValueError("state_dict must come from FastFairStrategy.state_dict()")
-        # Version 3 changed only the rule's per-client vectors, which the rule's load upgrades.
-        if state_dict["format_version"] not in (2, FORMAT_VERSION):
-            raise ValueError(f"state_dict has format_version {state_dict['format_version']!r}; "
-                             f"this fastfair reads versions 2 and {FORMAT_VERSION}")
-        nodes = state_dict["node_ids"]
-        bad = [] if not isinstance(nodes, (list, tuple)) else [
-            i for i, n in enumerate(nodes) if isinstance(n, (bool, np.bool_))
-            or not isinstance(n, (int, np.integer)) or not 0 <= n < 2 ** 64]
-        if not isinstance(nodes, (list, tuple)) or bad:
-            raise ValueError("state_dict['node_ids'] must be a list of Flower node ids "
-                             "(integers in [0, 2**64)); got " + (f"{nodes[bad[0]]!r} at "
-                             f"position {bad[0]}" if bad else type(nodes).__name__))
-        nodes = [int(n) for n in nodes]
-        if len(set(nodes)) != len(nodes) or len(nodes) > self.aggregator.num_clients:
-            raise ValueError("state_dict['node_ids'] must be distinct and at most num_clients")
+        nodes = checked_node_ids(state_dict, self.aggregator.num_clients)
         # Each load checks before it changes anything; the rule's part is checked on a copy
         # first, so that a failure in either part leaves both untouched.
         copy.deepcopy(self.aggregator).load_state_dict(state_dict["rule"])

@@ -9,7 +9,13 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from fastfair.sim.data.base import ClientBatch, FederatedDataset, check_finite, split_sizes
+from fastfair.sim.data.base import (
+    ClientBatch,
+    FederatedDataset,
+    check_finite,
+    check_groups,
+    split_sizes,
+)
 from fastfair.sim.seeding import Stream, numpy_rng
 
 
@@ -43,6 +49,9 @@ class ArrayDataset(FederatedDataset):
     vocab_size
         Token ids are in ``[0, vocab_size)``; default one more than the largest id. Only for
         integer ``x``.
+    groups
+        ``[K]`` the group of each client (integers >= 0: a region, a device class): the runs
+        report per-group accuracy and may be fair over groups (``fair_over="groups"``).
 
     As an ``npz-clients`` folder reads its files, float (and bool) ``x`` are features, held as
     float32 and required finite, and integer ``x`` are token ids, held as int64 for a
@@ -76,7 +85,7 @@ class ArrayDataset(FederatedDataset):
     def __init__(self, train: Sequence[Tuple[object, object]],
                  test: Optional[Sequence[Tuple[object, object]]] = None,
                  num_classes: Optional[int] = None, *,
-                 vocab_size: Optional[int] = None) -> None:
+                 vocab_size: Optional[int] = None, groups: Optional[object] = None) -> None:
         if len(train) == 0:
             raise ValueError("train must hold at least one client's (x, y)")
         for name, given in (("train", train), ("test", test if test is not None else ())):
@@ -126,6 +135,8 @@ class ArrayDataset(FederatedDataset):
         self.num_features = int(np.prod(shape))
         self._data = {"train": pairs, "test": test_pairs}
         self._train_counts = np.array([len(y) for _, y in pairs], dtype=np.int64)
+        if groups is not None:
+            self.group_ids, self.num_groups = check_groups(groups, self.num_clients, "groups")
 
     @staticmethod
     def _vocab(pairs: List[Tuple[torch.Tensor, torch.Tensor]], vocab_size: Optional[int]) -> int:

@@ -5,7 +5,7 @@ train/test prefix split of a client's generated samples (:class:`PrefixSplit`)."
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -70,6 +70,12 @@ class FederatedDataset:
     vocab_size: Optional[int] = None
     label_shape: Tuple[int, ...] = ()
     fixed_data: bool = True
+    #: The number of groups G the clients fall into, such as regions or device classes; None
+    #: for a data set without groups.
+    num_groups: Optional[int] = None
+    #: The ``[K]`` int64 group of every client where the data set lists them; None without
+    #: groups, or when :meth:`groups` answers per id, as the generated grouped workload does.
+    group_ids: Optional[np.ndarray] = None
 
     def num_samples(self, ids: np.ndarray) -> np.ndarray:
         """Training-sample counts of clients ``ids`` ([m] int64 -> [m] int64)."""
@@ -82,9 +88,18 @@ class FederatedDataset:
         raise NotImplementedError
 
     def groups(self, ids: np.ndarray) -> Optional[np.ndarray]:
-        """``[m]`` latent group of each client where the data set has groups (None otherwise);
-        the report then adds per-group accuracy."""
-        return None
+        """``[m]`` group of each client where the data set has groups (None otherwise); the
+        report then adds per-group accuracy, and runs may be fair over groups."""
+        if self.group_ids is None:
+            return None
+        return self.group_ids[self._check_ids(ids)]
+
+    def group_map(self) -> Any:
+        """The clients' groups as :class:`~fastfair.aggregators.OverGroups` takes them: the
+        array ``[K]`` where listed, else the function :meth:`groups`; None without groups."""
+        if self.num_groups is None:
+            return None
+        return self.group_ids if self.group_ids is not None else self.groups
 
     def _check_ids(self, ids: np.ndarray) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
@@ -154,3 +169,90 @@ class PrefixSplit:
         keep = position >= torch.from_numpy(np.repeat(self.train, self.totals)).to(x.device)
         offsets = np.concatenate([[0], np.cumsum(self.totals - self.train)]).astype(np.int64)
         return ClientBatch(x[keep], y[keep], offsets)
+
+
+def check_groups(groups: Any, num_clients: int, where: str) -> Tuple[np.ndarray, int]:
+    """``groups`` as an int64 array ``[K]`` of groups >= 0, and G (one more than the largest);
+    ValueError naming ``where`` otherwise."""
+    g = np.asarray(groups)
+    if g.shape != (num_clients,):
+        raise ValueError(f"{where}: groups must hold one group per client, [{num_clients}]; "
+                         f"got shape {g.shape}")
+    if g.dtype.kind not in "iu":
+        raise TypeError(f"{where}: groups must be integers; got dtype {g.dtype}")
+    if g.size and g.min() < 0:
+        k = int(np.argmin(g))
+        raise ValueError(f"{where}: client {k} has group {int(g[k])}; groups must be >= 0")
+    g = np.array(g, dtype=np.int64)
+    g.setflags(write=False)
+    return g, int(g.max()) + 1
+
+
+def with_groups(dataset: FederatedDataset, groups: Any, where: str = "groups") -> FederatedDataset:
+    """``dataset`` (a shallow copy: the data are shared) with the clients' ``groups [K]``
+    (:func:`check_groups`) as its known groups."""
+    import copy
+
+    g, num_groups = check_groups(groups, dataset.num_clients, where)
+    out = copy.copy(dataset)
+    out.group_ids, out.num_groups = g, num_groups
+    return out
+
+
+def dominant_classes(dataset: FederatedDataset, chunk: int = 256) -> np.ndarray:
+    """``[K]`` each client's most frequent training label (the smallest on ties), read a
+    ``chunk`` of clients at a time: a group per dominant class, for experiments on data sets
+    split by label (Dirichlet)."""
+    out = np.empty(dataset.num_clients, dtype=np.int64)
+    for lo in range(0, dataset.num_clients, chunk):
+        ids = np.arange(lo, min(lo + chunk, dataset.num_clients))
+        batch = dataset.client_data(ids, "train")
+        y = batch.y.reshape(batch.y.shape[0], -1).cpu().numpy()
+        for j, (a, b) in enumerate(zip(batch.offsets[:-1], batch.offsets[1:])):
+            labels = y[a:b].reshape(-1)
+            out[ids[j]] = int(np.argmax(np.bincount(labels))) if labels.size else 0
+    return out
+
+
+def read_groups_file(path: str, dataset: FederatedDataset) -> np.ndarray:
+    """The ``[K]`` groups of a CSV of ``client,group`` rows (a header row is allowed): a client
+    is its index in ``[0, K)`` or, for data sets of named users (LEAF), its user name; a group
+    is a label (non-negative integers are kept, other labels numbered in sorted order). Every
+    client needs exactly one row; ValueError naming the file and the row otherwise."""
+    import csv
+
+    names = {str(u): k for k, u in enumerate(getattr(dataset, "users", []) or [])}
+    K = dataset.num_clients
+    found: dict = {}
+    with open(path, newline="") as f:
+        rows = [r for r in csv.reader(f) if r and any(c.strip() for c in r)]
+    for line, row in enumerate(rows, 1):
+        if len(row) < 2:
+            raise ValueError(f"{path}: row {line} needs client,group; got {row!r}")
+        client, label = row[0].strip(), row[1].strip()
+        if names:  # named users: rows of users the run did not choose (and a header) are skipped
+            if client not in names:
+                continue
+            k = names[client]
+        elif client.lstrip("-").isdigit():
+            k = int(client)
+            if not 0 <= k < K:
+                raise ValueError(f"{path}: row {line}: client {k} is outside [0, {K})")
+        elif line == 1:
+            continue  # a header
+        else:
+            raise ValueError(f"{path}: row {line}: client {client!r} is not an index in "
+                             f"[0, {K})")
+        if k in found:
+            raise ValueError(f"{path}: row {line}: client {client!r} has a second group")
+        found[k] = label
+    missing = sorted(set(range(K)) - set(found))
+    if missing:
+        users = getattr(dataset, "users", None) if names else None
+        who = ", ".join(str(users[k]) if users is not None else str(k) for k in missing[:5])
+        raise ValueError(f"{path}: {len(missing)} client(s) have no group, e.g. {who}")
+    labels = [found[k] for k in range(K)]
+    if all(lab.isdigit() for lab in labels):
+        return np.array([int(lab) for lab in labels], dtype=np.int64)
+    order = {lab: i for i, lab in enumerate(sorted(set(labels)))}
+    return np.array([order[lab] for lab in labels], dtype=np.int64)

@@ -20,7 +20,12 @@ import os
 from typing import Any, Dict, Optional, Tuple
 
 from fastfair.sim.data.arrays import digits_dataset
-from fastfair.sim.data.base import FederatedDataset
+from fastfair.sim.data.base import (
+    FederatedDataset,
+    dominant_classes,
+    read_groups_file,
+    with_groups,
+)
 from fastfair.sim.data.grouped import GroupedSyntheticDataset
 from fastfair.sim.data.registry import DATASETS, MODELS, DatasetSpec
 from fastfair.sim.data.synthetic import SyntheticDataset
@@ -106,7 +111,19 @@ def check_files(config: Any) -> None:
 
 def build_dataset(config: Any) -> FederatedDataset:
     """The data set a :class:`~fastfair.sim.config.SimulationConfig` names: generated
-    (``synthetic``, ``grouped``, ``digits``) or read from ``config.data_dir``."""
+    (``synthetic``, ``grouped``, ``digits``) or read from ``config.data_dir``, with the clients'
+    groups of ``config.groups_file`` (a CSV of ``client,group``) or, with
+    ``config.group_by_class``, their most frequent training label."""
+    dataset = _build_dataset(config)
+    if getattr(config, "groups_file", None) is not None:
+        dataset = with_groups(dataset, read_groups_file(config.groups_file, dataset),
+                              config.groups_file)
+    elif getattr(config, "group_by_class", False):
+        dataset = with_groups(dataset, dominant_classes(dataset), "dominant classes")
+    return dataset
+
+
+def _build_dataset(config: Any) -> FederatedDataset:
     if DATASETS[config.dataset].family != "generated":
         return open_files(config.dataset, config.data_dir, config.clients, seed=config.seed,
                           partition=config.partition, dirichlet_alpha=config.dirichlet_alpha,

@@ -60,7 +60,8 @@ class GroupedSyntheticDataset(FederatedDataset):
         if not (group_power >= 0 and shift >= 0 and max_samples >= 12):
             raise ValueError(f"need group_power >= 0, shift >= 0 and max_samples >= 12; got "
                              f"{group_power}, {shift}, {max_samples}")
-        self.num_clients, self.num_groups = int(num_clients), int(num_groups)
+        self.num_clients = int(num_clients)
+        self.num_groups: int = int(num_groups)  # always groups here (Optional in the base)
         self.num_features, self.num_classes = int(num_features), int(num_classes)
         self.sample_shape = (self.num_features,)
         self.seed, self.max_samples = int(seed), int(max_samples)

@@ -3,11 +3,12 @@ preprocessed (tabular Berka or MQP, ISIC images, Reddit or SpeechCommands featur
 
 Each file holds ``x [n, *sample_shape]`` and ``y [n]`` (or ``[n, T]``, a label per position),
 and optionally ``x_test``, ``y_test``; without them a client's samples are split 80/20 in their
-order. Float ``x`` are features (any shape: vectors, ``[C, H, W]`` images); integer ``x`` are
-token ids (the vocabulary is one more than the largest id, found when the folder opens). Labels
-are integer classes; their number is one more than the largest label. Files are opened with
-``allow_pickle=False``. Opening reads every file's labels and array headers; a client's
-features are read when it is sampled.
+order. An optional ``group`` entry (one integer >= 0: a region, a device class) gives the
+client's group; every file or none holds one. Float ``x`` are features (any shape: vectors,
+``[C, H, W]`` images); integer ``x`` are token ids (the vocabulary is one more than the largest
+id, found when the folder opens). Labels are integer classes; their number is one more than the
+largest label. Files are opened with ``allow_pickle=False``. Opening reads every file's labels
+and array headers; a client's features are read when it is sampled.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from fastfair.sim.checkpoint import open_regular
-from fastfair.sim.data.base import check_finite, split_sizes
+from fastfair.sim.data.base import check_finite, check_groups, split_sizes
 from fastfair.sim.data.client_files import ClientFiles, choose_clients
 
 #: The most a deflated zip entry can expand (deflate's limit is about 1032 to 1).
@@ -105,9 +106,10 @@ class NpzClients(ClientFiles):
         labels: set = set()
         tops = [0, -1]                         # the largest label and token id
         self._own_test: List[bool] = []
+        groups: List[Optional[int]] = []
         for path in paths:
             own, n, n_test = _load(path, lambda z, zf, path=path: self._open(
-                z, zf, path, shapes, labels, tops))
+                z, zf, path, shapes, labels, tops, groups))
             train = n if own else int(split_sizes(np.array([n]))[0][0])
             counts["train"].append(train)
             counts["test"].append(n_test if own else n - train)
@@ -122,14 +124,31 @@ class NpzClients(ClientFiles):
                          kind="float" if floats else "tokens",
                          vocab_size=None if floats else top_id + 1, label_shape=labels.pop(),
                          cache_bytes=cache_bytes)
+        given = [g is not None for g in groups]
+        if any(given) and not all(given):
+            k = given.index(not given[0])
+            raise ValueError(f"{paths[k]} {'holds' if given[k] else 'lacks'} a group entry and "
+                             f"{paths[0]} {'does' if given[0] else 'does not'}: give every "
+                             "client a group, or none")
+        if all(given):
+            self.group_ids, self.num_groups = check_groups(groups, self.num_clients, data_dir)
 
     @staticmethod
     def _open(z, zf: zipfile.ZipFile, path: str, shapes: set, labels: set,
-              tops: list) -> Tuple[bool, int, int]:
+              tops: list, groups: list) -> Tuple[bool, int, int]:
         """Checks one client's file from its array headers and labels (every member's header
         first, so no member is read past what its entry holds); returns (own test split,
         samples, test samples)."""
         names = set(z.files)
+        groups.append(None)
+        if "group" in names:
+            shape, dtype = _header(zf, "group", path)
+            if shape not in ((), (1,)) or dtype.kind not in "iu":
+                raise ValueError(f"{path}: group must be one integer; got {list(shape)} {dtype}")
+            group = int(np.asarray(z["group"]).reshape(-1)[0])
+            if group < 0:
+                raise ValueError(f"{path}: group must be >= 0; got {group}")
+            groups[-1] = group
         if not {"x", "y"} <= names or ("x_test" in names) != ("y_test" in names):
             raise ValueError(f"{path} must hold x and y (and x_test with y_test); it "
                              f"holds {', '.join(sorted(names))}")

@@ -28,6 +28,7 @@ class ValidationSplit(FederatedDataset):
         self.num_clients, self.num_features = dataset.num_clients, dataset.num_features
         self.num_classes, self.sample_shape = dataset.num_classes, dataset.sample_shape
         self.vocab_size, self.label_shape = dataset.vocab_size, dataset.label_shape
+        self.num_groups, self.group_ids = dataset.num_groups, dataset.group_ids
 
     @property
     def fixed_data(self) -> bool:  # type: ignore[override]  # the wrapped set's, read-only

@@ -12,6 +12,7 @@ changed since is refused rather than continued with other settings.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import sys
@@ -62,6 +63,15 @@ def check_named(rules: Sequence[str], **named: Mapping[str, Any]) -> None:
         if extra:
             raise ValueError(f"{name} names {', '.join(map(repr, extra))}, which is not run: "
                              f"drop it from {name} or add it to the rules")
+
+
+def with_fairness(config: Any, fair_over: Optional[str],
+                  group_prior: Optional[str]) -> Any:
+    """``config`` with ``fair_over`` and ``group_prior`` where given (not None), checked as the
+    configuration checks its fields."""
+    given = {k: v for k, v in (("fair_over", fair_over), ("group_prior", group_prior))
+             if v is not None}
+    return dataclasses.replace(config, **given) if given else config
 
 
 def check_threads(threads: Optional[int]) -> None:

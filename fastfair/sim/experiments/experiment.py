@@ -95,6 +95,10 @@ class Experiment(common.Orchestration):
         Only rank 0 calls them. A resumed experiment calls them for the rounds it plays, from
         the checkpoint on (rounds before it are not replayed; those after it, lost with the
         crash, are seen again).
+    fair_over, group_prior
+        Shorthands for ``config.fair_over`` (``"clients"`` or ``"groups"``: every rule runs over
+        the data set's groups, :class:`~fastfair.aggregators.OverGroups`) and
+        ``config.group_prior`` (``"uniform"`` or ``"size"``); None keeps the config's.
 
     Every rule name, option, value and configuration field is checked when the experiment is
     made, before anything runs or is written. :meth:`resume` (from
@@ -109,8 +113,9 @@ class Experiment(common.Orchestration):
                  progress: bool = False, dataset: Optional[FederatedDataset] = None,
                  model: Optional[FlatModel] = None, dist: Optional[Distributed] = None,
                  threads: Optional[int] = 1,
-                 callbacks: Optional[Sequence[RoundCallback]] = None) -> None:
-        config = config.with_clients_of(dataset)
+                 callbacks: Optional[Sequence[RoundCallback]] = None,
+                 fair_over: Optional[str] = None, group_prior: Optional[str] = None) -> None:
+        config = common.with_fairness(config.with_clients_of(dataset), fair_over, group_prior)
         if rules is None:
             rules = [config.rule]
             rule_options = {config.rule: dict(config.rule_options)}

@@ -52,6 +52,7 @@ from fastfair.sim.experiments.common import (
     play_alone,
     round_hooks,
     run_summary,
+    with_fairness,
 )
 from fastfair.sim.models.flat import FlatModel
 from fastfair.sim.process import run_tuned
@@ -67,7 +68,9 @@ METRICS = ("acc_mean", "acc_worst10", "acc_gini", "acc_variance")
 CONFIG = "sweep.json"
 #: The file of a sweep's folder holding every run's final global model.
 MODELS_FILE = "models.pt"
-GROUP_METRIC = "acc_worst_group"
+#: Added to the metrics when every run's data set has groups: the worst group's accuracy and
+#: the Gini over the groups' accuracies, with their paired differences.
+GROUP_METRICS = ("acc_worst_group", "acc_gini_groups")
 
 
 @dataclass(frozen=True)
@@ -173,9 +176,9 @@ class Sweep(Orchestration):
     batched
         Train the runs of the rules together (default); False runs them one after another
         (the reference the batched program is compared with).
-    dataset, model, dist, threads
+    dataset, model, dist, threads, fair_over, group_prior
         As for :class:`~fastfair.sim.experiments.experiment.Experiment` (``dataset`` is used
-        for every seed).
+        for every seed; ``fair_over="groups"`` runs every rule over the data set's groups).
     """
 
     CONFIG = CONFIG
@@ -189,8 +192,9 @@ class Sweep(Orchestration):
                  checkpoint_every: int = 0, progress: bool = False,
                  callbacks: Optional[Sequence[RoundCallback]] = (), batched: bool = True,
                  dataset: Optional[FederatedDataset] = None, model: Optional[FlatModel] = None,
-                 dist: Optional[Distributed] = None, threads: Optional[int] = 1) -> None:
-        config = config.with_clients_of(dataset)
+                 dist: Optional[Distributed] = None, threads: Optional[int] = 1,
+                 fair_over: Optional[str] = None, group_prior: Optional[str] = None) -> None:
+        config = with_fairness(config.with_clients_of(dataset), fair_over, group_prior)
         rules, seeds = check_rules(rules), list(seeds)
         if not seeds or len(set(seeds)) != len(seeds) or not all(
                 isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
@@ -268,8 +272,8 @@ class Sweep(Orchestration):
         self._open()
         runs = [finished[s] for s in self.specs]
         metrics = self.metrics
-        if GROUP_METRIC not in metrics and all(_has(run, GROUP_METRIC) for run in runs):
-            metrics += (GROUP_METRIC,)  # a data set with latent groups: its fairness target
+        metrics += tuple(m for m in GROUP_METRICS  # a data set with groups: its fairness target
+                         if m not in metrics and all(_has(run, m) for run in runs))
         selection = select(runs, self.select)
         rows = summarize(runs, metrics, self.baseline, selection)
         seconds = time.perf_counter() - started

@@ -16,8 +16,9 @@ SUMMARY_COLUMNS = [("acc_mean", "mean acc"), ("acc_weighted_mean", "weighted"),
                    ("acc_worst10", "worst 10%"), ("acc_worst5", "worst 5%"),
                    ("acc_best10", "best 10%"), ("acc_variance", "variance"),
                    ("acc_gini", "Gini"), ("acc_parity_gap", "max-min")]
-#: Shown only when the data set has latent groups.
-GROUP_COLUMN = ("acc_worst_group", "worst grp")
+#: Shown only when the data set has groups: the worst group's accuracy and the Gini over the
+#: groups' accuracies.
+GROUP_COLUMNS = [("acc_worst_group", "worst grp"), ("acc_gini_groups", "grp Gini")]
 
 
 def write_metrics(out: Path, histories: Dict[str, List[dict]]) -> None:
@@ -60,7 +61,7 @@ def summarize(histories: Dict[str, List[dict]], seconds: Dict[str, float]) -> Di
             continue
         series = [r["acc_mean"] for r in evals]
         lag1 = float(acf(series, 1)[1]) if len(series) > 1 else float("nan")
-        keys = [k for k, _ in SUMMARY_COLUMNS + [GROUP_COLUMN] if k in evals[-1]]
+        keys = [k for k, _ in SUMMARY_COLUMNS + GROUP_COLUMNS if k in evals[-1]]
         out[rule] = {**{k: evals[-1][k] for k in keys}, "acc_mean_acf1": lag1,
                      "seconds": seconds.get(rule, 0.0)}
     return out
@@ -68,15 +69,15 @@ def summarize(histories: Dict[str, List[dict]], seconds: Dict[str, float]) -> Di
 
 def summary_table(summary: Dict[str, dict]) -> str:
     """The summary side by side (accuracies in %)."""
-    columns = SUMMARY_COLUMNS + ([GROUP_COLUMN] if all(GROUP_COLUMN[0] in row for row in
-                                                        summary.values()) and summary else [])
+    columns = SUMMARY_COLUMNS + [c for c in GROUP_COLUMNS
+                                 if summary and all(c[0] in row for row in summary.values())]
     header = (f"{'rule':<12}" + "".join(f"{label:>11}" for _, label in columns)
               + f"{'ACF(1)':>8}{'time':>9}")
     lines = [header, "-" * len(header)]
     for rule, row in summary.items():
         cells = []
         for key, _ in columns:
-            if key == "acc_gini":
+            if key in ("acc_gini", "acc_gini_groups"):
                 cells.append(f"{row[key]:>11.3f}")
             else:
                 scale = 1e4 if key == "acc_variance" else 100.0
@@ -90,7 +91,8 @@ def summary_table(summary: Dict[str, dict]) -> str:
 
 def plot(out: Path, histories: Dict[str, List[dict]], finals: Dict[str, np.ndarray],
          title: str) -> List[Path]:
-    """``fairness.png`` (mean and worst-10% accuracy, Gini over rounds) and
+    """``fairness.png`` (mean, worst-10% and, with groups, worst-group accuracy; Gini over
+    rounds) and
     ``final_accuracy.png`` (distribution of final per-client accuracy); returns the paths."""
     import matplotlib
 
@@ -104,6 +106,9 @@ def plot(out: Path, histories: Dict[str, List[dict]], finals: Dict[str, np.ndarr
         line, = axes[0].plot(rounds, [100 * r["acc_mean"] for r in evals], label=f"{rule} mean")
         axes[0].plot(rounds, [100 * r["acc_worst10"] for r in evals], "--", color=line.get_color(),
                      label=f"{rule} worst 10%")
+        if evals and "acc_worst_group" in evals[-1]:
+            axes[0].plot(rounds, [100 * r["acc_worst_group"] for r in evals], ":",
+                         color=line.get_color(), label=f"{rule} worst group")
         axes[1].plot(rounds, [r["acc_gini"] for r in evals], color=line.get_color(), label=rule)
     axes[0].set(xlabel="round", ylabel="test accuracy (%)", title="mean and worst-10% clients")
     axes[1].set(xlabel="round", ylabel="Gini of client accuracy", title="inequality across clients")

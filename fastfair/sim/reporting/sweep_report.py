@@ -27,7 +27,8 @@ from fastfair.sim.reporting.stats import (
 LABELS = {"acc_mean": "mean acc", "acc_weighted_mean": "weighted", "acc_worst10": "worst 10%",
           "acc_worst5": "worst 5%", "acc_best10": "best 10%", "acc_best5": "best 5%",
           "acc_variance": "variance", "acc_gini": "Gini", "acc_parity_gap": "max-min",
-          "acc_worst_group": "worst grp", "test_loss": "test loss", "val_loss": "val loss"}
+          "acc_worst_group": "worst grp", "acc_gini_groups": "grp Gini", "test_loss": "test loss",
+          "val_loss": "val loss"}
 #: The confidence of every interval a sweep reports (:func:`~fastfair.sim.reporting.stats.mean_ci`).
 CONFIDENCE = 0.95
 #: Below this many seeds the curves' band is the range over seeds: the t interval of 2 seeds
@@ -50,7 +51,7 @@ def scale(metric: str) -> float:
     """The factor a metric is shown with: accuracies (``acc_*``, ``val_acc_*``) in % (100),
     their variance in %^2 (1e4), Gini and everything else (losses) as recorded (1)."""
     base = metric[4:] if metric.startswith("val_") else metric
-    if not base.startswith("acc_") or base == "acc_gini":
+    if not base.startswith("acc_") or base in ("acc_gini", "acc_gini_groups"):
         return 1.0
     return 1e4 if base == "acc_variance" else 100.0
 
@@ -187,14 +188,24 @@ def _pyplot():
     return plt
 
 
+def _worst(runs: Sequence[SweepRun]) -> Tuple[str, str]:
+    """The worst-off metric the plots show: the worst group's accuracy when every run has
+    groups, else the worst 10 % of clients'."""
+    if all(any("acc_worst_group" in r for r in run.history) for run in runs):
+        return "acc_worst_group", "worst group"
+    return "acc_worst10", "worst-10% clients"
+
+
 def plot_tradeoff(path: Path, runs: Sequence[SweepRun]) -> Path:
     """Two panels, one labelled marker per grid point of ``runs``: mean accuracy (x) against
-    worst-10 % accuracy, and against Gini, each at the mean over seeds of the runs' last values
-    with 95 % CI error bars on both axes (none for one seed)."""
+    worst-10 % accuracy (the worst group's, when the data set has groups), and against Gini,
+    each at the mean over seeds of the runs' last values with 95 % CI error bars on both axes
+    (none for one seed)."""
     plt = _pyplot()
-    rows = summarize(runs, ["acc_mean", "acc_worst10", "acc_gini"])
+    worst, what = _worst(runs)
+    rows = summarize(runs, ["acc_mean", worst, "acc_gini"])
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
-    for ax, other, name in ((axes[0], "acc_worst10", "worst-10% client accuracy (%)"),
+    for ax, other, name in ((axes[0], worst, f"{what} accuracy (%)"),
                             (axes[1], "acc_gini", "Gini of client accuracy")):
         for row in rows:
             (x, xe), (y, ye) = row.values["acc_mean"], row.values[other]
@@ -235,17 +246,19 @@ def curve_band(values: np.ndarray, kind: str) -> Tuple[np.ndarray, np.ndarray, n
 
 
 def plot_curves(path: Path, runs: Sequence[SweepRun]) -> Path:
-    """Per-round mean and worst-10 % test accuracy of each grid point of ``runs``: the mean
+    """Per-round mean and worst-10 % test accuracy (the worst group's, when the data set has
+    groups) of each grid point of ``runs``: the mean
     over its seeds as a line and a band (:func:`curve_band`: the 95 % CI when every point has
     at least :data:`CI_BAND_SEEDS` seeds, else the range over seeds; the title says which),
     on the evaluation rounds all its seeds share."""
     plt = _pyplot()
+    worst, what = _worst(runs)
     points = by_point(runs)
     kind = "CI" if min(len(g) for g in points.values()) >= CI_BAND_SEEDS else "min-max"
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharex=True)
     for point, group in points.items():
         color = None
-        for ax, metric in zip(axes, ("acc_mean", "acc_worst10")):
+        for ax, metric in zip(axes, ("acc_mean", worst)):
             curves = [dict(zip(*run.curve(metric))) for run in group]
             rounds = sorted(set.intersection(*(set(c) for c in curves)))
             values = 100 * np.array([[c[t] for t in rounds] for c in curves]).reshape(
@@ -255,7 +268,7 @@ def plot_curves(path: Path, runs: Sequence[SweepRun]) -> Path:
             color = line.get_color()
             ax.fill_between(rounds, low, high, color=color, alpha=0.2)
     axes[0].set(xlabel="round", ylabel="test accuracy (%)", title="mean client accuracy")
-    axes[1].set(xlabel="round", ylabel="test accuracy (%)", title="worst-10% clients")
+    axes[1].set(xlabel="round", ylabel="test accuracy (%)", title=what)
     for ax in axes:
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)

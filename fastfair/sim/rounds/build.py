@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from fastfair.aggregators import registry
+from typing import Optional
+
+from fastfair.aggregators import OverGroups, registry
 from fastfair.aggregators.base import Aggregator
+from fastfair.aggregators.over_groups import check_group_form
 from fastfair.aggregators.server_opt import ServerOptimizer
 from fastfair.sim.config import SimulationConfig
 from fastfair.sim.data.base import FederatedDataset
@@ -12,9 +15,35 @@ from fastfair.sim.models.flat import FlatModel
 from fastfair.sim.models.zoo import build_model
 
 
-def build_rule(config: SimulationConfig) -> Aggregator:
+def check_rule(config: SimulationConfig) -> None:
+    """Refuses the rule of ``config`` before any data are read: its options, its participation
+    (AAggFF-S needs ``per_round == clients``) and, over groups, its group form (the groups
+    themselves are known once the data set is)."""
+    if config.fair_over == "groups":
+        check_group_form(config.rule, config.rule_options, config.group_prior)
+    else:
+        build_rule(config)
+
+
+def build_rule(config: SimulationConfig,
+               dataset: Optional[FederatedDataset] = None) -> Aggregator:
     """The rule of ``config`` (registry name and options) for ``config.clients`` clients; a rule
-    that needs every client every round (AAggFF-S) is refused unless ``per_round == clients``."""
+    that needs every client every round (AAggFF-S) is refused unless ``per_round == clients``.
+
+    With ``config.fair_over == "groups"`` the rule runs over ``dataset``'s groups
+    (:class:`~fastfair.aggregators.OverGroups` with ``config.group_prior`` and
+    ``config.group_share``), so ``dataset`` is required."""
+    if config.fair_over == "groups":
+        check_group_form(config.rule, config.rule_options, config.group_prior)
+        groups = None if dataset is None else dataset.group_map()
+        if dataset is None or groups is None:
+            raise ValueError("fair_over = 'groups' (--fair-over groups) needs the clients' groups; "
+                             "the data set of this run has none: give --groups-file (a CSV of "
+                             "client,group), --group-by-class (digits, vision sets), group "
+                             "entries in npz-clients files, or ArrayDataset(groups=)")
+        return OverGroups(config.rule, groups, num_clients=config.clients,
+                          num_groups=dataset.num_groups, prior=config.group_prior,
+                          share=config.group_share, rule_options=config.rule_options)
     rule = registry.build(config.rule, config.clients, **config.rule_options)
     if rule.full_participation and config.per_round != config.clients:
         raise ValueError(f"rule {config.rule!r} needs every client every round (cross-silo): set "

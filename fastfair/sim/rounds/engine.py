@@ -30,7 +30,7 @@ from fastfair.sim.data.base import ClientBatch, FederatedDataset, concat_batches
 from fastfair.sim.data.validation import ValidationSplit
 from fastfair.sim.distributed import Distributed
 from fastfair.sim.models.flat import FlatModel, check_model
-from fastfair.sim.rounds.build import build_rule, build_server_optimizer
+from fastfair.sim.rounds.build import build_rule, build_server_optimizer, check_rule
 from fastfair.sim.rounds.runner import Runner
 from fastfair.sim.seeding import CohortKeys, Stream, torch_seed
 from fastfair.sim.training.evaluate import evaluate_clients
@@ -72,13 +72,14 @@ class Simulation(Runner):
         return dist
 
     def _build(self) -> None:
-        self.rule = build_rule(self.config)
+        check_rule(self.config)  # built in _setup: a rule over groups needs the data set's
         self.optimizer = build_server_optimizer(self.config)
 
     def _dataset(self, dataset: Optional[FederatedDataset]) -> FederatedDataset:
         return with_validation(super()._dataset(dataset), self.config.validation)
 
     def _setup(self) -> None:
+        self.rule = build_rule(self.config, self.dataset)
         # (ids, batch) of the last cohort this run generated, when its data are fixed.
         self._last_train: Optional[Tuple[np.ndarray, ClientBatch]] = None
         other, config = self._evaluate_like, self.config
@@ -116,7 +117,7 @@ class Simulation(Runner):
     @classmethod
     def validate(cls, config: SimulationConfig) -> None:
         super().validate(config)
-        build_rule(config)
+        check_rule(config)
         build_server_optimizer(config)
 
     # ------------------------------------------------------------------ one round
@@ -197,8 +198,14 @@ class Simulation(Runner):
                                  out=direction)
         self.optimizer.step(self.params, self.dist.sum(direction))
         assert self.rule.last_mixture is not None  # weights() committed the round, which sets it
-        return {"participants": int(m), "train_loss": float(np.mean(losses)),
-                "max_coefficient": float(np.max(coef)), **mixture_summary(self.rule.last_mixture)}
+        record = {"participants": int(m), "train_loss": float(np.mean(losses)),
+                  "max_coefficient": float(np.max(coef)),
+                  **mixture_summary(self.rule.last_mixture)}
+        groups = getattr(self.rule, "last_group_weights", None)  # a rule over groups
+        if groups is not None:  # the smallest and largest weight of a group present
+            record.update(group_weight_min=float(np.min(groups[groups > 0], initial=1.0)),
+                          group_weight_max=float(groups.max()))
+        return record
 
     # ------------------------------------------------------------------ checkpoints
     def _state(self) -> Dict[str, Any]:
@@ -207,7 +214,8 @@ class Simulation(Runner):
 
     def _load(self, state: Dict[str, Any]) -> None:
         params = self._checked(state, "params", self.params)
-        rule, optimizer = build_rule(self.config), build_server_optimizer(self.config)
+        rule = build_rule(self.config, self.dataset)
+        optimizer = build_server_optimizer(self.config)
         rule.load_state_dict(state["rule"])
         optimizer.load_state_dict(state["optimizer"])
         self.rule, self.optimizer, self.params = rule, optimizer, params

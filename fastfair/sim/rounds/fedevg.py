@@ -40,7 +40,9 @@ class FedEvgSimulation(MethodRunner):
               "server_optimizer": "the server moves a synthetic set, not a model",
               "server_options": "the server moves a synthetic set, not a model",
               "device": "FedEvg runs on the CPU",
-              "validation": "FedEvg's options are not chosen on a validation split"}
+              "validation": "FedEvg's options are not chosen on a validation split",
+              "fair_over": "it is a method with its own server step, not a weighting rule; "
+                           "run a rule over groups"}
 
     takes_model = False
 

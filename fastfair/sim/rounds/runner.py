@@ -18,7 +18,7 @@ from fastfair.sim.data.catalog import build_dataset, check_files
 from fastfair.sim.distributed import Distributed
 from fastfair.sim.models.flat import FlatModel
 from fastfair.sim.process import torch_threads
-from fastfair.sim.reporting.metrics import fairness_metrics
+from fastfair.sim.reporting.metrics import fairness_metrics, gini
 from fastfair.sim.rounds.availability import build_availability, check_availability
 from fastfair.sim.rounds.build import model_for
 from fastfair.sim.seeding import Stream, numpy_rng, raw_seed
@@ -216,11 +216,13 @@ class Runner:
         out["test_loss"] = float(np.dot(loss, counts) / counts.sum())
         groups = self.dataset.groups(self.eval_ids)
         if groups is not None:
-            # Each group's mean client accuracy; the worst of them is the fairness target.
+            # Each group's mean client accuracy; the worst of them is the fairness target, the
+            # Gini over them the spread across groups.
             present = np.unique(groups)
             means = {int(g): float(acc[groups == g].mean()) for g in present}
             out.update({f"acc_group{g}": v for g, v in means.items()})
             out["acc_worst_group"] = min(means.values())
+            out["acc_gini_groups"] = gini(list(means.values()))
         if val is not None:
             v_acc, v_loss, v_counts = val
             out.update({f"val_acc_{k}": v for k, v in

@@ -58,7 +58,9 @@ class SuperFedSimulation(MethodRunner):
     """SuPerFed rounds on any federated data set and flat model of the simulator."""
 
     unused = {"device": "SuPerFed runs on the CPU",
-              "validation": "SuPerFed's options are not chosen on a validation split"}
+              "validation": "SuPerFed's options are not chosen on a validation split",
+              "fair_over": "it is a method with its own server step, not a weighting rule; "
+                           "run a rule over groups"}
     model: FlatModel  # _model builds one for every run
 
     def _build(self) -> None:
