@@ -102,7 +102,7 @@ def _dense_epoch(module, batch, lr):
 def test_train_batched_vs_loop(floor_report, cohort, network, batch_size):
     torch.manual_seed(0)
     module = NETWORKS[network]()
-    model = ModuleModel(module)
+    model = ModuleModel(module, init="given")  # every contender starts from these weights
     theta = model.init(None)
     config = LocalTrainingConfig(epochs=1, batch_size=batch_size, lr=0.05)
     ids = np.arange(CLIENTS)
