@@ -37,6 +37,8 @@ class FedEvgSimulation(MethodRunner):
               "server_optimizer": "the server moves a synthetic set, not a model",
               "server_options": "the server moves a synthetic set, not a model",
               "device": "FedEvg runs on the CPU",
+              "precision": "FedEvg trains in fp32",
+              "train_loss": "FedEvg reports train_loss every round",
               "validation": "FedEvg's options are not chosen on a validation split"}
 
     takes_model = False

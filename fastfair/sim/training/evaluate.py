@@ -22,7 +22,7 @@ def evaluate_clients(model: FlatModel, params: torch.Tensor, batch: ClientBatch,
     for L: per-client means of the model's sample loss and accuracy (cross-entropy and
     ``argmax == y`` by default, averaged over positions for a label per position; NaN for a
     client with no samples; accuracy None when ``accuracy`` is False, for a round's losses).
-    The L models read the same inputs in one forward pass per chunk.
+    The L models read the same inputs in one forward pass per chunk, in inference mode.
     Runs on the device of ``params`` and ``batch``; only the results travel to the host.
     """
     chunk = chunk or model.eval_rows
@@ -34,7 +34,7 @@ def evaluate_clients(model: FlatModel, params: torch.Tensor, batch: ClientBatch,
     seg = segment_ids(counts, device)
     loss_sum = torch.zeros(L, m, dtype=torch.float64, device=device)
     hit_sum = torch.zeros(L, m, dtype=torch.float64, device=device)
-    with torch.no_grad():
+    with torch.inference_mode():
         for start in range(0, batch.x.shape[0], chunk):
             xs, ys = batch.x[start:start + chunk], batch.y[start:start + chunk]
             n = xs.shape[0]
