@@ -79,9 +79,10 @@ class ModuleModel(FlatModel):
         module's own kernels beat ``vmap``'s batching rules, else ``vmap``. The two ways round
         differently; each gives a client the same numbers in any company.
     channels_last
-        Whether alone training feeds 4-d inputs (images) in ``channels_last`` memory format
-        (default: on), for which oneDNN's convolutions and max pooling run faster (2.9x a
-        bf16 step of FedAvg's CNN, against 1.7x for bf16 alone).
+        Whether alone training runs 2-d convolutions and max pooling on ``channels_last``
+        inputs (default: on; :class:`~fastfair.sim.models.layers.CohortMode`), for which
+        oneDNN's kernels run faster (max pooling 20x); the values are the same, the rounding
+        of the convolutions may differ.
     """
 
     def __init__(self, module: torch.nn.Module, *, init: str = "seed",
@@ -241,7 +242,7 @@ class ModuleModel(FlatModel):
         """The mode one client's alone forward pass runs under: dropout keyed by the step's
         ``key`` (0-dim int64), batch norm over its ``rows`` real samples."""
         return CohortMode(torch.zeros((), dtype=torch.int64) if key is None else key,
-                          torch.ones(rows, dtype=torch.bool))
+                          torch.ones(rows, dtype=torch.bool), self.channels_last)
 
     def input_layout(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` as alone training feeds it: images ``[B, C, H, W]`` in ``channels_last``
