@@ -4,9 +4,12 @@ reuse of freed memory, and the cores that are idle now."""
 from __future__ import annotations
 
 import contextlib
-from typing import Optional
+from typing import Callable, List, Optional, Sequence, TypeVar
 
 import torch
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 @contextlib.contextmanager
@@ -70,3 +73,24 @@ def idle_cores(limit: int = 4) -> int:
 
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return max(1, min(limit, (cpus or 1) - round(os.getloadavg()[0])))
+
+
+def one_thread_each(fn: Callable[[T], R], items: Sequence[T]) -> List[R]:
+    """``[fn(item) for item in items]``, computed ``min(torch.get_num_threads(), len(items))``
+    at a time on threads of their own, with torch's intra-op threads set to one meanwhile
+    (process-wide; restored after): each item's arithmetic runs on one thread, so its bits do
+    not depend on the thread count. Items are handed out in order as threads free up (give
+    the longest first). Results in the order of ``items``; the first exception raised is
+    raised here."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    workers = max(1, min(torch.get_num_threads(), len(items)))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        if workers == 1:
+            return [fn(item) for item in items]
+        with ThreadPoolExecutor(workers) as pool:
+            return list(pool.map(fn, items))
+    finally:
+        torch.set_num_threads(threads)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import math
 import threading
 import warnings
@@ -183,15 +184,24 @@ class ModuleModel(FlatModel):
         m = x.shape[0]
         weights = dict(zip(self.param_names, pieces))
         buffers = self._views(flat_buffers, self.buffer_names, len(self.param_names))
-        was_training = self.module.training
-        self.module.train(training)
-        try:
+        with self._borrowed() as module:
+            module.train(training)
             if self.trains_alone(x.device) and m:
-                return torch.cat([self._alone(weights, buffers, x, valid, keys, k)
+                return torch.cat([self._alone(module, weights, buffers, x, valid, keys, k)
                                   for k in range(m)])
-            return self._one_by_vmap(weights, buffers, x, valid, keys)
+            return self._one_by_vmap(module, weights, buffers, x, valid, keys)
+
+    @contextlib.contextmanager
+    def _borrowed(self) -> Iterator[torch.nn.Module]:
+        """A copy of the module for this thread's call (made once, kept for reuse): calls on
+        several threads at once (alone training, evaluation) each rebind their own copy."""
+        with self._lock:
+            module = self._spares.pop() if self._spares else copy.deepcopy(self.module)
+        try:
+            yield module
         finally:
-            self.module.train(was_training)
+            with self._lock:
+                self._spares.append(module)
 
     def trains_alone(self, device: torch.device) -> bool:
         """Whether training runs each copy alone as the plain module (``cohort``, above)."""
@@ -209,8 +219,6 @@ class ModuleModel(FlatModel):
         updates its running statistics, written to ``row`` after the block. Raises ValueError
         after the block when the module drew from torch's generator (a random operation other
         than dropout, which could not be reproduced per client)."""
-        with self._lock:
-            module = self._spares.pop() if self._spares else copy.deepcopy(self.module)
         # The buffers train in a copy of their columns, written back after: views of the
         # row would share its version counter with the parameters, and batch norm's update in
         # the forward pass would invalidate the tensors saved for the backward one.
@@ -219,22 +227,20 @@ class ModuleModel(FlatModel):
         views = dict(zip(self.names, [*row[:width].split(self._sizes[:len(self.param_names)]),
                                       *buffers.split(self._sizes[len(self.param_names):])]))
         leaves = []
-        for names, slot in ((self.param_names, "_parameters"), (self.buffer_names, "_buffers")):
-            for name in names:
-                owner, _, attr = name.rpartition(".")
-                view = views[name].view(self.shapes[self.names.index(name)]).detach()
-                if slot == "_parameters":
-                    view.requires_grad_(True)
-                    leaves.append(view)
-                getattr(module.get_submodule(owner), slot)[attr] = view
-        module.train(True)
-        state = torch.random.get_rng_state()
-        try:
+        with self._borrowed() as module:
+            for names, slot in ((self.param_names, "_parameters"),
+                                (self.buffer_names, "_buffers")):
+                for name in names:
+                    owner, _, attr = name.rpartition(".")
+                    view = views[name].view(self.shapes[self.names.index(name)]).detach()
+                    if slot == "_parameters":
+                        view.requires_grad_(True)
+                        leaves.append(view)
+                    getattr(module.get_submodule(owner), slot)[attr] = view
+            module.train(True)
+            state = torch.random.get_rng_state()
             yield module, leaves
             row[width:] = buffers
-        finally:
-            with self._lock:
-                self._spares.append(module)
         if not torch.equal(state, torch.random.get_rng_state()):
             raise ValueError(_OTHER_RANDOMNESS)
 
@@ -251,24 +257,26 @@ class ModuleModel(FlatModel):
             return x.contiguous(memory_format=torch.channels_last)
         return x
 
-    def _one(self, weights, buffers, x, valid, key):
+    @staticmethod
+    def _one(module, weights, buffers, x, valid, key):
         from torch.func import functional_call
 
         with CohortMode(key, valid):
-            return functional_call(self.module, (weights, buffers), (x,))
+            return functional_call(module, (weights, buffers), (x,))
 
-    def _one_by_vmap(self, weights, buffers, x, valid, keys):
+    def _one_by_vmap(self, module, weights, buffers, x, valid, keys):
         """The m copies as one ``vmap`` program."""
         from torch.func import vmap
 
         try:
-            return vmap(self._one, randomness="error")(weights, buffers, x, valid, keys)
+            return vmap(functools.partial(self._one, module), randomness="error")(
+                weights, buffers, x, valid, keys)
         except RuntimeError as exc:
             if "randomness" not in str(exc):
                 raise
             raise ValueError(_OTHER_RANDOMNESS) from None
 
-    def _alone(self, weights, buffers, x, valid, keys, k):
+    def _alone(self, module, weights, buffers, x, valid, keys, k):
         """Copy k run as the plain module (``[1, B, ...]`` out): a model that trains alone
         (:meth:`trains_alone`) skips ``vmap``, whose batched products and grouped
         convolutions are slower than the module's own, and runs alone in any company, so its
@@ -280,7 +288,7 @@ class ModuleModel(FlatModel):
             return t.view(t.shape[1:]) if t.shape[0] == 1 else t[k]
 
         state = torch.random.get_rng_state()
-        out = self._one({n: row(w) for n, w in weights.items()},
+        out = self._one(module, {n: row(w) for n, w in weights.items()},
                         {n: row(b) for n, b in buffers.items()}, row(x), row(valid), row(keys))
         if not torch.equal(state, torch.random.get_rng_state()):
             raise ValueError(_OTHER_RANDOMNESS)

@@ -8,7 +8,6 @@ one thread; a client's numbers are therefore the same for any thread count and i
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -16,6 +15,7 @@ import torch
 
 from fastfair.sim.data.base import ClientBatch
 from fastfair.sim.models.module import ModuleModel
+from fastfair.sim.process import one_thread_each
 from fastfair.sim.seeding import CohortKeys, advance_keys
 from fastfair.sim.training.lanes import Lane, LaneObjectives
 from fastfair.sim.training.precision import autocast
@@ -38,15 +38,15 @@ def train_alone(model: ModuleModel, batch: ClientBatch, keys: CohortKeys, lanes:
     ``extra[position[i]]`` (float64; None when no lane trains one).
 
     ``min(torch.get_num_threads(), M)`` copies train at a time, each on its own thread, with
-    torch's intra-op threads set to one for the duration (restored after), so the arithmetic
-    of a copy never depends on the thread count or on the other copies.
+    torch's intra-op threads set to one for the duration
+    (:func:`~fastfair.sim.process.one_thread_each`), so the arithmetic of a copy never depends
+    on the thread count or on the other copies.
     """
     device = updates.device
     schedule = [(take, valid.sum(1)) for take, valid in
                 keyed_schedule(batch.counts.astype(np.int64), config, keys.shuffle,
                                sorted_client, device)]
     dropout = keys.dropout[sorted_client]
-    workers = max(1, min(torch.get_num_threads(), len(sorted_client)))
 
     def row(i: int) -> None:
         objectives = LaneObjectives(lanes, sorted_lane[i:i + 1], starts, config.lr, device)
@@ -59,19 +59,7 @@ def train_alone(model: ModuleModel, batch: ClientBatch, keys: CohortKeys, lanes:
         if extra is not None:
             extra[int(position[i])] = state[0]
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        if workers == 1:
-            for i in range(len(sorted_client)):
-                row(i)
-        else:
-            with ThreadPoolExecutor(workers) as pool:
-                # Rows are handed out longest first, as threads free up.
-                for done in pool.map(row, range(len(sorted_client))):
-                    del done
-    finally:
-        torch.set_num_threads(threads)
+    one_thread_each(row, range(len(sorted_client)))  # handed out longest first
 
 
 def _train_row(model: ModuleModel, batch: ClientBatch, config: LocalTrainingConfig,

@@ -12,6 +12,7 @@ from fastfair import ops
 from fastfair.aggregators.objectives import ClientObjective
 from fastfair.sim.data.base import ClientBatch, take_rows
 from fastfair.sim.models.flat import FlatModel, TrainingStep
+from fastfair.sim.process import one_thread_each
 from fastfair.sim.seeding import CohortKeys, advance_keys
 from fastfair.sim.training.alone import train_alone
 from fastfair.sim.training.lanes import Lane, LaneObjectives
@@ -131,7 +132,8 @@ def _train_by_autograd(model: FlatModel, batch: ClientBatch, keys: CohortKeys,
                        chunk: Optional[int] = None
                        ) -> List[Tuple[torch.Tensor, Optional[torch.Tensor]]]:
     """:func:`train_lanes` through autograd: every row's steps as batched torch programs,
-    ``chunk`` rows at a time, or each row alone as the plain module where the model trains so
+    ``chunk`` rows at a time (on the CPU the chunks concurrently on the process's threads, one
+    thread each), or each row alone as the plain module where the model trains so
     (:meth:`~fastfair.sim.models.flat.FlatModel.trains_alone`; ``chunk`` then changes
     nothing)."""
     counts = batch.counts.astype(np.int64)
@@ -155,7 +157,8 @@ def _train_by_autograd(model: FlatModel, batch: ClientBatch, keys: CohortKeys,
                     updates, extra)
     else:
         width = chunk or model.rows_per_pass(device) or len(order)
-        for first in range(0, len(order), width):
+
+        def train(first: int) -> None:
             rows = slice(first, first + width)
             received = starts[0].expand(len(order[rows]), -1) if len(lanes) == 1 else \
                 starts[torch.as_tensor(sorted_lane[rows], device=device)]
@@ -168,6 +171,15 @@ def _train_by_autograd(model: FlatModel, batch: ClientBatch, keys: CohortKeys,
             updates.index_copy_(0, position[rows], params.neg_().add_(received))
             if extra is not None:
                 extra.index_copy_(0, position[rows], state)
+
+        firsts = range(0, len(order), width)
+        # On the CPU the chunks train concurrently, one thread each: the same bits on any
+        # thread count (the chunks do not depend on it).
+        if device.type == "cpu":
+            one_thread_each(train, firsts)
+        else:
+            for first in firsts:
+                train(first)
     out, first = [], 0
     for r, m_r in enumerate(sizes):
         rows = slice(first, first + m_r)
