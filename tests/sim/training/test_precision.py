@@ -83,3 +83,15 @@ def test_a_bf16_run_of_logreg_trains_through_autocast_not_the_fp32_kernel():
         fp32.step(), bf16.step()
     assert bf16.params.dtype == torch.float32 and not torch.equal(bf16.params, fp32.params)
     torch.testing.assert_close(bf16.params, fp32.params, rtol=0.05, atol=0.02)
+
+
+def test_cuda_bf16_needs_native_support_and_fp16_runs_on_any_gpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla T4")
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True:
+                        including_emulation)  # emulated only, as on a pre-Ampere GPU
+    with pytest.raises(ValueError, match="the GPU Tesla T4 has no native bf16 arithmetic.*"
+                                         "pass precision='fp32' or 'fp16'"):
+        check_precision("bf16", torch.device("cuda"))
+    check_precision("fp16", torch.device("cuda:0"))
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)
+    check_precision("bf16", torch.device("cuda"))
