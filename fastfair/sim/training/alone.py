@@ -56,7 +56,7 @@ def train_alone(model: ModuleModel, batch: ClientBatch, keys: CohortKeys, lanes:
         own = start.clone()
         state = _train_row(model, batch, config, schedule, i, dropout[i], objectives, own)
         torch.sub(start, own, out=updates[int(position[i])])
-        if extra is not None:
+        if extra is not None and state is not None:
             extra[int(position[i])] = state[0]
 
     one_thread_each(row, range(len(sorted_client)))  # handed out longest first
@@ -81,8 +81,8 @@ def _train_row(model: ModuleModel, batch: ClientBatch, config: LocalTrainingConf
                 logits = module(model.input_layout(x))
             mean = model.sample_loss(logits.float().unsqueeze(0), y.unsqueeze(0)).mean(1)
             s = None if state is None else state.detach().requires_grad_(True)
-            flat = _flat(leaves, row).unsqueeze(0) if objectives.groups else None
-            loss = objectives.total(mean, flat, s)
+            flat = _flat(leaves, row) if objectives.groups else row  # read by objectives only
+            loss = objectives.total(mean, flat.unsqueeze(0), s)
             grads = torch.autograd.grad(loss, leaves + ([] if s is None else [s]))
             with torch.no_grad():
                 for leaf, grad in zip(leaves, grads):

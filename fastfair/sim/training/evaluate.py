@@ -60,11 +60,11 @@ def evaluate_clients(model: FlatModel, params: torch.Tensor, batch: ClientBatch,
     # count. Their sums are added in chunk order.
     parts = one_thread_each(scored, starts) if device.type == "cpu" else map(scored, starts)
     with torch.inference_mode():
-        for start, (loss, hits) in zip(starts, parts):
-            segs = seg[start:start + loss.shape[1]]
-            loss_sum.index_add_(1, segs, loss)
-            if hits is not None:
-                hit_sum.index_add_(1, segs, hits)
+        for start, (chunk_loss, chunk_hits) in zip(starts, parts):
+            segs = seg[start:start + chunk_loss.shape[1]]
+            loss_sum.index_add_(1, segs, chunk_loss)
+            if chunk_hits is not None:
+                hit_sum.index_add_(1, segs, chunk_hits)
     with np.errstate(invalid="ignore", divide="ignore"):
         n = counts.astype(np.float64)
         loss = loss_sum.cpu().numpy() / n

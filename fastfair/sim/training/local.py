@@ -3,7 +3,7 @@ regression, autograd over the flat model for everything else."""
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 import torch
@@ -12,6 +12,7 @@ from fastfair import ops
 from fastfair.aggregators.objectives import ClientObjective
 from fastfair.sim.data.base import ClientBatch, take_rows
 from fastfair.sim.models.flat import FlatModel, TrainingStep
+from fastfair.sim.models.module import ModuleModel
 from fastfair.sim.process import one_thread_each
 from fastfair.sim.seeding import CohortKeys, advance_keys
 from fastfair.sim.training.alone import train_alone
@@ -153,8 +154,8 @@ def _train_by_autograd(model: FlatModel, batch: ClientBatch, keys: CohortKeys,
     extra = torch.zeros(len(order), dtype=torch.float64, device=device) if any(stateful) \
         else None
     if model.trains_alone(device):
-        train_alone(model, batch, keys, lanes, config, sorted_client, sorted_lane, order, starts,
-                    updates, extra)
+        train_alone(cast(ModuleModel, model), batch, keys, lanes, config, sorted_client,
+                    sorted_lane, order, starts, updates, extra)
     else:
         width = chunk or model.rows_per_pass(device) or len(order)
 
