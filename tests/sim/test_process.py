@@ -21,15 +21,18 @@ from fastfair.sim.training.schedule import LocalTrainingConfig
 
 def test_items_run_one_thread_each_in_order_and_errors_surface():
     seen = []
+    together = threading.Barrier(3, timeout=30)  # items 0-2 wait for each other: 3 at once
 
     def work(i):
         seen.append((threading.get_ident(), torch.get_num_threads()))
+        if i < 3:
+            together.wait()
         return i * i
 
     with torch_threads(3):
         assert one_thread_each(work, list(range(7))) == [i * i for i in range(7)]
         assert torch.get_num_threads() == 3
-        assert {t for _, t in seen} == {1} and len({i for i, _ in seen}) > 1
+        assert {t for _, t in seen} == {1} and len({i for i, _ in seen}) == 3
 
         def fail(i):
             if i == 2:
