@@ -131,6 +131,17 @@ class ModuleModel(FlatModel):
                           "every seed starts from the module's given weights; pass "
                           "init='given' to say so", UserWarning, stacklevel=2)
 
+    def __getstate__(self) -> Dict[str, object]:
+        """Pickled and deep-copied without the thread lock and the module copies of alone
+        training (remade as needed)."""
+        state = dict(self.__dict__)
+        del state["_lock"], state["_spares"]
+        return state
+
+    def __setstate__(self, state: Dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._spares, self._lock = [], threading.Lock()
+
     def _flatten(self, module: torch.nn.Module) -> torch.Tensor:
         """``module``'s parameters then buffers as one float32 vector ``[P]`` (on its device),
         in the order of :attr:`names`."""

@@ -114,3 +114,16 @@ def test_a_random_operation_other_than_dropout_is_refused_alone():
     model = ModuleModel(Noisy(), cohort="alone")
     with pytest.raises(ValueError, match="random operation other than dropout"):
         train_clients(model, model.init(None), _batch([5, 4]), CONFIG, np.arange(2), seed=1)
+
+
+def test_a_model_that_has_trained_alone_pickles_and_copies():
+    import copy
+    import pickle
+
+    model = ModuleModel(_net(), cohort="alone")
+    theta = model.init(None)
+    batch = _batch([5, 4])
+    first, _ = train_clients(model, theta, batch, CONFIG, np.arange(2), seed=1)
+    for other in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):
+        again, _ = train_clients(other, theta, batch, CONFIG, np.arange(2), seed=1)
+        assert torch.equal(first, again)
