@@ -76,8 +76,11 @@ def test_bf16_training_keeps_float32_updates_close_to_fp32(cohort):
 
 
 @pytest.mark.skipif(not BF16_CPU, reason="needs a CPU with bf16 kernels")
-def test_a_bf16_run_of_logreg_trains_through_autocast_not_the_fp32_kernel():
-    config = dict(clients=20, per_round=4, rounds=2, eval_every=2)
+@pytest.mark.parametrize("model", ["logreg", "mlp"])
+def test_a_bf16_run_trains_through_autocast_with_float32_parameters(model):
+    # logreg: through autograd, not the fp32 kernel; mlp: a hidden layer's bf16 output feeds
+    # the next product's backward.
+    config = dict(clients=20, per_round=4, rounds=2, eval_every=2, model=model)
     fp32, bf16 = (Simulation(SimulationConfig(**config, precision=p)) for p in ("fp32", "bf16"))
     for _ in range(2):
         fp32.step(), bf16.step()
