@@ -50,8 +50,8 @@ def train_alone(model: ModuleModel, batch: ClientBatch, keys: CohortKeys, lanes:
 
     def row(i: int) -> None:
         objectives = LaneObjectives(lanes, sorted_lane[i:i + 1], starts, config.lr, device)
-        # The copy trains in a tensor of its own: views of one shared tensor would share its
-        # version counter, and one thread's in-place step would invalidate another's graph.
+        # The copy's row is a tensor of its own: views of the shared updates would share their
+        # version counter, and one thread's write could invalidate another's graph.
         start = starts[int(sorted_lane[i])]
         own = start.clone()
         state = _train_row(model, batch, config, schedule, i, dropout[i], objectives, own)

@@ -127,3 +127,23 @@ def test_a_model_that_has_trained_alone_pickles_and_copies():
     for other in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):
         again, _ = train_clients(other, theta, batch, CONFIG, np.arange(2), seed=1)
         assert torch.equal(first, again)
+
+
+def test_a_clients_parameters_train_64_byte_aligned_and_return_to_its_row():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Embedding(81, 8), nn.Flatten(), nn.Linear(8 * 3, 5),
+                        nn.BatchNorm1d(5))  # the Linear's weight lies 648 floats into the row
+    model = ModuleModel(net, cohort="alone")
+    row = model.init(None).clone()
+    tokens = torch.randint(0, 81, (4, 3))
+    with model.client_module(row) as (module, leaves):
+        assert all(leaf.data_ptr() % 64 == 0 for leaf in leaves)
+        module(tokens)  # batch norm updates its running statistics
+        with torch.no_grad():
+            for leaf in leaves:
+                leaf.add_(1.0)
+    expected = model.init(None) + torch.cat([torch.ones(sum(l.numel() for l in leaves)),
+                                             torch.zeros(model.num_buffers)])
+    width = row.numel() - model.num_buffers
+    assert torch.equal(row[:width], expected[:width])
+    assert not torch.equal(row[width:], expected[width:])  # running statistics written back
