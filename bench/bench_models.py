@@ -7,9 +7,11 @@ Run: ``OMP_NUM_THREADS=1 python -m pytest bench/bench_models.py -q -s`` (``-k tr
 
 - ``train``: 100 clients with FEMNIST's train sizes (about 200 samples each), 1 epoch, batch 10
   or 32, one cohort step from the same global model, for each network. ``fastfair batched``:
-  ``train_clients`` on a :class:`~fastfair.sim.models.module.ModuleModel` (one ``vmap`` program for
-  the cohort). ``torch per-client loop`` (the reference): each client in turn, the module
-  loaded with the global weights, ``torch.optim.SGD`` on the same minibatches. The two run
+  ``train_clients`` on a :class:`~fastfair.sim.models.module.ModuleModel` with its default
+  ``cohort="auto"``: the CNN (6.6M parameters) trains each client's copy alone as the plain
+  module (``channels_last``), the 2NN (0.2M) its copies together in ``vmap`` programs.
+  ``torch per-client loop`` (the reference): each client in turn, the module loaded with the
+  global weights, ``torch.optim.SGD`` on the same minibatches. The two run
   interleaved (A B A B) under :func:`~fastfair.sim.process.kept_heap`, as ``Experiment.run``
   trains; min and median are printed. The floor is a compute floor: one epoch of
   one model over all the cohort's samples in batches of 1,024, the arithmetic the cohort cannot

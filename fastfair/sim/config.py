@@ -21,6 +21,8 @@ MODELS = tuple(registry.MODELS)
 DEVICE = re.compile(r"cpu|cuda(:\d+)?")
 PARTITIONS = ("iid", "dirichlet", "pathological")
 FAIR_OVER = ("clients", "groups")
+#: The values of ``precision``: the arithmetic of local training's forward and backward passes.
+PRECISIONS = ("fp32", "bf16", "fp16")
 GENERATED = tuple(n for n, s in registry.DATASETS.items() if s.family == "generated")
 VISION = tuple(n for n, s in registry.DATASETS.items() if s.family == "vision")
 #: The sections fields are listed under (``fastfair simulate --help`` shows one per section).
@@ -162,6 +164,14 @@ class SimulationConfig:
     validation: float = field(default=0.0, metadata=doc(
         EVALUATION, "hold out this fraction of each client's training samples as a validation "
         "split (val_* metrics; a sweep chooses grid points on it)", metavar="FRACTION"))
+    train_loss: bool = field(default=False, metadata=doc(
+        EVALUATION, "report every round's train_loss (the received model's mean loss on the "
+        "cohort's training rows) even where the rule does not weigh by losses: one more "
+        "inference pass over the cohort a round for models other than the logreg kernel's"))
+    precision: str = field(default="fp32", metadata=doc(
+        EXECUTION, "the arithmetic of the cohort's forward and backward passes: fp32, or bf16 / "
+        "fp16 autocast (parameters, updates, aggregation and rule state stay fp32/fp64); "
+        "refused where the device cannot run it", choices=PRECISIONS))
     device: str = field(default="cpu", metadata=doc(
         EXECUTION, "cpu, cuda or cuda:N: where the model, the cohort's data and training live "
         "(under torchrun with cuda, each process uses GPU LOCAL_RANK)"))
@@ -191,7 +201,7 @@ class SimulationConfig:
             raise ValueError(f"per_round ({self.per_round}, --per-round) cannot exceed clients "
                              f"({self.clients}, --clients)")
         for name, choices in (("dataset", DATASETS), ("model", MODELS + (None,)),
-                              ("partition", PARTITIONS)):
+                              ("partition", PARTITIONS), ("precision", PRECISIONS)):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name} must be one of {', '.join(map(str, choices))}; got "
                                  f"{getattr(self, name)!r}")

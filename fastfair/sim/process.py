@@ -4,11 +4,12 @@ reuse of freed memory, and the cores that are idle now."""
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Iterator, Optional, TypeVar
+from typing import Callable, Iterator, List, Optional, Sequence, TypeVar
 
 import torch
 
-_T = TypeVar("_T")
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 @contextlib.contextmanager
@@ -57,7 +58,7 @@ def kept_heap() -> Iterator[None]:
         libc.malloc_trim(0)
 
 
-def run_tuned(threads: Optional[int], run: Callable[[], _T]) -> _T:
+def run_tuned(threads: Optional[int], run: Callable[[], R]) -> R:
     """``run()`` under :func:`kept_heap` and :func:`torch_threads` (``threads``; as they are
     for None)."""
     with kept_heap(), (torch_threads(threads) if threads is not None
@@ -74,3 +75,24 @@ def idle_cores(limit: int = 4) -> int:
 
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return max(1, min(limit, (cpus or 1) - round(os.getloadavg()[0])))
+
+
+def one_thread_each(fn: Callable[[T], R], items: Sequence[T]) -> List[R]:
+    """``[fn(item) for item in items]``, computed ``min(torch.get_num_threads(), len(items))``
+    at a time on threads of their own, with torch's intra-op threads set to one meanwhile
+    (process-wide; restored after): each item's arithmetic runs on one thread, so its bits do
+    not depend on the thread count. Items are handed out in order as threads free up (give
+    the longest first). Results in the order of ``items``; the first exception raised is
+    raised here."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    workers = max(1, min(torch.get_num_threads(), len(items)))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        if workers == 1:
+            return [fn(item) for item in items]
+        with ThreadPoolExecutor(workers) as pool:
+            return list(pool.map(fn, items))
+    finally:
+        torch.set_num_threads(threads)

@@ -35,7 +35,11 @@ class _TransposedAffine(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):  # grad [m, B, C]
         x, W = ctx.saved_tensors
-        g = grad.transpose(1, 2)
+        # Under autocast the forward product ran in bf16 / fp16, and grad (and x, the output of
+        # a layer before) come in that dtype; the backward products run in the parameters'
+        # (autocast is off in backward), the gradient of x is cast back to x's by autograd.
+        g = grad.transpose(1, 2).to(W.dtype)
+        x = x.to(W.dtype)
         gx = _products(W, g).transpose(1, 2) if ctx.needs_input_grad[0] else None
         gW = _products(g, x).transpose(1, 2) if ctx.needs_input_grad[1] else None
         gb = g.sum(2) if ctx.needs_input_grad[2] else None

@@ -68,6 +68,13 @@ class FlatModel:
             return None
         return max(1, CPU_PASS_BYTES // (4 * self.num_params))
 
+    def trains_alone(self, device: torch.device) -> bool:
+        """Whether local training on ``device`` runs each copy alone as a plain module
+        (:mod:`fastfair.sim.training.alone`) rather than the copies together over their
+        ``[m, P]`` rows; :class:`~fastfair.sim.models.module.ModuleModel` chooses per model
+        and device."""
+        return False
+
     @property
     def num_params(self) -> int:
         return sum(math.prod(s) for s in self.shapes)

@@ -30,18 +30,24 @@ from fastfair.sim.seeding import keyed_uniform
 
 
 class CohortMode(TorchFunctionMode):
-    """Active around one client's forward pass (inside ``vmap``): ``key`` is the client's 0-dim
-    int64 key of this step and ``valid`` its ``[B]`` bool mask of real minibatch rows."""
+    """Active around one client's forward pass (inside ``vmap``, or alone): ``key`` is the
+    client's 0-dim int64 key of this step and ``valid`` its ``[B]`` bool mask of real minibatch
+    rows. With ``channels_last`` (alone training on the CPU), 4-d inputs of 2-d convolutions
+    and max pooling are passed in ``channels_last`` memory format (the values are the same):
+    oneDNN's kernels for it run faster, max pooling 20x (0.42 against 8.5 ms on a
+    ``[32, 32, 28, 28]`` input, one thread), and the layers after keep the format."""
 
-    def __init__(self, key: torch.Tensor, valid: torch.Tensor) -> None:
+    def __init__(self, key: torch.Tensor, valid: torch.Tensor,
+                 channels_last: bool = False) -> None:
         super().__init__()
         self.key, self.valid, self.calls = key, valid, 0
+        self.handlers = {**_HANDLERS, **_LAYOUT} if channels_last else _HANDLERS
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        handler = _HANDLERS.get(func)
+        handler = self.handlers.get(func)
         if handler is None:
             return func(*args, **(kwargs or {}))
-        return handler(self, *args, **(kwargs or {}))
+        return handler(self, func, *args, **(kwargs or {}))
 
     def rows(self, batch: int) -> torch.Tensor:
         """The valid mask for an input of ``batch`` rows: the minibatch's own, or each row
@@ -55,8 +61,22 @@ class CohortMode(TorchFunctionMode):
         return self.valid.repeat_interleave(batch // B)
 
 
-def _dropout(mode: CohortMode, input: torch.Tensor, p: float = 0.5, training: bool = True,
-             inplace: bool = False, *, feature_dims: int = 0) -> torch.Tensor:
+def _channels_last(mode: CohortMode, func: Callable, input: torch.Tensor, *args: Any,
+                   **kwargs: Any) -> Any:
+    """``func`` on a 4-d ``input`` in ``channels_last`` memory format, its 4-d output in that
+    format too (a convolution of one input channel returns the default one), so that the
+    elementwise layers between, forward and backward, see one format."""
+    if input.dim() != 4:
+        return func(input, *args, **kwargs)
+    out = func(input.contiguous(memory_format=torch.channels_last), *args, **kwargs)
+    if isinstance(out, torch.Tensor) and out.dim() == 4:
+        out = out.contiguous(memory_format=torch.channels_last)
+    return out
+
+
+def _dropout(mode: CohortMode, func: Callable, input: torch.Tensor, p: float = 0.5,
+             training: bool = True, inplace: bool = False, *,
+             feature_dims: int = 0) -> torch.Tensor:
     """Keyed dropout; ``feature_dims`` trailing dimensions share one mask value (dropoutNd)."""
     if not 0 <= p <= 1:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
@@ -70,8 +90,9 @@ def _dropout(mode: CohortMode, input: torch.Tensor, p: float = 0.5, training: bo
     return input.copy_(out) if inplace else out
 
 
-def _batch_norm(mode: CohortMode, input: torch.Tensor, running_mean: Optional[torch.Tensor],
-                running_var: Optional[torch.Tensor], weight: Optional[torch.Tensor] = None,
+def _batch_norm(mode: CohortMode, func: Callable, input: torch.Tensor,
+                running_mean: Optional[torch.Tensor], running_var: Optional[torch.Tensor],
+                weight: Optional[torch.Tensor] = None,
                 bias: Optional[torch.Tensor] = None, training: bool = False,
                 momentum: Optional[float] = 0.1, eps: float = 1e-5) -> torch.Tensor:
     """Batch norm whose training statistics count the client's valid rows only."""
@@ -107,3 +128,5 @@ _HANDLERS: Dict[Callable, Callable[..., Any]] = {
     F.dropout3d: functools.partial(_dropout, feature_dims=3),
     F.batch_norm: _batch_norm,
 }
+_LAYOUT: Dict[Callable, Callable[..., Any]] = {F.conv2d: _channels_last,
+                                               F.max_pool2d: _channels_last}

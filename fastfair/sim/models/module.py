@@ -3,11 +3,14 @@ one flat vector per client, a cohort trained batched through ``torch.func``."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import functools
 import math
+import threading
 import warnings
 from collections import OrderedDict
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -16,6 +19,13 @@ from fastfair.sim.models.layers import CohortMode
 
 #: The values of ``ModuleModel(init=...)``.
 INIT_MODES = ("seed", "given")
+#: The values of ``ModuleModel(cohort=...)``.
+COHORT_MODES = ("auto", "vmap", "alone")
+#: ``cohort="auto"`` trains copies alone on the CPU when fewer than this many fit in one
+#: training pass (:meth:`~fastfair.sim.models.flat.FlatModel.rows_per_pass`), i.e. above
+#: ``CPU_PASS_BYTES / 8`` bytes of parameters (512K float32 parameters): FedAvg's 1.66M-parameter
+#: CNN trained 1.43x slower as 2 copies in one ``vmap`` program than each copy alone.
+ALONE_BELOW = 8
 
 _OTHER_RANDOMNESS = ("the module calls a random operation other than dropout; batched "
                      "training reproduces only dropout per client (keyed masks)")
@@ -60,11 +70,25 @@ class ModuleModel(FlatModel):
         accuracy stays ``argmax == target``.
     eval_rows
         Samples per forward pass in evaluation.
+    cohort
+        How a cohort trains. ``"vmap"``: the copies of a training pass as one ``vmap`` program
+        over their ``[m, P]`` rows. ``"alone"`` (the CPU only; other devices batch): each copy
+        as the plain module, its parameters views of its row updated in place per tensor, on
+        its real rows only, the cohort's clients concurrently on the process's threads
+        (:mod:`fastfair.sim.training.alone`). ``"auto"`` (default): alone on the CPU for
+        models of more than ``CPU_PASS_BYTES / ALONE_BELOW`` bytes of parameters, where the
+        module's own kernels beat ``vmap``'s batching rules, else ``vmap``. The two ways round
+        differently; each gives a client the same numbers in any company.
+    channels_last
+        Whether alone training runs 2-d convolutions and max pooling on ``channels_last``
+        inputs (default: on; :class:`~fastfair.sim.models.layers.CohortMode`), for which
+        oneDNN's kernels run faster (max pooling 20x); the values are the same, the rounding
+        of the convolutions may differ.
     """
 
     def __init__(self, module: torch.nn.Module, *, init: str = "seed",
                  loss: Optional[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = None,
-                 eval_rows: int = 1024) -> None:
+                 eval_rows: int = 1024, cohort: str = "auto", channels_last: bool = True) -> None:
         if not isinstance(module, torch.nn.Module):
             raise TypeError(f"module must be a torch.nn.Module; got {type(module).__name__}")
         if init not in INIT_MODES:
@@ -81,6 +105,12 @@ class ModuleModel(FlatModel):
             raise ValueError("the module has no parameters to train")
         if eval_rows < 1:
             raise ValueError(f"eval_rows must be >= 1; got {eval_rows}")
+        if cohort not in COHORT_MODES:
+            raise ValueError(f"cohort must be one of {', '.join(map(repr, COHORT_MODES))}; got "
+                             f"{cohort!r}")
+        self.cohort, self.channels_last = cohort, bool(channels_last)
+        self._spares: List[torch.nn.Module] = []  # module copies for alone training
+        self._lock = threading.Lock()
         self.module, self.eval_rows, self._loss = module, int(eval_rows), loss
         self.random = True  # dropout may hide in any forward (F.dropout): always pass keys
         self.param_names = [n for n, _ in params]
@@ -90,6 +120,11 @@ class ModuleModel(FlatModel):
         self._dtypes = [t.dtype for _, t in params + buffers]
         self._sizes = [math.prod(s) for s in self.shapes]
         self.num_buffers = sum(self._sizes[len(params):])
+        # Each parameter's offset in alone training's buffer, rounded up to 16 floats (64
+        # bytes), and the buffer's size last.
+        self._aligned = [0]
+        for size in self._sizes[:len(params)]:
+            self._aligned.append(self._aligned[-1] + size + (-size % 16))
         self._initial = self._flatten(module)
         self.init_mode = init
         #: The submodules (by name, "" for the module itself) whose ``reset_parameters`` the
@@ -100,6 +135,17 @@ class ModuleModel(FlatModel):
             warnings.warn("init='seed': no submodule of the module has reset_parameters(), so "
                           "every seed starts from the module's given weights; pass "
                           "init='given' to say so", UserWarning, stacklevel=2)
+
+    def __getstate__(self) -> Dict[str, object]:
+        """Pickled and deep-copied without the thread lock and the module copies of alone
+        training (remade as needed)."""
+        state = dict(self.__dict__)
+        del state["_lock"], state["_spares"]
+        return state
+
+    def __setstate__(self, state: Dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._spares, self._lock = [], threading.Lock()
 
     def _flatten(self, module: torch.nn.Module) -> torch.Tensor:
         """``module``'s parameters then buffers as one float32 vector ``[P]`` (on its device),
@@ -156,36 +202,113 @@ class ModuleModel(FlatModel):
         m = x.shape[0]
         weights = dict(zip(self.param_names, pieces))
         buffers = self._views(flat_buffers, self.buffer_names, len(self.param_names))
-        was_training = self.module.training
-        self.module.train(training)
-        try:
-            if self.rows_per_pass(x.device) == 1 and m:
-                return torch.cat([self._alone(weights, buffers, x, valid, keys, k)
+        with self._borrowed() as module:
+            module.train(training)
+            if self.trains_alone(x.device) and m:
+                return torch.cat([self._alone(module, weights, buffers, x, valid, keys, k)
                                   for k in range(m)])
-            return self._one_by_vmap(weights, buffers, x, valid, keys)
-        finally:
-            self.module.train(was_training)
+            return self._one_by_vmap(module, weights, buffers, x, valid, keys)
 
-    def _one(self, weights, buffers, x, valid, key):
+    @contextlib.contextmanager
+    def _borrowed(self) -> Iterator[torch.nn.Module]:
+        """A copy of the module for this thread's call (made once, kept for reuse): calls on
+        several threads at once (alone training, evaluation) each rebind their own copy."""
+        with self._lock:
+            module = self._spares.pop() if self._spares else copy.deepcopy(self.module)
+        try:
+            yield module
+        finally:
+            with self._lock:
+                self._spares.append(module)
+
+    def trains_alone(self, device: torch.device) -> bool:
+        """Whether training runs each copy alone as the plain module (``cohort``, above)."""
+        if device.type != "cpu" or self.cohort == "vmap":
+            return False
+        return self.cohort == "alone" or (self.rows_per_pass(device) or 1) < ALONE_BELOW
+
+    @contextlib.contextmanager
+    def client_module(self, row: torch.Tensor
+                      ) -> Iterator[Tuple[torch.nn.Module, List[torch.Tensor]]]:
+        """A copy of the module in training mode whose parameters and buffers hold the values
+        of ``row [P]`` (parameters, then buffers), for one client's training on this thread;
+        yields ``(module, leaves)``, the parameters as gradient leaves in :attr:`param_names`
+        order. The leaves (updated in place, under ``no_grad``) and the running statistics
+        batch norm updates are written to ``row`` after the block. Raises ValueError
+        after the block when the module drew from torch's generator (a random operation other
+        than dropout, which could not be reproduced per client)."""
+        # The parameters train in a buffer of their own, each tensor at a 64-byte boundary
+        # (torch's CPU allocator aligns the buffer): in the flat row a tensor starts wherever
+        # the sizes before it end (the char-LSTM's first LSTM weight 8 floats off), and a
+        # product x [10, 3136] @ W [3136, 2048] took 1.25x as long with W 20 bytes off a 64-byte
+        # boundary, an in-place update 1.17x (one thread, this machine). The buffers train in
+        # a copy of their own too: sharing the parameters' version counter, batch norm's update
+        # in the forward pass would invalidate the tensors saved for the backward one. Both go
+        # back to the row after the block.
+        width = row.numel() - self.num_buffers
+        n = len(self.param_names)
+        trained = row.new_empty(self._aligned[-1])
+        pieces = row[:width].split(self._sizes[:n])
+        slots = [trained[a:a + size] for a, size in zip(self._aligned, self._sizes[:n])]
+        for slot, piece in zip(slots, pieces):
+            slot.copy_(piece)
+        buffers = row[width:].clone()
+        views = dict(zip(self.names, [*slots, *buffers.split(self._sizes[n:])]))
+        leaves = []
+        with self._borrowed() as module:
+            for names, table in ((self.param_names, "_parameters"),
+                                 (self.buffer_names, "_buffers")):
+                for name in names:
+                    owner, _, attr = name.rpartition(".")
+                    view = views[name].view(self.shapes[self.names.index(name)]).detach()
+                    if table == "_parameters":
+                        view.requires_grad_(True)
+                        leaves.append(view)
+                    getattr(module.get_submodule(owner), table)[attr] = view
+            module.train(True)
+            state = torch.random.get_rng_state()
+            yield module, leaves
+            for slot, piece in zip(slots, pieces):
+                piece.copy_(slot)
+            row[width:] = buffers
+        if not torch.equal(state, torch.random.get_rng_state()):
+            raise ValueError(_OTHER_RANDOMNESS)
+
+    def client_mode(self, key: Optional[torch.Tensor], rows: int) -> CohortMode:
+        """The mode one client's alone forward pass runs under: dropout keyed by the step's
+        ``key`` (0-dim int64), batch norm over its ``rows`` real samples."""
+        return CohortMode(torch.zeros((), dtype=torch.int64) if key is None else key,
+                          torch.ones(rows, dtype=torch.bool), self.channels_last)
+
+    def input_layout(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` as alone training feeds it: images ``[B, C, H, W]`` in ``channels_last``
+        memory format when :attr:`channels_last`, anything else as it is."""
+        if self.channels_last and x.dim() == 4 and x.is_floating_point():
+            return x.contiguous(memory_format=torch.channels_last)
+        return x
+
+    @staticmethod
+    def _one(module, weights, buffers, x, valid, key):
         from torch.func import functional_call
 
         with CohortMode(key, valid):
-            return functional_call(self.module, (weights, buffers), (x,))
+            return functional_call(module, (weights, buffers), (x,))
 
-    def _one_by_vmap(self, weights, buffers, x, valid, keys):
+    def _one_by_vmap(self, module, weights, buffers, x, valid, keys):
         """The m copies as one ``vmap`` program."""
         from torch.func import vmap
 
         try:
-            return vmap(self._one, randomness="error")(weights, buffers, x, valid, keys)
+            return vmap(functools.partial(self._one, module), randomness="error")(
+                weights, buffers, x, valid, keys)
         except RuntimeError as exc:
             if "randomness" not in str(exc):
                 raise
             raise ValueError(_OTHER_RANDOMNESS) from None
 
-    def _alone(self, weights, buffers, x, valid, keys, k):
-        """Copy k run as the plain module (``[1, B, ...]`` out): a model too big to batch on
-        the CPU (:meth:`rows_per_pass`) skips ``vmap``, whose batched products and grouped
+    def _alone(self, module, weights, buffers, x, valid, keys, k):
+        """Copy k run as the plain module (``[1, B, ...]`` out): a model that trains alone
+        (:meth:`trains_alone`) skips ``vmap``, whose batched products and grouped
         convolutions are slower than the module's own, and runs alone in any company, so its
         numbers never depend on it. A draw from torch's generator shows a random operation
         other than dropout, as ``vmap``'s check would."""
@@ -195,7 +318,7 @@ class ModuleModel(FlatModel):
             return t.view(t.shape[1:]) if t.shape[0] == 1 else t[k]
 
         state = torch.random.get_rng_state()
-        out = self._one({n: row(w) for n, w in weights.items()},
+        out = self._one(module, {n: row(w) for n, w in weights.items()},
                         {n: row(b) for n, b in buffers.items()}, row(x), row(valid), row(keys))
         if not torch.equal(state, torch.random.get_rng_state()):
             raise ValueError(_OTHER_RANDOMNESS)

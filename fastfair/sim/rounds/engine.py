@@ -1,7 +1,8 @@
 """The simulation engine: one object that runs federated rounds of any fastfair rule.
 
 A round samples a cohort (an availability model), lets every sampled client report the loss of
-the received model on its training data, trains the cohort in one batched pass on the rule's
+the received model on its training data where the rule or the record needs it
+(:meth:`Simulation.needs_received_loss`), trains the cohort in one batched pass on the rule's
 client objective, asks the rule for mixing coefficients (with the round inputs it declares),
 averages the updates with them through the averaging kernel, and lets the server optimiser step
 on the result: weights -> weighted_average -> all-reduce -> optimiser step. A cohort that
@@ -36,6 +37,7 @@ from fastfair.sim.seeding import CohortKeys, Stream, torch_seed
 from fastfair.sim.training.evaluate import evaluate_clients
 from fastfair.sim.training.lanes import Lane
 from fastfair.sim.training.local import train_lanes
+from fastfair.sim.training.precision import check_precision
 from fastfair.sim.training.schedule import LocalTrainingConfig
 
 
@@ -69,6 +71,7 @@ class Simulation(Runner):
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise ValueError(f"device {cfg.device!r}: this torch sees no CUDA GPU; pass "
                              "device='cpu' (--device cpu)")
+        check_precision(cfg.precision, self.device)
         return dist
 
     def _build(self) -> None:
@@ -140,6 +143,13 @@ class Simulation(Runner):
             self._last_train = (ids.copy(), batch)
         return batch
 
+    def needs_received_loss(self) -> bool:
+        """Whether a round computes the received model's loss on each client's training rows
+        where training does not report it: the rule weighs by losses (its ``needs_losses``;
+        FedAvg, FairAvg, FedProx, FedMGDA, PropFair's default and FedCVaR's default form do not)
+        or the configuration asks for the round record's ``train_loss`` (``train_loss``)."""
+        return bool(self.rule.needs_losses or self.config.train_loss)
+
     def _round_inputs(self, objective: Optional[ClientObjective], state: Any,
                       updates: torch.Tensor, m: int) -> Dict[str, Any]:
         """The round inputs the rule declares, for the whole cohort: ``updates`` gathered from
@@ -166,11 +176,12 @@ class Simulation(Runner):
         return None if self._val_batch is None else _scores(self.model, self.params,
                                                             self._val_batch)
 
-    def _aggregate(self, ids: np.ndarray, share: slice, losses_mine: np.ndarray,
+    def _aggregate(self, ids: np.ndarray, share: slice, losses_mine: Optional[np.ndarray],
                    counts_mine: np.ndarray, objective: Optional[ClientObjective],
                    updates: torch.Tensor, state: Optional[torch.Tensor]) -> Dict[str, Any]:
         """The server side of a round: the cohort's losses and counts gathered from every
-        process, the rule's coefficients, the weighted average of this process's ``updates``
+        process (None where the round did not compute them: no ``train_loss`` in the record),
+        the rule's coefficients, the weighted average of this process's ``updates``
         (its ``share`` of the cohort ``ids``) summed over processes, the optimiser's step.
 
         With the opt-in bound of the configuration (``max_update_norm``,
@@ -182,8 +193,9 @@ class Simulation(Runner):
         bound = UpdateBound(cfg.max_update_norm, cfg.update_norm_reference,
                             cfg.max_samples_per_client)
         m = ids.shape[0]
-        losses = self.dist.gather(losses_mine, m)
-        _check_diverged(losses, ids, cfg)
+        losses = None if losses_mine is None else self.dist.gather(losses_mine, m)
+        if losses is not None:
+            _check_diverged(losses, ids, cfg)
         counts = bound.counts(self.dist.gather(counts_mine.astype(np.float64), m))
         scales = bound.scales(self.dist.gather(_row_norms(updates), m)) if bound.clips else None
         inputs = self._round_inputs(objective, state, updates, m)
@@ -198,8 +210,8 @@ class Simulation(Runner):
                                  out=direction)
         self.optimizer.step(self.params, self.dist.sum(direction))
         assert self.rule.last_mixture is not None  # weights() committed the round, which sets it
-        record = {"participants": int(m), "train_loss": float(np.mean(losses)),
-                  "max_coefficient": float(np.max(coef)),
+        loss = {} if losses is None else {"train_loss": float(np.mean(losses))}
+        record = {"participants": int(m), **loss, "max_coefficient": float(np.max(coef)),
                   **mixture_summary(self.rule.last_mixture)}
         groups = getattr(self.rule, "last_group_weights", None)  # a rule over groups
         if groups is not None:  # the smallest and largest weight of a group present
@@ -321,7 +333,8 @@ def play_round(sims: Sequence[Simulation], t: int,
     lead = sims[0]
     cfg, dist, device = lead.config, lead.dist, lead.device
     local = LocalTrainingConfig(epochs=cfg.epochs, steps=cfg.local_steps,
-                                batch_size=cfg.batch_size, lr=cfg.lr * cfg.lr_decay ** (t - 1))
+                                batch_size=cfg.batch_size, lr=cfg.lr * cfg.lr_decay ** (t - 1),
+                                precision=cfg.precision)
     shares = [dist.my_slice(ids.shape[0]) for ids in cohorts]
     groups: Dict[Tuple[int, int, bytes], List[int]] = {}
     for r, (sim, ids) in enumerate(zip(sims, cohorts)):
@@ -345,10 +358,10 @@ def play_round(sims: Sequence[Simulation], t: int,
     trained = train_lanes(lead.model, batch, keys[0] if len(keys) == 1 else CohortKeys.cat(keys),
                           every, local, received_loss=True)
     # The received models' losses: reported by training where the kernel trained (it computes
-    # them on the way), else one evaluation pass per group (training leaves the params as they
-    # were).
+    # them on the way), else, for the runs that need them (needs_received_loss), one
+    # inference pass per group (training leaves the params as they were).
     for g, members in enumerate(groups.values()):
-        scored = [r for r in members if trained[r][2] is None]
+        scored = [r for r in members if trained[r][2] is None and sims[r].needs_received_loss()]
         if scored:
             mine, _ = evaluate_clients(lead.model, torch.stack([sims[r].params for r in scored]),
                                        batches[g], accuracy=False)

@@ -40,6 +40,8 @@ class FedEvgSimulation(MethodRunner):
               "server_optimizer": "the server moves a synthetic set, not a model",
               "server_options": "the server moves a synthetic set, not a model",
               "device": "FedEvg runs on the CPU",
+              "precision": "FedEvg trains in fp32",
+              "train_loss": "FedEvg reports train_loss every round",
               "validation": "FedEvg's options are not chosen on a validation split",
               "fair_over": "it is a method with its own server step, not a weighting rule; "
                            "run a rule over groups"}

@@ -57,7 +57,8 @@ def evaluate_personal(model: FlatModel, params: torch.Tensor, x: torch.Tensor, y
 class SuperFedSimulation(MethodRunner):
     """SuPerFed rounds on any federated data set and flat model of the simulator."""
 
-    unused = {"device": "SuPerFed runs on the CPU",
+    unused = {"device": "SuPerFed runs on the CPU", "precision": "SuPerFed trains in fp32",
+              "train_loss": "SuPerFed reports train_loss every round",
               "validation": "SuPerFed's options are not chosen on a validation split",
               "fair_over": "it is a method with its own server step, not a weighting rule; "
                            "run a rule over groups"}

@@ -9,6 +9,7 @@ import torch
 
 from fastfair.sim.data.base import ClientBatch
 from fastfair.sim.models.flat import FlatModel
+from fastfair.sim.process import one_thread_each
 from fastfair.sim.training.schedule import segment_ids
 
 
@@ -22,7 +23,10 @@ def evaluate_clients(model: FlatModel, params: torch.Tensor, batch: ClientBatch,
     for L: per-client means of the model's sample loss and accuracy (cross-entropy and
     ``argmax == y`` by default, averaged over positions for a label per position; NaN for a
     client with no samples; accuracy None when ``accuracy`` is False, for a round's losses).
-    The L models read the same inputs in one forward pass per chunk.
+    The L models read the same inputs in one forward pass per chunk, in inference mode; on the
+    CPU the chunks run concurrently on the process's torch threads, one thread each
+    (:func:`fastfair.sim.process.one_thread_each`), so the results do not depend on the thread
+    count.
     Runs on the device of ``params`` and ``batch``; only the results travel to the host.
     """
     chunk = chunk or model.eval_rows
@@ -34,8 +38,9 @@ def evaluate_clients(model: FlatModel, params: torch.Tensor, batch: ClientBatch,
     seg = segment_ids(counts, device)
     loss_sum = torch.zeros(L, m, dtype=torch.float64, device=device)
     hit_sum = torch.zeros(L, m, dtype=torch.float64, device=device)
-    with torch.no_grad():
-        for start in range(0, batch.x.shape[0], chunk):
+
+    def scored(start: int) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        with torch.inference_mode():
             xs, ys = batch.x[start:start + chunk], batch.y[start:start + chunk]
             n = xs.shape[0]
             # Whole multiples of 16 rows keep every model's block of outputs 64-byte aligned:
@@ -48,10 +53,18 @@ def evaluate_clients(model: FlatModel, params: torch.Tensor, batch: ClientBatch,
             logits = model.forward(p, xs.unsqueeze(0).expand(L, *xs.shape))
             ys = ys.unsqueeze(0).expand(L, *ys.shape)
             loss = model.sample_loss(logits, ys)[:, :n].double()
-            segs = seg[start:start + n]
-            loss_sum.index_add_(1, segs, loss)
-            if accuracy:
-                hit_sum.index_add_(1, segs, model.sample_hits(logits, ys)[:, :n])
+            return loss, model.sample_hits(logits, ys)[:, :n] if accuracy else None
+
+    starts = list(range(0, batch.x.shape[0], chunk))
+    # On the CPU the chunks run concurrently, one thread each: the same bits on any thread
+    # count. Their sums are added in chunk order.
+    parts = one_thread_each(scored, starts) if device.type == "cpu" else map(scored, starts)
+    with torch.inference_mode():
+        for start, (chunk_loss, chunk_hits) in zip(starts, parts):
+            segs = seg[start:start + chunk_loss.shape[1]]
+            loss_sum.index_add_(1, segs, chunk_loss)
+            if chunk_hits is not None:
+                hit_sum.index_add_(1, segs, chunk_hits)
     with np.errstate(invalid="ignore", divide="ignore"):
         sizes = counts.astype(np.float64)
         mean_loss = loss_sum.cpu().numpy() / sizes

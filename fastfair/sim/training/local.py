@@ -3,7 +3,7 @@ regression, autograd over the flat model for everything else."""
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 import torch
@@ -12,8 +12,12 @@ from fastfair import ops
 from fastfair.aggregators.objectives import ClientObjective
 from fastfair.sim.data.base import ClientBatch, take_rows
 from fastfair.sim.models.flat import FlatModel, TrainingStep
+from fastfair.sim.models.module import ModuleModel
+from fastfair.sim.process import one_thread_each
 from fastfair.sim.seeding import CohortKeys, advance_keys
+from fastfair.sim.training.alone import train_alone
 from fastfair.sim.training.lanes import Lane, LaneObjectives
+from fastfair.sim.training.precision import autocast
 from fastfair.sim.training.schedule import (
     LocalTrainingConfig,
     keyed_schedule,
@@ -58,8 +62,9 @@ def train_lanes(model: FlatModel, batch: ClientBatch, keys: CohortKeys, lanes: S
     trains on (run seed, round, client id) alone, in any company, so the chunks do not change
     its numbers).
 
+    Forward passes run in ``config.precision`` (:mod:`fastfair.sim.training.precision`).
     Lanes that minimise the plain mean loss of a
-    :class:`~fastfair.sim.models.flat.LogisticRegression` on CPU data train through
+    :class:`~fastfair.sim.models.flat.LogisticRegression` on CPU data in fp32 train through
     :func:`fastfair.ops.softmax_regression_sgd` (the same steps on the same minibatches, each client
     in the caches from its first step to its last, in the kernel's float32 rounding); the rest
     through autograd as described.
@@ -71,7 +76,9 @@ def train_lanes(model: FlatModel, batch: ClientBatch, keys: CohortKeys, lanes: S
     """
     if (batch.counts < 1).any():
         raise ValueError("every trained client needs at least one training sample")
-    by_kernel = [trains_by_kernel(model, lane, batch) for lane in lanes]
+    # The kernel computes in float32: other precisions train through autograd and autocast.
+    by_kernel = [config.precision == "fp32" and trains_by_kernel(model, lane, batch)
+                 for lane in lanes]
     out: List[Tuple[Any, ...]] = [()] * len(lanes)
     rest = [r for r, k in enumerate(by_kernel) if not k]
     if rest:
@@ -126,7 +133,10 @@ def _train_by_autograd(model: FlatModel, batch: ClientBatch, keys: CohortKeys,
                        chunk: Optional[int] = None
                        ) -> List[Tuple[torch.Tensor, Optional[torch.Tensor]]]:
     """:func:`train_lanes` through autograd: every row's steps as batched torch programs,
-    ``chunk`` rows at a time."""
+    ``chunk`` rows at a time (on the CPU the chunks concurrently on the process's threads, one
+    thread each), or each row alone as the plain module where the model trains so
+    (:meth:`~fastfair.sim.models.flat.FlatModel.trains_alone`; ``chunk`` then changes
+    nothing)."""
     counts = batch.counts.astype(np.int64)
     sizes = [len(lane.clients) for lane in lanes]
     row_client = np.concatenate([np.asarray(lane.clients, dtype=np.int64) for lane in lanes])
@@ -143,20 +153,35 @@ def _train_by_autograd(model: FlatModel, batch: ClientBatch, keys: CohortKeys,
     updates = torch.empty(len(order), starts.shape[1], dtype=torch.float32, device=device)
     extra = torch.zeros(len(order), dtype=torch.float64, device=device) if any(stateful) \
         else None
-    width = chunk or model.rows_per_pass(device) or len(order)
-    for first in range(0, len(order), width):
-        rows = slice(first, first + width)
-        received = starts[0].expand(len(order[rows]), -1) if len(lanes) == 1 else \
-            starts[torch.as_tensor(sorted_lane[rows], device=device)]
-        params = received.clone()
-        state = _train_chunk(model, batch, keys, lanes, config, sorted_client[rows],
-                             sorted_lane[rows], starts, params)
-        # The chunk's updates start - params, formed in place (negation is exact: the bits of
-        # the subtraction) and written to their rows in lane order while still in the caches.
-        updates.index_copy_(0, position[rows], params.neg_().add_(received))
-        if extra is not None:
-            assert state is not None  # a lane trains a scalar: every chunk returns the rows'
-            extra.index_copy_(0, position[rows], state)
+    if model.trains_alone(device):
+        train_alone(cast(ModuleModel, model), batch, keys, lanes, config, sorted_client,
+                    sorted_lane, order, starts, updates, extra)
+    else:
+        width = chunk or model.rows_per_pass(device) or len(order)
+
+        def train(first: int) -> None:
+            rows = slice(first, first + width)
+            received = starts[0].expand(len(order[rows]), -1) if len(lanes) == 1 else \
+                starts[torch.as_tensor(sorted_lane[rows], device=device)]
+            params = received.clone()
+            state = _train_chunk(model, batch, keys, lanes, config, sorted_client[rows],
+                                 sorted_lane[rows], starts, params)
+            # The chunk's updates start - params, formed in place (negation is exact: the bits
+            # of the subtraction) and written to their rows in lane order while still in the
+            # caches.
+            updates.index_copy_(0, position[rows], params.neg_().add_(received))
+            if extra is not None:
+                assert state is not None  # a lane trains a scalar: every chunk returns the rows'
+                extra.index_copy_(0, position[rows], state)
+
+        firsts = range(0, len(order), width)
+        # On the CPU the chunks train concurrently, one thread each: the same bits on any
+        # thread count (the chunks do not depend on it).
+        if device.type == "cpu":
+            one_thread_each(train, firsts)
+        else:
+            for first in firsts:
+                train(first)
     out, first = [], 0
     for r, m_r in enumerate(sizes):
         rows = slice(first, first + m_r)
@@ -190,15 +215,17 @@ def _train_chunk(model: FlatModel, batch: ClientBatch, keys: CohortKeys, lanes: 
             # one flat row per client (a copy of every parameter every step).
             views = model.trained_pieces(params[:a])
             trained = [v.detach().requires_grad_(True) for v in views]
-            logits = model.forward_pieces(trained, x, step)
+            with autocast(config.precision, device):
+                logits = model.forward_pieces(trained, x, step)
             flat = _flat(trained, params[:a]) if objectives.groups else params[:a]
         else:
             views = [params[:a]]
             trained = [params[:a].detach().requires_grad_(True)]
-            logits = model.forward(trained[0], x, step)
+            with autocast(config.precision, device):
+                logits = model.forward(trained[0], x, step)
             flat = trained[0]
         state = None if extra is None else extra[:a].detach().requires_grad_(True)
-        per_sample = model.sample_loss(logits, take_rows(batch.y, take))
+        per_sample = model.sample_loss(logits.float(), take_rows(batch.y, take))
         mean = masked_mean(per_sample, valid.to(per_sample.dtype))
         loss = objectives.total(mean, flat, state)
         grads = torch.autograd.grad(loss, trained + ([] if state is None else [state]))

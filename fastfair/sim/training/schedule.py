@@ -17,12 +17,15 @@ from fastfair.sim.seeding import shuffle_client_keys, shuffle_uniforms
 class LocalTrainingConfig:
     """Local minibatch SGD: ``epochs`` passes over each client's data (each epoch a fresh
     shuffle, the last batch possibly smaller) or, when ``steps`` is set, exactly that many
-    minibatch steps per client (epochs restart as needed). ``lr`` is this round's learning rate."""
+    minibatch steps per client (epochs restart as needed). ``lr`` is this round's learning rate.
+    ``precision`` is the arithmetic of the forward and backward passes (``"fp32"``, or
+    ``"bf16"`` / ``"fp16"`` autocast; :mod:`fastfair.sim.training.precision`)."""
 
     epochs: int = 1
     steps: Optional[int] = None
     batch_size: int = 32
     lr: float = 0.05
+    precision: str = "fp32"
 
     def __post_init__(self) -> None:
         if self.steps is None and self.epochs < 1:
@@ -33,6 +36,9 @@ class LocalTrainingConfig:
             raise ValueError(f"batch_size must be >= 1; got {self.batch_size}")
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0; got {self.lr}")
+        if self.precision not in ("fp32", "bf16", "fp16"):
+            raise ValueError(f"precision must be 'fp32', 'bf16' or 'fp16'; got "
+                             f"{self.precision!r}")
 
 
 def masked_mean(per_sample_loss: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

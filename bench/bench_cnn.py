@@ -1,0 +1,187 @@
+"""One FedAvg round of FedAvg's CNN (McMahan et al. 2017: 5x5 conv 32 + 2x2 max pool, 5x5 conv 64
++ pool, dense 512, 10 outputs; 1.66M parameters) over a FEMNIST-sized cohort: 100 clients of about
+200 images 28x28 each, one local epoch of SGD (lr 0.05), every client in the round.
+
+Contenders, interleaved (A B A B) under :func:`~fastfair.sim.process.kept_heap` and the same
+thread setting (:func:`~fastfair.sim.process.torch_threads`), as ``Experiment.run`` runs:
+
+- ``fastfair round``: ``Simulation.step`` of FedAvg on the cohort as an
+  :class:`~fastfair.sim.data.arrays.ArrayDataset` and the module as a
+  :class:`~fastfair.sim.models.module.ModuleModel` (every client sampled, so each round trains
+  the same cohort from its kept batch): sampling, training, FedAvg's coefficients, the averaging
+  kernel and the server step.
+- ``torch per-client loop`` (the reference): per client, the module loaded with the global
+  weights, ``torch.optim.SGD`` on its minibatches of the same schedule, its update added to the
+  sample-weighted average; then the global step. In bf16 its forward passes run under
+  ``torch.autocast`` (the plain way; NCHW inputs).
+- the floor: one model trained on all the round's samples in batches of 1,024 (one epoch; in
+  bf16 under autocast with ``channels_last`` inputs), the arithmetic a round cannot avoid.
+
+pfl-research is not a contender here: its environment (``bench/pfl_round.py``) is not installed
+on the machines these figures come from.
+
+Run: ``OMP_NUM_THREADS=1 python -m pytest bench/bench_cnn.py -q -s`` (batch 10 and 32, 1 and 2
+threads, fp32 and bf16 where the CPU has bf16 kernels), or one case at a chosen cohort size:
+``python -m bench.bench_cnn --clients 30 --batch 32 --threads 1 --precision bf16 --repeat 3``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from types import SimpleNamespace
+from typing import Callable, Dict, List
+
+import numpy as np
+import torch
+
+from bench.conftest import interleaved, sizes
+from fastfair.sim import ArrayDataset, ModuleModel, Simulation, SimulationConfig
+from fastfair.sim.models.zoo import _two_conv_cnn
+from fastfair.sim.process import kept_heap, torch_threads
+from fastfair.sim.training.schedule import LocalTrainingConfig, minibatch_schedule
+
+CLIENTS = sizes(100, 3)
+REPEATS = sizes(2, 1)
+LR = 0.05
+
+
+def fedavg_cnn() -> torch.nn.Module:
+    """FedAvg's CNN for 28x28 grey images and 10 classes."""
+    return _two_conv_cnn((1, 28, 28), 10, 512, "fedavg-cnn")
+
+
+def cohort(clients: int) -> SimpleNamespace:
+    """``clients`` clients of FEMNIST's train sizes (about 200 samples, 20 to 450), sparse
+    binary 28x28 images, 10 classes."""
+    rng = np.random.default_rng(0)
+    counts = np.clip(rng.normal(204, 80, clients).round(), 20, 450).astype(np.int64)
+    n = int(counts.sum())
+    x = torch.from_numpy((rng.random((n, 1, 28, 28)) < 0.2).astype(np.float32))
+    y = torch.from_numpy(rng.integers(0, 10, n))
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    return SimpleNamespace(x=x, y=y, offsets=offsets, counts=counts)
+
+
+def fastfair_round(data: SimpleNamespace, batch_size: int, precision: str) -> Callable[[], object]:
+    """A FedAvg simulation of the cohort; returns its ``step`` (one round), warmed up."""
+    k = len(data.counts)
+    arrays = [(data.x[data.offsets[i]:data.offsets[i + 1]].numpy(),
+               data.y[data.offsets[i]:data.offsets[i + 1]].numpy()) for i in range(k)]
+    dataset = ArrayDataset(arrays, test=arrays, num_classes=10)
+    config = SimulationConfig(clients=k, per_round=k, rounds=10 ** 6, eval_every=10 ** 6,
+                              eval_clients=1, lr=LR, batch_size=batch_size, precision=precision)
+    sim = Simulation(config, dataset=dataset, model=ModuleModel(fedavg_cnn()))
+    sim.step()
+    return sim.step
+
+
+def loop_round(data: SimpleNamespace, batch_size: int, precision: str) -> Callable[[], None]:
+    """The plain per-client PyTorch loop of a FedAvg round (see the module's docstring)."""
+    module = fedavg_cnn()
+    theta = torch.nn.utils.parameters_to_vector(module.parameters()).detach()
+    config = LocalTrainingConfig(epochs=1, batch_size=batch_size, lr=LR)
+    ids = np.arange(len(data.counts))
+    steps = list(minibatch_schedule(data.counts, config, ids, seed=1))
+    weights = data.counts / data.counts.sum()
+
+    def play() -> None:
+        direction = torch.zeros_like(theta)
+        for k in ids:
+            torch.nn.utils.vector_to_parameters(theta, module.parameters())
+            opt = torch.optim.SGD(module.parameters(), lr=LR)
+            for take, valid in steps:
+                if not valid[k].any():
+                    continue
+                rows = take[k][valid[k]]
+                opt.zero_grad()
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+                    out = module(data.x[rows])
+                torch.nn.functional.cross_entropy(out.float(), data.y[rows]).backward()
+                opt.step()
+            trained = torch.nn.utils.parameters_to_vector(module.parameters()).detach()
+            direction.add_(theta - trained, alpha=float(weights[k]))
+        theta.sub_(direction)
+
+    return play
+
+
+def floor_round(data: SimpleNamespace, precision: str) -> Callable[[], None]:
+    """One epoch of one model over all the cohort's samples in batches of 1,024."""
+    module = fedavg_cnn()
+    opt = torch.optim.SGD(module.parameters(), lr=LR)
+    low = precision == "bf16"
+
+    def play() -> None:
+        for start in range(0, data.x.shape[0], 1024):
+            x = data.x[start:start + 1024]
+            if low:
+                x = x.contiguous(memory_format=torch.channels_last)
+            opt.zero_grad()
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=low):
+                out = module(x)
+            torch.nn.functional.cross_entropy(out.float(), data.y[start:start + 1024]).backward()
+            opt.step()
+
+    return play
+
+
+def round_times(clients: int, batch_size: int, threads: int, precision: str,
+                repeat: int) -> Dict[str, List[float]]:
+    """``{contender: [seconds of each round]}``, interleaved, ``repeat`` rounds each."""
+    data = cohort(clients)
+    with kept_heap(), torch_threads(threads):
+        runs = {"fastfair round": fastfair_round(data, batch_size, precision),
+                "torch per-client loop": loop_round(data, batch_size, precision),
+                "floor": floor_round(data, precision)}
+        return interleaved(runs, repeat)
+
+
+def _line(case: str, times: Dict[str, List[float]]) -> str:
+    loop = times["torch per-client loop"]
+    floor = min(times["floor"])
+    parts = [f"{name} min {min(t):.2f} s median {statistics.median(t):.2f} s"
+             + ("" if name == "floor" else f" ({min(t) / min(loop):.2f}x loop, "
+                f"{min(t) / floor:.2f}x floor)") for name, t in times.items()]
+    return f"{case}: " + " | ".join(parts)
+
+
+PRECISIONS = ["fp32"] + (["bf16"] if torch.ops.mkldnn._is_mkldnn_bf16_supported() else [])
+
+
+def _case(clients: int, batch_size: int, threads: int, precision: str) -> str:
+    return (f"FedAvg CNN round, {clients} clients, batch {batch_size}, {threads} thread(s), "
+            f"{precision}")
+
+
+def test_fedavg_cnn_round(floor_report):
+    import pytest
+
+    for precision in PRECISIONS:
+        for threads in (1, 2):
+            for batch_size in (10, 32):
+                case = _case(CLIENTS, batch_size, threads, precision)
+                times = round_times(CLIENTS, batch_size, threads, precision, REPEATS)
+                floor = min(times.pop("floor"))
+                for name, seconds in times.items():
+                    floor_report.add(case, name, min(seconds), floor_seconds=floor,
+                                     reference=name.startswith("torch"))
+                print("\n" + _line(case, {**times, "floor": [floor]}))
+    if not PRECISIONS[1:]:
+        pytest.skip("bf16: this CPU has no bf16 kernels")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=100)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16"))
+    parser.add_argument("--repeat", type=int, default=2)
+    args = parser.parse_args()
+    times = round_times(args.clients, args.batch, args.threads, args.precision, args.repeat)
+    print(_line(_case(args.clients, args.batch, args.threads, args.precision), times))
+
+
+if __name__ == "__main__":
+    main()
