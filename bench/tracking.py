@@ -12,8 +12,9 @@ listed under ``tests.failed`` and the records of the others are kept (exit statu
 ``compare BASELINE NEW [NEW ...]`` prints, for every case of fastfair's own code present in
 both, how its figure changed (with several NEW runs of one tree: their per-case minimum), and
 exits 1 when one grew beyond the noise band (default: ``seconds`` up by more than 1.5x; see
-README, "Regression tracking", for how the metric and the band were chosen), or when a case of
-either side is missing from the other (``--allow-missing`` lists them and passes). BASELINE may be
+docs/benchmarks.md, "Regression tracking", for how the metric and the band were chosen), or
+when a case of either side is missing from the other (``--allow-missing`` lists them and
+passes). BASELINE may be
 a folder (``bench/baselines``): the baseline recorded on the same CPU model (and GPU) as the new
 run is taken from it, and when there is none compare says so and exits 2; a baseline file from
 another machine is refused for ``--metric seconds`` (``--allow-other-machine``).

@@ -24,7 +24,7 @@ def test_example_runs(name, index, code):
 
 
 def test_there_are_examples():
-    assert {n for n, _, _ in BLOCKS} >= {"README.md", "aggregators.md"}
+    assert {n for n, _, _ in BLOCKS} >= {"simulator.md", "data.md", "aggregators.md"}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -65,7 +65,7 @@ class SimulationConfig:
                                          metadata=doc(RULES, "the rule's options"))
     dataset: str = field(default="synthetic", metadata=doc(
         DATA, "the data set; all but the generated ones (" + ", ".join(GENERATED) + ") are read "
-        "from --data-dir (see the README)", choices=DATASETS))
+        "from --data-dir (see docs/data.md)", choices=DATASETS))
     clients: int = field(default=100, metadata=doc(DATA, "K, the client population"))
     per_round: int = field(default=10, metadata=doc(DATA, "m, clients per round"))
     rounds: int = field(default=200, metadata=doc(DATA, "rounds of training"))
@@ -235,7 +235,7 @@ class SimulationConfig:
         if family != "generated" and not (self.data_dir and os.path.isdir(self.data_dir)):
             raise ValueError(f"dataset {self.dataset!r} is read from files: data_dir "
                              f"(--data-dir) must be an existing folder; got {self.data_dir!r} "
-                             "(the README says where to get each data set)")
+                             "(docs/data.md says where to get each data set)")
 
     def _check_used(self) -> None:
         """Refuses a non-default value of a field the other fields make unused."""

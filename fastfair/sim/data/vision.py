@@ -180,14 +180,14 @@ def find_files(name: str, data_dir: str) -> Dict[str, List[str]]:
             if all(os.path.exists(os.path.join(base, f)) for s in names for f in names[s]):
                 return {s: [os.path.join(base, f) for f in names[s]] for s in names}
         raise ValueError(f"{name}: no {folder}/ with {', '.join(names['train'] + names['test'])} "
-                         f"in {data_dir}; pass --download or see the README")
+                         f"in {data_dir}; pass --download or see docs/data.md")
     bases = [os.path.join(data_dir, folder, "raw"), os.path.join(data_dir, "raw"), data_dir]
     for split, pair in _IDX.items():
         paths = [_first([os.path.join(b, f + ext) for b in bases for ext in ("", ".gz")])
                  for f in pair]
         if None in paths:
             raise ValueError(f"{name}: no {' and '.join(pair)} (or .gz) in {bases[0]}; pass "
-                             "--download or see the README")
+                             "--download or see docs/data.md")
         found[split] = paths  # type: ignore[assignment]  # no None in paths (checked above)
     return found
 
@@ -200,7 +200,7 @@ def download(name: str, data_dir: str) -> None:
     except Exception as exc:  # an absent or mismatched torchvision fails in several ways
         raise ValueError(f"--download uses torchvision's downloaders, which failed to import "
                          f"({type(exc).__name__}: {exc}); install the torchvision built for "
-                         "your torch, or fetch the files as the README says") from None
+                         "your torch, or fetch the files as docs/data.md says") from None
     cls = {"mnist": tv.MNIST, "fmnist": tv.FashionMNIST, "cifar10": tv.CIFAR10,
            "cifar100": tv.CIFAR100}[name]
     for train in (True, False):

@@ -232,7 +232,7 @@ class ModuleModel(FlatModel):
                       ) -> Iterator[Tuple[torch.nn.Module, List[torch.Tensor]]]:
         """A copy of the module in training mode whose parameters and buffers hold the values
         of ``row [P]`` (parameters, then buffers), for one client's training on this thread;
-        yields ``(module, leaves)``, the parameters as gradient leaves in :attr:`param_names`
+        yields ``(module, leaves)``, the parameters as gradient leaves in ``param_names``
         order. The leaves (updated in place, under ``no_grad``) and the running statistics
         batch norm updates are written to ``row`` after the block. Raises ValueError
         after the block when the module drew from torch's generator (a random operation other
@@ -282,7 +282,7 @@ class ModuleModel(FlatModel):
 
     def input_layout(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` as alone training feeds it: images ``[B, C, H, W]`` in ``channels_last``
-        memory format when :attr:`channels_last`, anything else as it is."""
+        memory format when ``channels_last``, anything else as it is."""
         if self.channels_last and x.dim() == 4 and x.is_floating_point():
             return x.contiguous(memory_format=torch.channels_last)
         return x

@@ -133,7 +133,7 @@ def test_partition_labels_is_public_and_documented():
     for section in ("Parameters", "Returns", "Raises", "Examples", "Dirichlet(alpha * 1_K)",
                     "K * classes_per_client"):
         assert section in doc, section
-    assert "partition_labels" in (ROOT / "README.md").read_text()
+    assert "partition_labels" in (ROOT / "docs" / "simulator.md").read_text()
 
 
 @pytest.mark.parametrize("scheme", ["iid", "dirichlet", "pathological"])

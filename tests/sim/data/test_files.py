@@ -213,7 +213,7 @@ def test_cifar_unpickler_runs_no_code(tmp_path):
 
 
 def test_vision_files_missing_say_where_and_how(tmp_path):
-    with pytest.raises(ValueError, match="pass --download or see the README"):
+    with pytest.raises(ValueError, match="pass --download or see docs/data.md"):
         open_files("cifar10", str(tmp_path), 5)
     with pytest.raises(ValueError, match="train-images-idx3-ubyte"):
         open_files("mnist", str(tmp_path), 5)
