@@ -35,7 +35,7 @@ from typing import Callable, Dict, List
 import numpy as np
 import torch
 
-from bench.conftest import interleaved, sizes
+from bench.conftest import femnist_sized_cohort, interleaved, sizes
 from fastfair.sim import ArrayDataset, ModuleModel, Simulation, SimulationConfig
 from fastfair.sim.models.zoo import _two_conv_cnn
 from fastfair.sim.process import kept_heap, torch_threads
@@ -49,18 +49,6 @@ LR = 0.05
 def fedavg_cnn() -> torch.nn.Module:
     """FedAvg's CNN for 28x28 grey images and 10 classes."""
     return _two_conv_cnn((1, 28, 28), 10, 512, "fedavg-cnn")
-
-
-def cohort(clients: int) -> SimpleNamespace:
-    """``clients`` clients of FEMNIST's train sizes (about 200 samples, 20 to 450), sparse
-    binary 28x28 images, 10 classes."""
-    rng = np.random.default_rng(0)
-    counts = np.clip(rng.normal(204, 80, clients).round(), 20, 450).astype(np.int64)
-    n = int(counts.sum())
-    x = torch.from_numpy((rng.random((n, 1, 28, 28)) < 0.2).astype(np.float32))
-    y = torch.from_numpy(rng.integers(0, 10, n))
-    offsets = np.concatenate([[0], np.cumsum(counts)])
-    return SimpleNamespace(x=x, y=y, offsets=offsets, counts=counts)
 
 
 def fastfair_round(data: SimpleNamespace, batch_size: int, precision: str) -> Callable[[], object]:
@@ -129,7 +117,7 @@ def floor_round(data: SimpleNamespace, precision: str) -> Callable[[], None]:
 def round_times(clients: int, batch_size: int, threads: int, precision: str,
                 repeat: int) -> Dict[str, List[float]]:
     """``{contender: [seconds of each round]}``, interleaved, ``repeat`` rounds each."""
-    data = cohort(clients)
+    data = femnist_sized_cohort(clients, 10)  # FedAvg's CNN: 10 classes
     with kept_heap(), torch_threads(threads):
         runs = {"fastfair round": fastfair_round(data, batch_size, precision),
                 "torch per-client loop": loop_round(data, batch_size, precision),

@@ -35,7 +35,7 @@ import numpy as np
 import pytest
 import torch
 
-from bench.conftest import best_time, interleaved, sizes
+from bench.conftest import best_time, femnist_sized_cohort, interleaved, sizes
 from fastfair.sim.data.leaf import LeafDataset
 from fastfair.sim.data.leaf_json import LeafFile
 from fastfair.sim.models.module import ModuleModel
@@ -64,13 +64,7 @@ NETWORKS = {"femnist-cnn": _femnist_cnn, "2nn": _two_layer_mlp}
 
 @pytest.fixture(scope="module")
 def cohort():
-    rng = np.random.default_rng(0)
-    counts = np.clip(rng.normal(204, 80, CLIENTS).round(), 20, 450).astype(np.int64)
-    n = int(counts.sum())
-    x = torch.from_numpy((rng.random((n, 1, 28, 28)) < 0.2).astype(np.float32))
-    y = torch.from_numpy(rng.integers(0, 62, n))
-    offsets = np.concatenate([[0], np.cumsum(counts)])
-    return SimpleNamespace(x=x, y=y, offsets=offsets, counts=counts)
+    return femnist_sized_cohort(CLIENTS, 62)  # FEMNIST's 62 classes
 
 
 def _loop(module, theta, batch, config, ids, seed):

@@ -16,8 +16,10 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Dict, List, Optional
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -206,3 +208,18 @@ def pytest_terminal_summary(terminalreporter):
             floor = f"{r.floor * 1e3:.3f}ms" + ("" if r.floor_kind == "copy" else " c")
             tr.write_line(f"{r.case:<44} {impl:<30} {r.seconds * 1e3:>9.3f}ms {floor:>13} "
                           f"{r.seconds / r.floor:>7.2f} {vs_ref} {r.bandwidth / 1e9:>10.2f}")
+
+
+def femnist_sized_cohort(clients: int, classes: int) -> SimpleNamespace:
+    """``clients`` clients of FEMNIST's train sizes (about 200 samples each, 20 to 450): sparse
+    binary 28x28 images ``x [n, 1, 28, 28]`` with labels ``y [n]`` in ``[0, classes)``, client
+    k's rows ``offsets[k]:offsets[k + 1]`` (``counts [clients]``); the same data for a seed 0."""
+    import torch
+
+    rng = np.random.default_rng(0)
+    counts = np.clip(rng.normal(204, 80, clients).round(), 20, 450).astype(np.int64)
+    n = int(counts.sum())
+    x = torch.from_numpy((rng.random((n, 1, 28, 28)) < 0.2).astype(np.float32))
+    y = torch.from_numpy(rng.integers(0, classes, n))
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    return SimpleNamespace(x=x, y=y, offsets=offsets, counts=counts)

@@ -10,10 +10,6 @@ the CPU bit for bit. The formula's own accuracy is checked against long-double l
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 from scipy import stats
@@ -22,6 +18,7 @@ from fastfair import _C, ops, reference
 from fastfair.reference.normal_segments import TAG_NORMAL, cos_sin_turn, log_uniform
 from fastfair.reference.sampling import draw
 from tests.helpers.arrays import requires_cuda, torch
+from tests.helpers.isa import run_under_every_isa
 
 P_MIN = 1e-4  # goodness-of-fit p-value below which a test fails (fixed keys: no flakes)
 
@@ -99,14 +96,7 @@ def test_every_cpu_isa_copy_is_exact():
             "assert np.array_equal(ops.normal_segments(keys, offsets, dtype='float64'), want)\n"
             "assert np.array_equal(ops.normal_segments(keys, offsets), want.astype(np.float32))\n"
             "print(fastfair.build_info()['cpu_isa'])\n")
-    seen = set()
-    for isa in ("base", "avx2", "avx512"):
-        env = dict(os.environ, FASTFAIR_CPU_ISA=isa)
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              env=env, timeout=300)
-        assert done.returncode == 0, done.stderr
-        seen.add(done.stdout.strip())
-    assert "base" in seen
+    assert "base" in run_under_every_isa(code)
 
 
 def test_independent_of_threads(rng):
