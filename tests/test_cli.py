@@ -554,3 +554,17 @@ def test_resume_takes_no_config_file(tmp_path, capsys):
     assert cli.main(["simulate", "--resume", str(tmp_path), "--config",
                      str(tmp_path / "a.toml")]) == 2
     assert "drop --config" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("select, hint", [("acc_meen", "did you mean 'acc_mean'?"),
+                                          ("acc_worst_group", "choose from acc_mean")])
+def test_a_select_metric_no_run_records_is_refused_before_the_sweep(select, hint, tmp_path,
+                                                                      capsys):
+    # A grid chooses its points by the metric's validation value: a name no run records on its
+    # validation split failed only after every run, leaving a folder.
+    out = tmp_path / "sweep"
+    assert cli.main(["sweep", "--compare", "fedavg,term", "--grid", "term:tilt=0.1,1",
+                     "--validation", "0.2", "--select", select, *TINY_RUN, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert hint in err and "select metric (--select)" in err and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1 and not out.exists()

@@ -40,6 +40,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 
+from fastfair._options import check_name
 from fastfair.sim import checkpoint
 from fastfair.sim.config import SimulationConfig
 from fastfair.sim.data.base import FederatedDataset
@@ -58,7 +59,14 @@ from fastfair.sim.models.flat import FlatModel
 from fastfair.sim.process import run_tuned
 from fastfair.sim.reporting import report, sweep_report
 from fastfair.sim.reporting.callbacks import RoundCallback
-from fastfair.sim.reporting.stats import SummaryRow, SweepRun, point_label, select, summarize
+from fastfair.sim.reporting.stats import (
+    SummaryRow,
+    SweepRun,
+    point_label,
+    select,
+    selectable_metrics,
+    summarize,
+)
 from fastfair.sim.rounds.engine import Simulation, evaluate_runs, play_round, with_validation
 from fastfair.sim.rounds.registry import make_runner, runner_class
 from fastfair.sim.rounds.runner import Runner
@@ -210,6 +218,7 @@ class Sweep(Orchestration):
         if any(len(p) > 1 for p in self.points.values()) and not config.validation:
             raise ValueError("a grid needs a validation split to choose its points on: set "
                              "validation (--validation), e.g. 0.2")
+        check_name("select metric (--select)", select, selectable_metrics())
         self.specs = [RunSpec(r, tuple(sorted(o.items())), s)
                       for r in rules for o in self.points[r] for s in seeds]
         self.configs = {spec: dataclasses.replace(config, rule=spec.rule, seed=spec.seed,

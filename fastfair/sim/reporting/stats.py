@@ -31,6 +31,16 @@ def lower_is_better(metric: str) -> bool:
     return metric in LOWER_IS_BETTER
 
 
+def selectable_metrics() -> Tuple[str, ...]:
+    """The metrics a sweep can choose its grid points by: those a run records on its
+    validation split (:func:`fastfair.sim.reporting.metrics.fairness_metrics` of client
+    accuracy as ``acc_*``, and ``test_loss``), each also by its ``val_`` name."""
+    from fastfair.sim.reporting.metrics import fairness_metrics
+
+    test = [f"acc_{k}" for k in fairness_metrics(np.ones(2))] + ["test_loss"]
+    return tuple(test) + tuple(validation_metric(m) for m in test)
+
+
 def validation_metric(metric: str) -> str:
     """The validation counterpart of a test ``metric``: ``acc_x`` -> ``val_acc_x``,
     ``test_loss`` -> ``val_loss``; a ``val_`` name is its own."""
