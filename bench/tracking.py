@@ -150,7 +150,10 @@ def run(out: Path, smoke: bool, threads: int, keyword: Optional[str],
 
 
 def load(path: Path) -> dict:
-    document = json.loads(Path(path).read_text())
+    try:
+        document = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not a bench run's JSON ({exc})") from None
     if document.get("schema") not in READABLE_SCHEMAS:
         raise ValueError(f"{path}: schema {document.get('schema')!r}, expected one of "
                          f"{', '.join(map(str, READABLE_SCHEMAS))}")
@@ -331,4 +334,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             parser.error("--threads must be >= 1")
         return run(args.out, args.smoke, args.threads, args.keyword, args.files,
                    args.allow_other_build)
-    return _compare_main(args)
+    try:
+        return _compare_main(args)
+    except (OSError, ValueError) as exc:  # a missing or unreadable file: one line, no traceback
+        print(f"bench compare: error: {exc}", file=sys.stderr)
+        return 2

@@ -346,3 +346,15 @@ def test_the_bench_extra_installs_what_bench_run_imports():
             top = module.split(".")[0]
             if top not in optional:
                 assert top in bench, f"{path.name} needs {top}, which the bench extra lacks"
+
+
+def test_compare_of_a_missing_or_unreadable_file_is_one_error_line(tmp_path, capsys):
+    from bench import tracking
+
+    garbled = tmp_path / "garbled.json"
+    garbled.write_text("{not json")
+    for base in (tmp_path / "absent.json", garbled):
+        assert tracking.main(["compare", str(base), str(base)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("bench compare: error: ") and str(base) in err, err
+        assert len(err.strip().splitlines()) == 1
