@@ -126,11 +126,7 @@ class ClientVector:
     def dense(self) -> np.ndarray:
         """The whole vector ``[K]`` float64 (a new array; O(K) memory and time)."""
         store = self._store
-        if store.dense is not None:
-            return store.dense.copy()
-        out = np.full(self.num_clients, store.fill)
-        out[store.ids] = store.values
-        return out
+        return store.dense.copy() if store.dense is not None else _expanded(store, self.num_clients)
 
     # ------------------------------------------------------------------ state
     def state(self, name: str) -> Dict[str, Any]:
@@ -169,9 +165,14 @@ def _densified(store: _Store, num_clients: int) -> _Store:
     n = store.ids.shape[0]
     if n == 0 or n < DENSE_FRACTION * num_clients:
         return store
+    return _Store(store.fill, _NO_IDS, _NO_VALUES, _expanded(store, num_clients))
+
+
+def _expanded(store: _Store, num_clients: int) -> np.ndarray:
+    """A sparse ``store`` as a new dense ``[K]`` array: ``fill``, its stored values at its ids."""
     dense = np.full(num_clients, store.fill)
     dense[store.ids] = store.values
-    return _Store(store.fill, _NO_IDS, _NO_VALUES, dense)
+    return dense
 
 
 def check_state(state: Dict[str, Any], name: str, num_clients: int) -> None:
