@@ -17,12 +17,17 @@ thread setting (:func:`~fastfair.sim.process.torch_threads`), as ``Experiment.ru
 - the floor: one model trained on all the round's samples in batches of 1,024 (one epoch; in
   bf16 under autocast with ``channels_last`` inputs), the arithmetic a round cannot avoid.
 
+``--device cuda`` (and the ``cuda`` case) runs all three on the GPU: the cohort's tensors, the
+module and the loop's minibatch indices live there before the clock starts, and every contender
+ends with a device synchronisation, so a round's time is its device time.
+
 pfl-research is not a contender here: its environment (``bench/pfl_round.py``) is not installed
 on the machines these figures come from.
 
 Run: ``OMP_NUM_THREADS=1 python -m pytest bench/bench_cnn.py -q -s`` (batch 10 and 32, 1 and 2
 threads, fp32 and bf16 where the CPU has bf16 kernels), or one case at a chosen cohort size:
-``python -m bench.bench_cnn --clients 30 --batch 32 --threads 1 --precision bf16 --repeat 3``.
+``python -m bench.bench_cnn --clients 30 --batch 32 --threads 1 --precision bf16 --repeat 3``
+(add ``--device cuda`` for the GPU).
 """
 
 from __future__ import annotations
@@ -51,77 +56,95 @@ def fedavg_cnn() -> torch.nn.Module:
     return _two_conv_cnn((1, 28, 28), 10, 512, "fedavg-cnn")
 
 
-def fastfair_round(data: SimpleNamespace, batch_size: int, precision: str) -> Callable[[], object]:
-    """A FedAvg simulation of the cohort; returns its ``step`` (one round), warmed up."""
+def _synchronised(fn: Callable[[], object], device: str) -> Callable[[], None]:
+    """``fn`` followed by a wait for the device's queued work (nothing to wait for on a CPU)."""
+    def run() -> None:
+        fn()
+        if device != "cpu":
+            torch.cuda.synchronize(device)
+    return run
+
+
+def fastfair_round(data: SimpleNamespace, batch_size: int, precision: str,
+                   device: str = "cpu") -> Callable[[], None]:
+    """A FedAvg simulation of the cohort on ``device``; returns its ``step`` (one round), warmed
+    up."""
     k = len(data.counts)
     arrays = [(data.x[data.offsets[i]:data.offsets[i + 1]].numpy(),
                data.y[data.offsets[i]:data.offsets[i + 1]].numpy()) for i in range(k)]
     dataset = ArrayDataset(arrays, test=arrays, num_classes=10)
     config = SimulationConfig(clients=k, per_round=k, rounds=10 ** 6, eval_every=10 ** 6,
-                              eval_clients=1, lr=LR, batch_size=batch_size, precision=precision)
+                              eval_clients=1, lr=LR, batch_size=batch_size, precision=precision,
+                              device=device)
     sim = Simulation(config, dataset=dataset, model=ModuleModel(fedavg_cnn()))
-    sim.step()
-    return sim.step
+    step = _synchronised(sim.step, device)
+    step()
+    return step
 
 
-def loop_round(data: SimpleNamespace, batch_size: int, precision: str) -> Callable[[], None]:
+def loop_round(data: SimpleNamespace, batch_size: int, precision: str,
+               device: str = "cpu") -> Callable[[], None]:
     """The plain per-client PyTorch loop of a FedAvg round (see the module's docstring)."""
-    module = fedavg_cnn()
+    module = fedavg_cnn().to(device)
     theta = torch.nn.utils.parameters_to_vector(module.parameters()).detach()
     config = LocalTrainingConfig(epochs=1, batch_size=batch_size, lr=LR)
     ids = np.arange(len(data.counts))
     steps = list(minibatch_schedule(data.counts, config, ids, seed=1))
+    batches = [[take[k][valid[k]].to(device) for take, valid in steps if valid[k].any()]
+               for k in ids]
     weights = data.counts / data.counts.sum()
+    x, y = data.x.to(device), data.y.to(device)
+    autocast = torch.device(device).type
 
     def play() -> None:
         direction = torch.zeros_like(theta)
         for k in ids:
             torch.nn.utils.vector_to_parameters(theta, module.parameters())
             opt = torch.optim.SGD(module.parameters(), lr=LR)
-            for take, valid in steps:
-                if not valid[k].any():
-                    continue
-                rows = take[k][valid[k]]
+            for rows in batches[k]:
                 opt.zero_grad()
-                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
-                    out = module(data.x[rows])
-                torch.nn.functional.cross_entropy(out.float(), data.y[rows]).backward()
+                with torch.autocast(autocast, dtype=torch.bfloat16, enabled=precision == "bf16"):
+                    out = module(x[rows])
+                torch.nn.functional.cross_entropy(out.float(), y[rows]).backward()
                 opt.step()
             trained = torch.nn.utils.parameters_to_vector(module.parameters()).detach()
             direction.add_(theta - trained, alpha=float(weights[k]))
         theta.sub_(direction)
 
-    return play
+    return _synchronised(play, device)
 
 
-def floor_round(data: SimpleNamespace, precision: str) -> Callable[[], None]:
+def floor_round(data: SimpleNamespace, precision: str, device: str = "cpu") -> Callable[[], None]:
     """One epoch of one model over all the cohort's samples in batches of 1,024."""
-    module = fedavg_cnn()
+    module = fedavg_cnn().to(device)
     opt = torch.optim.SGD(module.parameters(), lr=LR)
     low = precision == "bf16"
+    x, y = data.x.to(device), data.y.to(device)
+    autocast = torch.device(device).type
 
     def play() -> None:
-        for start in range(0, data.x.shape[0], 1024):
-            x = data.x[start:start + 1024]
+        for start in range(0, x.shape[0], 1024):
+            xb = x[start:start + 1024]
             if low:
-                x = x.contiguous(memory_format=torch.channels_last)
+                xb = xb.contiguous(memory_format=torch.channels_last)
             opt.zero_grad()
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=low):
-                out = module(x)
-            torch.nn.functional.cross_entropy(out.float(), data.y[start:start + 1024]).backward()
+            with torch.autocast(autocast, dtype=torch.bfloat16, enabled=low):
+                out = module(xb)
+            torch.nn.functional.cross_entropy(out.float(), y[start:start + 1024]).backward()
             opt.step()
 
-    return play
+    return _synchronised(play, device)
 
 
 def round_times(clients: int, batch_size: int, threads: int, precision: str,
-                repeat: int) -> Dict[str, List[float]]:
-    """``{contender: [seconds of each round]}``, interleaved, ``repeat`` rounds each."""
+                repeat: int, device: str = "cpu") -> Dict[str, List[float]]:
+    """``{contender: [seconds of each round]}`` on ``device``, interleaved, ``repeat`` rounds
+    each."""
     data = femnist_sized_cohort(clients, 10)  # FedAvg's CNN: 10 classes
     with kept_heap(), torch_threads(threads):
-        runs = {"fastfair round": fastfair_round(data, batch_size, precision),
-                "torch per-client loop": loop_round(data, batch_size, precision),
-                "floor": floor_round(data, precision)}
+        runs = {"fastfair round": fastfair_round(data, batch_size, precision, device),
+                "torch per-client loop": loop_round(data, batch_size, precision, device),
+                "floor": floor_round(data, precision, device)}
         return interleaved(runs, repeat)
 
 
@@ -137,9 +160,10 @@ def _line(case: str, times: Dict[str, List[float]]) -> str:
 PRECISIONS = ["fp32"] + (["bf16"] if torch.ops.mkldnn._is_mkldnn_bf16_supported() else [])
 
 
-def _case(clients: int, batch_size: int, threads: int, precision: str) -> str:
-    return (f"FedAvg CNN round, {clients} clients, batch {batch_size}, {threads} thread(s), "
-            f"{precision}")
+def _case(clients: int, batch_size: int, threads: int, precision: str,
+          device: str = "cpu") -> str:
+    where = f"{threads} thread(s)" if device == "cpu" else device
+    return f"FedAvg CNN round, {clients} clients, batch {batch_size}, {where}, {precision}"
 
 
 def test_fedavg_cnn_round(floor_report):
@@ -159,6 +183,19 @@ def test_fedavg_cnn_round(floor_report):
         pytest.skip("bf16: this CPU has no bf16 kernels")
 
 
+def test_fedavg_cnn_round_cuda(cuda_floor_report):
+    """The same round on the GPU, fp32 and bf16, batch 10 and 32 (one host thread)."""
+    for precision in ("fp32", "bf16"):
+        for batch_size in (10, 32):
+            case = _case(CLIENTS, batch_size, 1, precision, "cuda")
+            times = round_times(CLIENTS, batch_size, 1, precision, REPEATS + 1, "cuda")
+            floor = min(times.pop("floor"))
+            for name, seconds in times.items():
+                cuda_floor_report.add(case, name, min(seconds), floor_seconds=floor,
+                                      reference=name.startswith("torch"))
+            print("\n" + _line(case, {**times, "floor": [floor]}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=100)
@@ -166,9 +203,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16"))
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
     args = parser.parse_args()
-    times = round_times(args.clients, args.batch, args.threads, args.precision, args.repeat)
-    print(_line(_case(args.clients, args.batch, args.threads, args.precision), times))
+    times = round_times(args.clients, args.batch, args.threads, args.precision, args.repeat,
+                        args.device)
+    print(_line(_case(args.clients, args.batch, args.threads, args.precision, args.device),
+                times))
 
 
 if __name__ == "__main__":
