@@ -90,7 +90,9 @@ def test_the_inner_rule_sees_sample_weighted_group_losses_and_its_weights_are_th
         per_group = np.bincount(np.searchsorted(present, g), weights=coef)
         np.testing.assert_allclose(per_group, inner, rtol=1e-13)
     assert not np.allclose(over.last_group_weights, 1 / G)  # it adapted
-    np.testing.assert_array_equal(over.rule.D, alone.D)
+    # The group losses agree to rounding (above), so the states do too: NumPy's summation order
+    # differs between versions.
+    np.testing.assert_allclose(over.rule.D, alone.D, rtol=1e-13)
 
 
 def test_the_size_prior_tilts_fedavg_by_the_rule():

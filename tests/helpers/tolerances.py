@@ -16,6 +16,11 @@ TOLERANCES = {
     "float16": (2e-6, 2.0 ** -11),   # accumulation is float32; only the final store is float16
     "bfloat16": (2e-6, 2.0 ** -8),
 }
+# Per storage dtype: the spacing of its subnormal numbers. A result that rounds to a subnormal
+# is off by up to half of it, whatever its magnitude (float16's 6e-8 is reached by sums of a few
+# terms that cancel).
+SUBNORMAL_SPACING = {"float64": 2.0 ** -1074, "float32": 2.0 ** -149, "float16": 2.0 ** -24,
+                     "bfloat16": 2.0 ** -133}
 
 
 def to_numpy64(x) -> np.ndarray:
@@ -26,7 +31,8 @@ def to_numpy64(x) -> np.ndarray:
 
 
 def assert_close(actual, expected, dtype: str, scale=None) -> None:
-    """Asserts |actual - expected| <= rtol * scale + 2 * u * |expected| elementwise.
+    """Asserts |actual - expected| <= rtol * scale + 2 * u * |expected| + s / 2 elementwise
+    (``s``: the dtype's subnormal spacing).
 
     ``scale`` defaults to |expected|; pass the magnitude of the summed terms for sums.
     """
@@ -34,7 +40,8 @@ def assert_close(actual, expected, dtype: str, scale=None) -> None:
     a, e = to_numpy64(actual), to_numpy64(expected)
     assert a.shape == e.shape, f"shape {a.shape} != {e.shape}"
     s = np.abs(e) if scale is None else to_numpy64(scale)
-    bound = rtol * s + 2 * unit * np.abs(e) + np.finfo(np.float64).tiny
+    bound = (rtol * s + 2 * unit * np.abs(e) + SUBNORMAL_SPACING[dtype] / 2
+             + np.finfo(np.float64).tiny)
     err = np.abs(a - e)
     worst = np.unravel_index(np.argmax(err - bound), err.shape) if err.size else ()
     assert np.all(err <= bound), (f"{dtype}: error {err[worst]:.3g} > bound {bound[worst]:.3g} "

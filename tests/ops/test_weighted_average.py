@@ -504,3 +504,15 @@ def test_empty_rows_need_no_contiguity():
     assert X.strides == (0, 0)
     assert ops.weighted_average(X, [0.5, 0.5]).shape == (0,)
     assert [a.shape for a in ops.weighted_average([[X[0]], [X[1]]], [0.5, 0.5])] == [(0,)]
+
+
+def test_a_float16_result_in_the_subnormal_range_is_rounded_to_nearest():
+    """Sums that cancel to below float16's smallest normal land on its subnormal grid (spacing
+    2^-24 = 6e-8): 3.5e-8 rounds up to one step, an error of 2.5e-8 that no relative tolerance of
+    the result covers (found by the property test on another CPU)."""
+    X = np.array([[1e-3], [1e-3]], dtype=np.float16)
+    x = float(X[0, 0])
+    for target in (3.5e-8, 2.0e-8, -4.0e-8, 9.0e-8):
+        w = np.array([1.0, -(x - target) / x])
+        exact = w[0] * x + w[1] * x
+        assert ops.weighted_average(X, w)[0] == np.float16(exact), target
