@@ -34,11 +34,12 @@ from fastfair.sim.models.flat import FlatModel, check_model
 from fastfair.sim.rounds.build import build_rule, build_server_optimizer, check_rule
 from fastfair.sim.rounds.runner import Runner
 from fastfair.sim.seeding import CohortKeys, Stream, torch_seed
+from fastfair.sim.training.alone import fold_in_order
 from fastfair.sim.training.evaluate import evaluate_clients
 from fastfair.sim.training.lanes import Lane
 from fastfair.sim.training.local import train_lanes
 from fastfair.sim.training.precision import check_precision
-from fastfair.sim.training.schedule import LocalTrainingConfig
+from fastfair.sim.training.schedule import LocalTrainingConfig, longest_first
 
 
 class Simulation(Runner):
@@ -178,36 +179,66 @@ class Simulation(Runner):
 
     def _aggregate(self, ids: np.ndarray, share: slice, losses_mine: Optional[np.ndarray],
                    counts_mine: np.ndarray, objective: Optional[ClientObjective],
-                   updates: torch.Tensor, state: Optional[torch.Tensor]) -> Dict[str, Any]:
-        """The server side of a round: the cohort's losses and counts gathered from every
-        process (None where the round did not compute them: no ``train_loss`` in the record),
-        the rule's coefficients, the weighted average of this process's ``updates``
-        (its ``share`` of the cohort ``ids``) summed over processes, the optimiser's step.
+                   updates: torch.Tensor, state: Optional[torch.Tensor],
+                   local: LocalTrainingConfig) -> Dict[str, Any]:
+        """The server side of a round: the rule's coefficients (:meth:`_weigh`), the weighted
+        sum of this process's ``updates`` (its ``share`` of the cohort ``ids``), the step."""
+        coef, step, losses = self._weigh(ids, losses_mine, counts_mine, objective, updates, state)
+        direction = torch.zeros_like(self.params)
+        if updates.shape[0] and self.model.trains_alone(self.device):  # as _summed_round sums
+            direction = fold_in_order(updates, step[share], longest_first(counts_mine, local))
+        elif updates.shape[0]:
+            ops.weighted_average(updates, torch.from_numpy(step[share]).to(self.device),
+                                 out=direction)
+        return self._step(direction, ids.shape[0], coef, losses)
+
+    def _weigh(self, ids: np.ndarray, losses_mine: Optional[np.ndarray], counts_mine: np.ndarray,
+               objective: Optional[ClientObjective], updates: Optional[torch.Tensor],
+               state: Optional[torch.Tensor]
+               ) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
+        """The rule's coefficients ``coef [m]`` (committing the round), the ``step [m]`` each
+        update is weighted by, the cohort's losses; ``updates`` None where
+        :meth:`sums_as_trained` (nothing reads them).
 
         With the opt-in bound of the configuration (``max_update_norm``,
         ``update_norm_reference``, ``max_samples_per_client``;
         :mod:`fastfair.aggregators.bounds`, shared with the Flower strategy) the counts are
         capped and each update ``X_i`` is clipped to ``s_i X_i`` before the rule sees
         them; the step is ``sum_i c_i s_i X_i`` (coefficients times scales)."""
-        cfg = self.config
-        bound = UpdateBound(cfg.max_update_norm, cfg.update_norm_reference,
-                            cfg.max_samples_per_client)
+        bound = self._bound()
         m = ids.shape[0]
         losses = None if losses_mine is None else self.dist.gather(losses_mine, m)
         if losses is not None:
-            _check_diverged(losses, ids, cfg)
+            _check_diverged(losses, ids, self.config)
         counts = bound.counts(self.dist.gather(counts_mine.astype(np.float64), m))
-        scales = bound.scales(self.dist.gather(_row_norms(updates), m)) if bound.clips else None
-        inputs = self._round_inputs(objective, state, updates, m)
-        if scales is not None:
-            inputs = _clipped_inputs(inputs, scales)
+        inputs, scales = {}, None  # losses: None where the round computed none
+        if updates is not None:
+            inputs = self._round_inputs(objective, state, updates, m)
+            if bound.clips:
+                scales = bound.scales(self.dist.gather(_row_norms(updates), m))
+                inputs = _clipped_inputs(inputs, scales)
         coef = np.asarray(self.rule.weights(ids, losses, num_samples=counts, **inputs),
                           dtype=np.float64)
-        step = coef if scales is None else coef * scales
-        direction = torch.zeros_like(self.params)
-        if updates.shape[0]:
-            ops.weighted_average(updates, torch.from_numpy(step[share]).to(self.device),
-                                 out=direction)
+        return coef, (coef if scales is None else coef * scales), losses
+
+    def sums_as_trained(self, lane: Lane) -> bool:
+        """Whether a round of this run may weight its clients before they train and fold each
+        update into the sum as it finishes (``summed_with`` of
+        :func:`~fastfair.sim.training.local.train_lanes`), holding one update instead of the
+        cohort's: one process, a model that trains each client alone, a rule that reads no
+        round input (``updates``, ``sq_norms``, a client objective's report) and trains no
+        scalar beside the model, and no clipping bound (which needs every update's norm)."""
+        trains_scalar = lane.objective is not None and lane.objective.initial_state() is not None
+        return (self.dist.world_size == 1 and self.model.trains_alone(self.device)
+                and not trains_scalar and not self.rule.round_inputs and not self._bound().clips)
+
+    def _bound(self) -> UpdateBound:
+        c = self.config
+        return UpdateBound(c.max_update_norm, c.update_norm_reference, c.max_samples_per_client)
+
+    def _step(self, direction: torch.Tensor, m: int, coef: np.ndarray,
+              losses: Optional[np.ndarray]) -> Dict[str, Any]:
+        """The server step along ``direction [P]`` summed over processes; the round's record."""
         self.optimizer.step(self.params, self.dist.sum(direction))
         assert self.rule.last_mixture is not None  # weights() committed the round, which sets it
         loss = {} if losses is None else {"train_loss": float(np.mean(losses))}
@@ -354,6 +385,8 @@ def play_round(sims: Sequence[Simulation], t: int,
         keys.append(CohortKeys.of(seed, ids, device))
         first += len(ids)
     every = cast(List[Lane], lanes)  # every run is in one group: each has its lane
+    if len(sims) == 1 and lead.sums_as_trained(every[0]):
+        return [_summed_round(lead, cohorts[0], shares[0], batches[0], keys[0], every[0], local)]
     batch = batches[0] if len(batches) == 1 else concat_batches(batches)
     trained = train_lanes(lead.model, batch, keys[0] if len(keys) == 1 else CohortKeys.cat(keys),
                           every, local, received_loss=True)
@@ -368,6 +401,20 @@ def play_round(sims: Sequence[Simulation], t: int,
             for j, r in enumerate(scored):
                 trained[r] = trained[r][:2] + (mine[j],)
     counts = {r: batches[g].counts for g, members in enumerate(groups.values()) for r in members}
-    return [sim._aggregate(ids, share, loss, counts[r], lane.objective, update, state)
+    return [sim._aggregate(ids, share, loss, counts[r], lane.objective, update, state, local)
             for r, (sim, ids, share, lane, (update, state, loss))
             in enumerate(zip(sims, cohorts, shares, every, trained))]
+
+
+def _summed_round(sim: Simulation, ids: np.ndarray, share: slice, batch: ClientBatch,
+                  keys: CohortKeys, lane: Lane, local: LocalTrainingConfig) -> Dict[str, Any]:
+    """A round of one run that sums its updates as its clients finish
+    (:meth:`Simulation.sums_as_trained`): the received model's losses where the run needs them,
+    the rule's coefficients, training folding each update into the weighted sum (in the order
+    the clients are handed out), the server step along it."""
+    losses = None
+    if sim.needs_received_loss():
+        losses = evaluate_clients(sim.model, sim.params.unsqueeze(0), batch, accuracy=False)[0][0]
+    coef, step, losses = sim._weigh(ids, losses, batch.counts, None, None, None)
+    direction = train_lanes(sim.model, batch, keys, [lane], local, summed_with=step[share])[0][0]
+    return sim._step(direction, ids.shape[0], coef, losses)

@@ -8,11 +8,13 @@ one thread; a client's numbers are therefore the same for any thread count and i
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+import threading
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 
+from fastfair import ops
 from fastfair.sim.data.base import ClientBatch
 from fastfair.sim.models.module import ModuleModel
 from fastfair.sim.process import one_thread_each
@@ -22,10 +24,52 @@ from fastfair.sim.training.precision import autocast
 from fastfair.sim.training.schedule import LocalTrainingConfig, keyed_schedule
 
 
+class OrderedFold:
+    r"""The weighted sum :math:`\sum_i c_i \Delta_i` of a cohort's updates, folded as the clients
+    finish instead of held as ``[M, P]`` rows: ``weights [M]`` (float64) are the coefficients of
+    the rows in the order training hands them out. Row i is added once rows 0..i-1 are (a row that
+    finishes early waits, alone, for those before it), so the sum is the same bits for any
+    thread count: with one thread no update waits, and memory holds one update, not M.
+    :attr:`result` (``[P]`` float32) is the sum once every row has been folded."""
+
+    def __init__(self, weights: np.ndarray) -> None:
+        self.weights = np.asarray(weights, dtype=np.float64)
+        self._sum = ops.Accumulator()
+        self._waiting: Dict[int, torch.Tensor] = {}
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def put(self, i: int, update: torch.Tensor) -> None:
+        """Row ``i``'s update ``[P]`` (kept until the rows before it are folded)."""
+        with self._lock:
+            self._waiting[i] = update
+            while self._next in self._waiting:
+                self._sum.add(self._waiting.pop(self._next), float(self.weights[self._next]))
+                self._next += 1
+
+    @property
+    def result(self) -> torch.Tensor:
+        if self._next != len(self.weights) or self._waiting:
+            raise RuntimeError(f"{self._next} of {len(self.weights)} rows folded")
+        return self._sum.result(normalize=False)
+
+
+def fold_in_order(updates: torch.Tensor, weights: np.ndarray, order: np.ndarray) -> torch.Tensor:
+    r""":math:`\sum_i w_i \Delta_i` ``[P]`` of ``updates [m, P]`` (m >= 1) with ``weights [m]``,
+    folded in ``order`` (:func:`~fastfair.sim.training.schedule.longest_first`, the order
+    :func:`train_alone` hands the clients out): the bits of the :class:`OrderedFold` that
+    ``summed_with`` makes while the same clients train, so that a run's rounds do not depend on
+    whether its cohort's updates were held (a sweep, several processes) or folded."""
+    fold = OrderedFold(np.asarray(weights, dtype=np.float64)[order])
+    for j, i in enumerate(order):
+        fold.put(j, updates[int(i)])
+    return fold.result
+
+
 def train_alone(model: ModuleModel, batch: ClientBatch, keys: CohortKeys, lanes: Sequence[Lane],
                 config: LocalTrainingConfig, sorted_client: np.ndarray, sorted_lane: np.ndarray,
-                position: np.ndarray, starts: torch.Tensor, updates: torch.Tensor,
-                extra: Optional[torch.Tensor]) -> None:
+                position: np.ndarray, starts: torch.Tensor, updates: Optional[torch.Tensor],
+                extra: Optional[torch.Tensor], fold: Optional[OrderedFold] = None) -> None:
     r"""The updates of the copies of a training pass, each trained alone: copy ``i`` (batch
     client ``sorted_client[i]`` of lane ``sorted_lane[i]``, longest first, as
     :func:`~fastfair.sim.training.local.train_lanes` sorts them) starts from its lane's
@@ -35,14 +79,15 @@ def train_alone(model: ModuleModel, batch: ClientBatch, keys: CohortKeys, lanes:
     only (no padding rows are computed), and leaves
     :math:`\Delta = \theta_{start} - \theta` in row ``position[i]`` of ``updates [M, P]``;
     its trained scalar goes to
-    ``extra[position[i]]`` (float64; None when no lane trains one).
+    ``extra[position[i]]`` (float64; None when no lane trains one). With ``fold`` (one lane,
+    no trained scalar) the updates go to it in hand-out order instead, and ``updates`` is None.
 
     ``min(torch.get_num_threads(), M)`` copies train at a time, each on its own thread, with
     torch's intra-op threads set to one for the duration
     (:func:`~fastfair.sim.process.one_thread_each`), so the arithmetic of a copy never depends
     on the thread count or on the other copies.
     """
-    device = updates.device
+    device = starts.device
     schedule = [(take, valid.sum(1)) for take, valid in
                 keyed_schedule(batch.counts.astype(np.int64), config, keys.shuffle,
                                sorted_client, device)]
@@ -55,6 +100,10 @@ def train_alone(model: ModuleModel, batch: ClientBatch, keys: CohortKeys, lanes:
         start = starts[int(sorted_lane[i])]
         own = start.clone()
         state = _train_row(model, batch, config, schedule, i, dropout[i], objectives, own)
+        if fold is not None:
+            fold.put(i, own.neg_().add_(start))  # start - own, in its own memory
+            return
+        assert updates is not None
         torch.sub(start, own, out=updates[int(position[i])])
         if extra is not None and state is not None:
             extra[int(position[i])] = state[0]

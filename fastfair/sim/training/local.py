@@ -15,7 +15,7 @@ from fastfair.sim.models.flat import FlatModel, TrainingStep
 from fastfair.sim.models.module import ModuleModel
 from fastfair.sim.process import one_thread_each
 from fastfair.sim.seeding import CohortKeys, advance_keys
-from fastfair.sim.training.alone import train_alone
+from fastfair.sim.training.alone import OrderedFold, train_alone
 from fastfair.sim.training.lanes import Lane, LaneObjectives
 from fastfair.sim.training.precision import autocast
 from fastfair.sim.training.schedule import (
@@ -52,7 +52,8 @@ def train_clients(model: FlatModel, global_params: torch.Tensor, batch: ClientBa
 
 def train_lanes(model: FlatModel, batch: ClientBatch, keys: CohortKeys, lanes: Sequence[Lane],
                 config: LocalTrainingConfig, chunk: Optional[int] = None,
-                received_loss: bool = False) -> List[Tuple[Any, ...]]:
+                received_loss: bool = False, summed_with: Optional[np.ndarray] = None
+                ) -> List[Tuple[Any, ...]]:
     r"""Local training of several runs' cohorts as one program: lane r trains a copy of its
     ``global_params [P]`` for each of its batch clients, on the objective of its rule, exactly
     as :func:`train_clients` trains one cohort; the :math:`M = \sum_r m_r` copies step together
@@ -73,6 +74,12 @@ def train_lanes(model: FlatModel, batch: ClientBatch, keys: CohortKeys, lanes: S
     :func:`train_clients` does; with ``received_loss`` a third entry, the ``[m_r]`` float64
     mean loss of the received model on each client's rows for lanes of the kernel (which
     computes it on the way, :func:`trains_by_kernel`), None for the others.
+
+    ``summed_with [m]`` (float64; one lane without a trained scalar, on a model that
+    :meth:`~fastfair.sim.models.flat.FlatModel.trains_alone`) returns in place of the updates
+    their weighted sum :math:`\sum_k w_k \Delta_k` ``[P]`` float32, folded as the clients finish
+    (:class:`~fastfair.sim.training.alone.OrderedFold`): a round then holds one update rather
+    than m.
     """
     if (batch.counts < 1).any():
         raise ValueError("every trained client needs at least one training sample")
@@ -81,8 +88,12 @@ def train_lanes(model: FlatModel, batch: ClientBatch, keys: CohortKeys, lanes: S
                  for lane in lanes]
     out: List[Tuple[Any, ...]] = [()] * len(lanes)
     rest = [r for r, k in enumerate(by_kernel) if not k]
+    if summed_with is not None and (len(lanes) != 1 or not rest
+                                    or not model.trains_alone(lanes[0].global_params.device)):
+        raise ValueError("summed_with needs one lane of a model that trains each client alone")
     if rest:
-        trained = _train_by_autograd(model, batch, keys, [lanes[r] for r in rest], config, chunk)
+        trained = _train_by_autograd(model, batch, keys, [lanes[r] for r in rest], config, chunk,
+                                     summed_with)
         for r, result in zip(rest, trained):
             out[r] = result + ((None,) if received_loss else ())
     mine = [r for r, k in enumerate(by_kernel) if k]
@@ -130,13 +141,13 @@ def _train_softmax_regression(batch: ClientBatch, keys: CohortKeys, lanes: Seque
 
 def _train_by_autograd(model: FlatModel, batch: ClientBatch, keys: CohortKeys,
                        lanes: Sequence[Lane], config: LocalTrainingConfig,
-                       chunk: Optional[int] = None
+                       chunk: Optional[int] = None, summed_with: Optional[np.ndarray] = None
                        ) -> List[Tuple[torch.Tensor, Optional[torch.Tensor]]]:
     """:func:`train_lanes` through autograd: every row's steps as batched torch programs,
     ``chunk`` rows at a time (on the CPU the chunks concurrently on the process's threads, one
     thread each), or each row alone as the plain module where the model trains so
     (:meth:`~fastfair.sim.models.flat.FlatModel.trains_alone`; ``chunk`` then changes
-    nothing)."""
+    nothing; ``summed_with``: see :func:`train_lanes`)."""
     counts = batch.counts.astype(np.int64)
     sizes = [len(lane.clients) for lane in lanes]
     row_client = np.concatenate([np.asarray(lane.clients, dtype=np.int64) for lane in lanes])
@@ -150,9 +161,16 @@ def _train_by_autograd(model: FlatModel, batch: ClientBatch, keys: CohortKeys,
     stateful = [lane.objective is not None and lane.objective.initial_state() is not None
                 for lane in lanes]
     position = torch.as_tensor(order, device=device)
-    updates = torch.empty(len(order), starts.shape[1], dtype=torch.float32, device=device)
     extra = torch.zeros(len(order), dtype=torch.float64, device=device) if any(stateful) \
         else None
+    if summed_with is not None:
+        if extra is not None:
+            raise ValueError("summed_with needs a lane whose objective trains no scalar")
+        fold = OrderedFold(np.asarray(summed_with, dtype=np.float64)[order])
+        train_alone(cast(ModuleModel, model), batch, keys, lanes, config, sorted_client,
+                    sorted_lane, order, starts, None, None, fold)
+        return [(fold.result, None)]
+    updates = torch.empty(len(order), starts.shape[1], dtype=torch.float32, device=device)
     if model.trains_alone(device):
         train_alone(cast(ModuleModel, model), batch, keys, lanes, config, sorted_client,
                     sorted_lane, order, starts, updates, extra)

@@ -288,3 +288,46 @@ def test_full_participation_sweep_is_its_runs_alone():
         alone, _ = _play(config, FreshSynthetic(6, seed=2))
         assert _without_times(run.history) == _without_times(alone.history), run.point
         np.testing.assert_array_equal(run.final, alone.evaluate()[0])
+
+
+def test_a_module_trained_alone_sums_its_updates_as_its_clients_finish(monkeypatch):
+    """A run whose rule reads no round input (FedAvg, TERM, FedProx) over a module trained alone
+    weights its cohort before training and folds each update as it finishes (one update held,
+    not m); a rule that reads the updates (FedMGDA) or its objective's report (Fed-CVaR-Avg), a
+    clipping bound or a batched module hold them. A bound
+    that never clips changes no bit: both ways sum in the order the clients are handed out."""
+    import fastfair.sim.rounds.engine as engine
+
+    rng = np.random.default_rng(0)
+    clients = [(rng.normal(size=(n, 36)).astype(np.float32), rng.integers(0, 3, n))
+               for n in (9, 14, 5, 11, 7, 13)]
+    data = ArrayDataset(clients, test=clients)
+    summed = []
+    train_lanes = engine.train_lanes
+
+    def spy(*args, **kwargs):
+        summed.append(kwargs.get("summed_with") is not None)
+        return train_lanes(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "train_lanes", spy)
+
+    def run(rule, cohort="alone", **options):
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(torch.nn.Linear(36, 16), torch.nn.ReLU(),
+                                  torch.nn.Linear(16, 3))
+        config = SimulationConfig(clients=6, per_round=4, rounds=3, eval_every=3, batch_size=5,
+                                  rule=rule, **options)
+        sim = Simulation(config, dataset=data, model=ModuleModel(net, cohort=cohort))
+        summed.clear()
+        while sim.round < config.rounds:
+            sim.step()
+        return sim, list(summed)
+
+    folded, calls = run("fedavg")
+    assert calls == [True] * 3
+    held, calls = run("fedavg", max_update_norm=1e30)
+    assert calls == [False] * 3
+    assert torch.equal(folded.params, held.params)
+    assert run("term")[1] == run("fedprox")[1] == [True] * 3
+    assert run("fedmgda")[1] == run("fedcvar")[1] == [False] * 3
+    assert run("fedavg", cohort="vmap")[1] == [False] * 3

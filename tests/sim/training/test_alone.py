@@ -147,3 +147,59 @@ def test_a_clients_parameters_train_64_byte_aligned_and_return_to_its_row():
     width = row.numel() - model.num_buffers
     assert torch.equal(row[:width], expected[:width])
     assert not torch.equal(row[width:], expected[width:])  # running statistics written back
+
+
+def test_updates_summed_as_clients_finish_are_the_held_updates_folded_in_hand_out_order():
+    """``summed_with`` returns the bits of the held updates folded in the order the clients are
+    handed out (longest first), on any thread count, holding one update at a time on one
+    thread."""
+    from fastfair.sim.training import alone
+    from fastfair.sim.training.schedule import longest_first
+
+    counts = [7, 3, 12, 5, 9, 12]
+    batch, ids = _batch(counts), np.arange(6)
+    model = ModuleModel(_net(), cohort="alone")
+    theta = model.init(torch.Generator().manual_seed(2))
+    keys = CohortKeys.of(5, ids, theta.device)
+    w = np.array([0.1, -0.3, 0.25, 0.0, 0.5, 0.45])
+    held = train_lanes(model, batch, keys, [Lane(theta, ids)], CONFIG)[0][0]
+    want = alone.fold_in_order(held, w, longest_first(batch.counts, CONFIG))
+    torch.testing.assert_close(want, (torch.from_numpy(w).float()[:, None] * held).sum(0),
+                               rtol=1e-5, atol=1e-7)
+    waiting = []
+    put = alone.OrderedFold.put
+
+    def counted(self, i, update):
+        put(self, i, update)
+        waiting.append(len(self._waiting))
+
+    for threads in (1, 3):
+        with torch_threads(threads), pytest.MonkeyPatch.context() as patch:
+            patch.setattr(alone.OrderedFold, "put", counted)
+            got = train_lanes(model, batch, keys, [Lane(theta, ids)], CONFIG, summed_with=w)
+        assert got[0][1] is None and torch.equal(got[0][0], want), threads
+        if threads == 1:
+            assert max(waiting) == 0  # every update was folded as soon as it arrived
+    with pytest.raises(ValueError, match="summed_with needs one lane"):
+        train_lanes(ModuleModel(_net(), cohort="vmap"), batch, keys, [Lane(theta, ids)], CONFIG,
+                    summed_with=w)
+    with pytest.raises(ValueError, match="trains no scalar"):
+        cvar = CVaRObjective(0.2, 0.1, 1.5, lr_threshold=0.05)
+        train_lanes(model, batch, keys, [Lane(theta, ids, cvar)], CONFIG, summed_with=w)
+
+
+def test_an_ordered_fold_waits_for_the_rows_before_and_refuses_an_unfinished_sum():
+    from fastfair.sim.training.alone import OrderedFold
+
+    rows = torch.randn(4, 5)
+    w = np.array([0.5, 2.0, -1.0, 3.0])
+    fold = OrderedFold(w)
+    for i in (2, 3, 1):
+        fold.put(i, rows[i])
+    with pytest.raises(RuntimeError, match="0 of 4 rows folded"):
+        _ = fold.result
+    fold.put(0, rows[0])
+    in_order = OrderedFold(w)
+    for i in range(4):
+        in_order.put(i, rows[i])
+    assert torch.equal(fold.result, in_order.result)
