@@ -27,7 +27,9 @@ on the machines these figures come from.
 Run: ``OMP_NUM_THREADS=1 python -m pytest bench/bench_cnn.py -q -s`` (batch 10 and 32, 1 and 2
 threads, fp32 and bf16 where the CPU has bf16 kernels), or one case at a chosen cohort size:
 ``python -m bench.bench_cnn --clients 30 --batch 32 --threads 1 --precision bf16 --repeat 3``
-(add ``--device cuda`` for the GPU).
+(add ``--device cuda`` for the GPU). Peak memory, one contender per process:
+``python -m bench.bench_cnn --clients 30 --batch 32 --repeat 2 --peak-memory fastfair`` (or
+``loop``, ``floor``).
 """
 
 from __future__ import annotations
@@ -196,6 +198,22 @@ def test_fedavg_cnn_round_cuda(cuda_floor_report):
             print("\n" + _line(case, {**times, "floor": [floor]}))
 
 
+def peak_memory(args: argparse.Namespace) -> float:
+    """MB of the process's peak resident set after ``args.repeat`` rounds of one contender (the
+    cohort's data made first, as in :func:`round_times`)."""
+    import resource
+
+    data = femnist_sized_cohort(args.clients, 10)
+    make = {"fastfair": lambda: fastfair_round(data, args.batch, args.precision, args.device),
+            "loop": lambda: loop_round(data, args.batch, args.precision, args.device),
+            "floor": lambda: floor_round(data, args.precision, args.device)}[args.peak_memory]
+    with kept_heap(), torch_threads(args.threads):
+        play = make()
+        for _ in range(args.repeat):
+            play()
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=100)
@@ -204,7 +222,13 @@ def main() -> None:
     parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16"))
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
+    parser.add_argument("--peak-memory", choices=("fastfair", "loop", "floor"),
+                        help="run this contender alone for --repeat rounds and print the "
+                             "process's peak resident memory (one contender per process)")
     args = parser.parse_args()
+    if args.peak_memory:
+        print(f"{args.peak_memory}: peak resident memory {peak_memory(args):.0f} MB")
+        return
     times = round_times(args.clients, args.batch, args.threads, args.precision, args.repeat,
                         args.device)
     print(_line(_case(args.clients, args.batch, args.threads, args.precision, args.device),
