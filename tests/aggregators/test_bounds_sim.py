@@ -10,6 +10,7 @@ torch = pytest.importorskip("torch")
 
 from fastfair.aggregators.bounds import UpdateBound  # noqa: E402
 from fastfair.sim import Simulation, SimulationConfig  # noqa: E402
+from fastfair.sim.training.schedule import LocalTrainingConfig  # noqa: E402
 from tests.aggregators.test_bounds import ABSOLUTE, BOUND, poison  # noqa: E402
 
 TINY = dict(dataset="synthetic", clients=10, per_round=10, rounds=1, eval_every=1,
@@ -20,8 +21,9 @@ def server_step(sim, updates, losses, counts):
     """The simulator's server side of one round on the given updates ``[10, P]`` (what
     training would hand it): returns the global step ``w - w'``."""
     before = sim.params.clone()
+    local = LocalTrainingConfig(epochs=1, batch_size=sim.config.batch_size, lr=sim.config.lr)
     sim._aggregate(np.arange(10), slice(0, 10), losses, counts, sim.rule.client_objective(),
-                   torch.from_numpy(updates).to(sim.params.dtype), None)
+                   torch.from_numpy(updates).to(sim.params.dtype), None, local)
     return (before - sim.params).double().numpy()
 
 
