@@ -1,6 +1,6 @@
-"""Local training of a FEMNIST cohort (LEAF's CNN, and FedAvg's 2NN for a small model), batched
-across the cohort against a per-client loop of the same module, and opening / sampling a
-FEMNIST-sized LEAF data set.
+"""Local training of a FEMNIST cohort (LEAF's CNN, and FedAvg's 2NN for a small model) and of a
+Shakespeare-like cohort (LEAF's char-LSTM), batched across the cohort against a per-client loop
+of the same module, and opening / sampling a FEMNIST-sized LEAF data set.
 
 Run: ``OMP_NUM_THREADS=1 python -m pytest bench/bench_models.py -q -s`` (``-k train`` or
 ``-k leaf``; the full sizes take about 15 minutes and 5 GB of disk in the temporary folder).
@@ -9,7 +9,9 @@ Run: ``OMP_NUM_THREADS=1 python -m pytest bench/bench_models.py -q -s`` (``-k tr
   or 32, one cohort step from the same global model, for each network. ``fastfair batched``:
   ``train_clients`` on a :class:`~fastfair.sim.models.module.ModuleModel` with its default
   ``cohort="auto"``: the CNN (6.6M parameters) trains each client's copy alone as the plain
-  module (``channels_last``), the 2NN (0.2M) its copies together in ``vmap`` programs.
+  module (``channels_last``), the 2NN (0.2M) its copies together in ``vmap`` programs. The
+  char-LSTM (0.82M parameters, a label per position) trains on 10 clients of 10-120 random
+  sequences of 80 tokens (a vocabulary of 80), each copy alone.
   ``torch per-client loop`` (the reference): each client in turn, the module loaded with the
   global weights, ``torch.optim.SGD`` on the same minibatches. The two run
   interleaved (A B A B) under :func:`~fastfair.sim.process.kept_heap`, as ``Experiment.run``
@@ -59,12 +61,35 @@ def _two_layer_mlp():
                                Dense(200, 200), torch.nn.ReLU(), Dense(200, 62))
 
 
-NETWORKS = {"femnist-cnn": _femnist_cnn, "2nn": _two_layer_mlp}
+def _char_lstm():
+    return BUILDERS["char-lstm"][0](SimpleNamespace(vocab_size=80, num_classes=80))
+
+
+NETWORKS = {"femnist-cnn": _femnist_cnn, "2nn": _two_layer_mlp, "char-lstm": _char_lstm}
+LSTM_CLIENTS = sizes(10, 2)
+
+
+def shakespeare_like_cohort(clients: int, most: int = 120, length: int = 80) -> SimpleNamespace:
+    """``clients`` clients of 10-``most`` sequences of ``length`` token ids in [0, 80), a
+    next-token label per position (``y [n, length]``), client k's rows
+    ``offsets[k]:offsets[k + 1]``."""
+    rng = np.random.default_rng(0)
+    counts = rng.integers(min(10, most), most + 1, clients)
+    n = int(counts.sum())
+    return SimpleNamespace(x=torch.from_numpy(rng.integers(0, 80, (n, length))),
+                           y=torch.from_numpy(rng.integers(0, 80, (n, length))),
+                           offsets=np.concatenate([[0], np.cumsum(counts)]), counts=counts)
 
 
 @pytest.fixture(scope="module")
-def cohort():
-    return femnist_sized_cohort(CLIENTS, 62)  # FEMNIST's 62 classes
+def cohorts():
+    return {"images": femnist_sized_cohort(CLIENTS, 62),  # FEMNIST's 62 classes
+            "tokens": shakespeare_like_cohort(LSTM_CLIENTS, sizes(120, 4), sizes(80, 8))}
+
+
+def _loss(logits, y):
+    """Mean cross-entropy over samples, or over every position of every sequence."""
+    return torch.nn.functional.cross_entropy(logits.flatten(0, -2), y.flatten())
 
 
 def _loop(module, theta, batch, config, ids, seed):
@@ -78,7 +103,7 @@ def _loop(module, theta, batch, config, ids, seed):
                 continue
             rows = take[k][valid[k]]
             opt.zero_grad()
-            torch.nn.functional.cross_entropy(module(batch.x[rows]), batch.y[rows]).backward()
+            _loss(module(batch.x[rows]), batch.y[rows]).backward()
             opt.step()
 
 
@@ -88,27 +113,29 @@ def _dense_epoch(module, batch, lr):
     opt = torch.optim.SGD(module.parameters(), lr=lr)
     for start in range(0, batch.x.shape[0], 1024):
         opt.zero_grad()
-        torch.nn.functional.cross_entropy(module(batch.x[start:start + 1024]),
-                                          batch.y[start:start + 1024]).backward()
+        _loss(module(batch.x[start:start + 1024]), batch.y[start:start + 1024]).backward()
         opt.step()
 
 
 @pytest.mark.parametrize("batch_size", [10, 32])
 @pytest.mark.parametrize("network", list(NETWORKS))
-def test_train_batched_vs_loop(floor_report, cohort, network, batch_size):
+def test_train_batched_vs_loop(floor_report, cohorts, network, batch_size):
+    cohort = cohorts["tokens" if network == "char-lstm" else "images"]
+    clients = len(cohort.counts)
     torch.manual_seed(0)
     module = NETWORKS[network]()
     model = ModuleModel(module, init="given")  # every contender starts from these weights
     theta = model.init(None)
     config = LocalTrainingConfig(epochs=1, batch_size=batch_size, lr=0.05)
-    ids = np.arange(CLIENTS)
+    ids = np.arange(clients)
     runs = {"fastfair batched": lambda: train_clients(model, theta, cohort, config, ids, seed=1),
             "torch per-client loop": lambda: _loop(module, theta, cohort, config, ids, seed=1)}
     with kept_heap():  # as Experiment.run trains: freed memory is reused, for both contenders
         times = interleaved(runs, REPEATS)
     floor = best_time(lambda: _dense_epoch(NETWORKS[network](), cohort, 0.05), repeat=1,
                       warmup=0)
-    case = f"{network} FEMNIST {CLIENTS} clients batch {batch_size}"
+    data = "Shakespeare-like" if network == "char-lstm" else "FEMNIST"
+    case = f"{network} {data} {clients} clients batch {batch_size}"
     for name, seconds in times.items():
         floor_report.add(case, name, min(seconds), floor_seconds=floor,
                          reference=name.startswith("torch"))
