@@ -42,11 +42,13 @@ class CohortMode(TorchFunctionMode):
         super().__init__()
         self.key, self.valid, self.calls = key, valid, 0
         self.handlers = {**_HANDLERS, **_LAYOUT} if channels_last else _HANDLERS
+        self.handled = False  # whether any call of the block went to a handler
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         handler = self.handlers.get(func)
         if handler is None:
             return func(*args, **(kwargs or {}))
+        self.handled = True
         return handler(self, func, *args, **(kwargs or {}))
 
     def rows(self, batch: int) -> torch.Tensor:

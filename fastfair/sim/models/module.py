@@ -10,7 +10,7 @@ import math
 import threading
 import warnings
 from collections import OrderedDict
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, ContextManager, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -27,8 +27,9 @@ COHORT_MODES = ("auto", "vmap", "alone")
 #: CNN trained 1.43x slower as 2 copies in one ``vmap`` program than each copy alone.
 ALONE_BELOW = 8
 
-_OTHER_RANDOMNESS = ("the module calls a random operation other than dropout; batched "
-                     "training reproduces only dropout per client (keyed masks)")
+_OTHER_RANDOMNESS = ("the module calls a random operation other than dropout (or, trained "
+                     "alone, calls dropout on some forward passes only); training reproduces "
+                     "only dropout per client (keyed masks)")
 
 
 class ModuleModel(FlatModel):
@@ -113,6 +114,7 @@ class ModuleModel(FlatModel):
         self._lock = threading.Lock()
         self.module, self.eval_rows, self._loss = module, int(eval_rows), loss
         self.random = True  # dropout may hide in any forward (F.dropout): always pass keys
+        self._alone_needs_no_mode = False  # see saw_pass
         self.param_names = [n for n, _ in params]
         self.buffer_names = [n for n, _ in buffers]
         self.names = self.param_names + self.buffer_names
@@ -274,11 +276,23 @@ class ModuleModel(FlatModel):
         if not torch.equal(state, torch.random.get_rng_state()):
             raise ValueError(_OTHER_RANDOMNESS)
 
-    def client_mode(self, key: Optional[torch.Tensor], rows: int) -> CohortMode:
+    def client_mode(self, key: Optional[torch.Tensor], rows: int) -> ContextManager[Any]:
         """The mode one client's alone forward pass runs under: dropout keyed by the step's
-        ``key`` (0-dim int64), batch norm over its ``rows`` real samples."""
+        ``key`` (0-dim int64), batch norm over its ``rows`` real samples; nothing once a pass
+        under it has handled none of the module's calls (:meth:`saw_pass`)."""
+        if self._alone_needs_no_mode:
+            return contextlib.nullcontext()
         return CohortMode(torch.zeros((), dtype=torch.int64) if key is None else key,
                           torch.ones(rows, dtype=torch.bool), self.channels_last)
+
+    def saw_pass(self, mode: object) -> None:
+        """After an alone forward pass under ``mode`` (:meth:`client_mode`): when the mode
+        handled none of its calls (no dropout, batch norm, 2-d convolution or max pooling in
+        the module), the next passes run without it, saving the Python dispatch of every
+        operation (3% of the char-LSTM's round). A module that calls dropout on a later pass
+        only is refused then, as any other draw from torch's generator is."""
+        if isinstance(mode, CohortMode) and not mode.handled:
+            self._alone_needs_no_mode = True
 
     def input_layout(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` as alone training feeds it: images ``[B, C, H, W]`` in ``channels_last``

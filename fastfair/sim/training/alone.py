@@ -126,8 +126,10 @@ def _train_row(model: ModuleModel, batch: ClientBatch, config: LocalTrainingConf
             rows = take[i, :n]  # a row's real samples are the first n of its minibatch
             x, y = batch.x.index_select(0, rows), batch.y.index_select(0, rows)
             step_key = torch.from_numpy(advance_keys(key, t))[0] if model.random else None
-            with model.client_mode(step_key, n), autocast(config.precision, x.device):
+            mode = model.client_mode(step_key, n)
+            with mode, autocast(config.precision, x.device):
                 logits = module(model.input_layout(x))
+            model.saw_pass(mode)
             mean = model.sample_loss(logits.float().unsqueeze(0), y.unsqueeze(0)).mean(1)
             s = None if state is None else state.detach().requires_grad_(True)
             flat = _flat(leaves, row) if objectives.groups else row  # read by objectives only

@@ -203,3 +203,44 @@ def test_an_ordered_fold_waits_for_the_rows_before_and_refuses_an_unfinished_sum
     for i in range(4):
         in_order.put(i, rows[i])
     assert torch.equal(fold.result, in_order.result)
+
+
+def test_a_module_whose_calls_need_no_cohort_mode_trains_without_it_to_the_same_bits():
+    """A pass whose module calls no dropout, batch norm, convolution or max pooling lets the
+    next passes skip the cohort mode's dispatch: the same bits as under it. A module with
+    dropout keeps the mode; one that calls dropout only on a later pass is refused."""
+    counts = [7, 3, 12]
+    batch, ids = _batch(counts), np.arange(3)
+
+    def mlp():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Flatten(), nn.Linear(36, 16), nn.ReLU(), nn.Linear(16, 3))
+
+    plain = ModuleModel(mlp(), cohort="alone")
+    theta = plain.init(torch.Generator().manual_seed(2))
+    fresh = train_clients(plain, theta, batch, CONFIG, ids, seed=5)[0]
+    assert plain._alone_needs_no_mode
+    assert torch.equal(train_clients(plain, theta, batch, CONFIG, ids, seed=5)[0], fresh)
+    held = ModuleModel(mlp(), cohort="alone")
+    held.saw_pass = lambda mode: None  # always under the mode
+    assert torch.equal(train_clients(held, theta, batch, CONFIG, ids, seed=5)[0], fresh)
+
+    dropout = ModuleModel(_net(), cohort="alone")
+    train_clients(dropout, dropout.init(torch.Generator().manual_seed(2)), batch, CONFIG, ids,
+                  seed=5)
+    assert not dropout._alone_needs_no_mode
+
+    class LateDropout(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body, self.passes = mlp(), 0
+
+        def forward(self, x):
+            self.passes += 1
+            out = self.body(x)
+            return nn.functional.dropout(out, 0.5) if self.passes > 1 else out
+
+    late = ModuleModel(LateDropout(), cohort="alone")
+    with pytest.raises(ValueError, match="random operation other than dropout"):
+        train_clients(late, late.init(torch.Generator().manual_seed(2)), batch, CONFIG, ids,
+                      seed=5)
