@@ -1,6 +1,13 @@
-"""One FedAvg round of FedAvg's CNN (McMahan et al. 2017: 5x5 conv 32 + 2x2 max pool, 5x5 conv 64
-+ pool, dense 512, 10 outputs; 1.66M parameters) over a FEMNIST-sized cohort: 100 clients of about
-200 images 28x28 each, one local epoch of SGD (lr 0.05), every client in the round.
+"""One FedAvg round of the models users train, every client in the round, one local epoch of SGD
+(lr 0.05):
+
+- ``fedavg-cnn``: FedAvg's CNN (McMahan et al. 2017: 5x5 conv 32 + 2x2 max pool, 5x5 conv 64 +
+  pool, dense 512, 10 outputs; 1.66M parameters) over a FEMNIST-sized cohort: 100 clients of
+  about 200 images 28x28 each;
+- ``femnist-cnn``: LEAF's FEMNIST CNN (dense 2048, 62 outputs; 6.6M parameters) on the same
+  kind of cohort with 62 classes;
+- ``char-lstm``: LEAF's char-LSTM (0.82M parameters) over 10 clients of 10-120 random sequences
+  of 80 tokens, a next-token label per position.
 
 Contenders, interleaved (A B A B) under :func:`~fastfair.sim.process.kept_heap` and the same
 thread setting (:func:`~fastfair.sim.process.torch_threads`), as ``Experiment.run`` runs:
@@ -24,9 +31,11 @@ ends with a device synchronisation, so a round's time is its device time.
 pfl-research is not a contender here: its environment (``bench/pfl_round.py``) is not installed
 on the machines these figures come from.
 
-Run: ``OMP_NUM_THREADS=1 python -m pytest bench/bench_cnn.py -q -s`` (batch 10 and 32, 1 and 2
-threads, fp32 and bf16 where the CPU has bf16 kernels), or one case at a chosen cohort size:
+Run: ``OMP_NUM_THREADS=1 python -m pytest bench/bench_cnn.py -q -s`` (FedAvg's CNN at batch 10
+and 32, 1 and 2 threads, fp32 and bf16 where the CPU has bf16 kernels; the other two networks at
+batch 10 and 32, one thread, fp32), or one case at a chosen cohort size:
 ``python -m bench.bench_cnn --clients 30 --batch 32 --threads 1 --precision bf16 --repeat 3``
+(``--network femnist-cnn`` or ``char-lstm`` for the others)
 (add ``--device cuda`` for the GPU). Peak memory, one contender per process:
 ``python -m bench.bench_cnn --clients 30 --batch 32 --repeat 2 --peak-memory fastfair`` (or
 ``loop``, ``floor``).
@@ -40,11 +49,18 @@ from types import SimpleNamespace
 from typing import Callable, Dict, List
 
 import numpy as np
+import pytest
 import torch
 
-from bench.conftest import femnist_sized_cohort, interleaved, sizes
+from bench.conftest import (
+    femnist_sized_cohort,
+    interleaved,
+    mean_cross_entropy,
+    shakespeare_like_cohort,
+    sizes,
+)
 from fastfair.sim import ArrayDataset, ModuleModel, Simulation, SimulationConfig
-from fastfair.sim.models.zoo import _two_conv_cnn
+from fastfair.sim.models.zoo import BUILDERS, _two_conv_cnn
 from fastfair.sim.process import kept_heap, torch_threads
 from fastfair.sim.training.schedule import LocalTrainingConfig, minibatch_schedule
 
@@ -58,6 +74,23 @@ def fedavg_cnn() -> torch.nn.Module:
     return _two_conv_cnn((1, 28, 28), 10, 512, "fedavg-cnn")
 
 
+def _femnist_cnn() -> torch.nn.Module:
+    return BUILDERS["femnist-cnn"][0](SimpleNamespace(sample_shape=(1, 28, 28), num_classes=62))
+
+
+def _char_lstm() -> torch.nn.Module:
+    return BUILDERS["char-lstm"][0](SimpleNamespace(vocab_size=80, num_classes=80))
+
+
+#: network -> (module builder, cohort of n clients, classes)
+NETWORKS: Dict[str, tuple] = {
+    "fedavg-cnn": (fedavg_cnn, lambda n: femnist_sized_cohort(n, 10), 10),
+    "femnist-cnn": (_femnist_cnn, lambda n: femnist_sized_cohort(n, 62), 62),
+    "char-lstm": (_char_lstm, lambda n: shakespeare_like_cohort(n, sizes(120, 4), sizes(80, 8)),
+                  80),
+}
+
+
 def _synchronised(fn: Callable[[], object], device: str) -> Callable[[], None]:
     """``fn`` followed by a wait for the device's queued work (nothing to wait for on a CPU)."""
     def run() -> None:
@@ -68,26 +101,29 @@ def _synchronised(fn: Callable[[], object], device: str) -> Callable[[], None]:
 
 
 def fastfair_round(data: SimpleNamespace, batch_size: int, precision: str,
-                   device: str = "cpu") -> Callable[[], None]:
+                   device: str = "cpu", network: str = "fedavg-cnn") -> Callable[[], None]:
     """A FedAvg simulation of the cohort on ``device``; returns its ``step`` (one round), warmed
     up."""
     k = len(data.counts)
     arrays = [(data.x[data.offsets[i]:data.offsets[i + 1]].numpy(),
                data.y[data.offsets[i]:data.offsets[i + 1]].numpy()) for i in range(k)]
-    dataset = ArrayDataset(arrays, test=arrays, num_classes=10)
+    build, _, classes = NETWORKS[network]
+    tokens = not data.x.is_floating_point()
+    dataset = ArrayDataset(arrays, test=arrays, num_classes=classes,
+                           vocab_size=80 if tokens else None)
     config = SimulationConfig(clients=k, per_round=k, rounds=10 ** 6, eval_every=10 ** 6,
                               eval_clients=1, lr=LR, batch_size=batch_size, precision=precision,
                               device=device)
-    sim = Simulation(config, dataset=dataset, model=ModuleModel(fedavg_cnn()))
+    sim = Simulation(config, dataset=dataset, model=ModuleModel(build()))
     step = _synchronised(sim.step, device)
     step()
     return step
 
 
 def loop_round(data: SimpleNamespace, batch_size: int, precision: str,
-               device: str = "cpu") -> Callable[[], None]:
+               device: str = "cpu", network: str = "fedavg-cnn") -> Callable[[], None]:
     """The plain per-client PyTorch loop of a FedAvg round (see the module's docstring)."""
-    module = fedavg_cnn().to(device)
+    module = NETWORKS[network][0]().to(device)
     theta = torch.nn.utils.parameters_to_vector(module.parameters()).detach()
     config = LocalTrainingConfig(epochs=1, batch_size=batch_size, lr=LR)
     ids = np.arange(len(data.counts))
@@ -107,7 +143,7 @@ def loop_round(data: SimpleNamespace, batch_size: int, precision: str,
                 opt.zero_grad()
                 with torch.autocast(autocast, dtype=torch.bfloat16, enabled=precision == "bf16"):
                     out = module(x[rows])
-                torch.nn.functional.cross_entropy(out.float(), y[rows]).backward()
+                mean_cross_entropy(out.float(), y[rows]).backward()
                 opt.step()
             trained = torch.nn.utils.parameters_to_vector(module.parameters()).detach()
             direction.add_(theta - trained, alpha=float(weights[k]))
@@ -116,9 +152,10 @@ def loop_round(data: SimpleNamespace, batch_size: int, precision: str,
     return _synchronised(play, device)
 
 
-def floor_round(data: SimpleNamespace, precision: str, device: str = "cpu") -> Callable[[], None]:
+def floor_round(data: SimpleNamespace, precision: str, device: str = "cpu",
+                network: str = "fedavg-cnn") -> Callable[[], None]:
     """One epoch of one model over all the cohort's samples in batches of 1,024."""
-    module = fedavg_cnn().to(device)
+    module = NETWORKS[network][0]().to(device)
     opt = torch.optim.SGD(module.parameters(), lr=LR)
     low = precision == "bf16"
     x, y = data.x.to(device), data.y.to(device)
@@ -127,26 +164,28 @@ def floor_round(data: SimpleNamespace, precision: str, device: str = "cpu") -> C
     def play() -> None:
         for start in range(0, x.shape[0], 1024):
             xb = x[start:start + 1024]
-            if low:
+            if low and xb.dim() == 4:
                 xb = xb.contiguous(memory_format=torch.channels_last)
             opt.zero_grad()
             with torch.autocast(autocast, dtype=torch.bfloat16, enabled=low):
                 out = module(xb)
-            torch.nn.functional.cross_entropy(out.float(), y[start:start + 1024]).backward()
+            mean_cross_entropy(out.float(), y[start:start + 1024]).backward()
             opt.step()
 
     return _synchronised(play, device)
 
 
 def round_times(clients: int, batch_size: int, threads: int, precision: str,
-                repeat: int, device: str = "cpu") -> Dict[str, List[float]]:
-    """``{contender: [seconds of each round]}`` on ``device``, interleaved, ``repeat`` rounds
-    each."""
-    data = femnist_sized_cohort(clients, 10)  # FedAvg's CNN: 10 classes
+                repeat: int, device: str = "cpu", network: str = "fedavg-cnn"
+                ) -> Dict[str, List[float]]:
+    """``{contender: [seconds of each round]}`` of ``network`` on ``device``, interleaved,
+    ``repeat`` rounds each."""
+    data = NETWORKS[network][1](clients)
     with kept_heap(), torch_threads(threads):
-        runs = {"fastfair round": fastfair_round(data, batch_size, precision, device),
-                "torch per-client loop": loop_round(data, batch_size, precision, device),
-                "floor": floor_round(data, precision, device)}
+        runs = {"fastfair round": fastfair_round(data, batch_size, precision, device, network),
+                "torch per-client loop": loop_round(data, batch_size, precision, device,
+                                                    network),
+                "floor": floor_round(data, precision, device, network)}
         return interleaved(runs, repeat)
 
 
@@ -162,15 +201,17 @@ def _line(case: str, times: Dict[str, List[float]]) -> str:
 PRECISIONS = ["fp32"] + (["bf16"] if torch.ops.mkldnn._is_mkldnn_bf16_supported() else [])
 
 
+NAMES = {"fedavg-cnn": "FedAvg CNN", "femnist-cnn": "LEAF FEMNIST CNN", "char-lstm": "char-LSTM"}
+
+
 def _case(clients: int, batch_size: int, threads: int, precision: str,
-          device: str = "cpu") -> str:
+          device: str = "cpu", network: str = "fedavg-cnn") -> str:
     where = f"{threads} thread(s)" if device == "cpu" else device
-    return f"FedAvg CNN round, {clients} clients, batch {batch_size}, {where}, {precision}"
+    return (f"{NAMES[network]} round, {clients} clients, batch {batch_size}, {where}, "
+            f"{precision}")
 
 
 def test_fedavg_cnn_round(floor_report):
-    import pytest
-
     for precision in PRECISIONS:
         for threads in (1, 2):
             for batch_size in (10, 32):
@@ -183,6 +224,20 @@ def test_fedavg_cnn_round(floor_report):
                 print("\n" + _line(case, {**times, "floor": [floor]}))
     if not PRECISIONS[1:]:
         pytest.skip("bf16: this CPU has no bf16 kernels")
+
+
+@pytest.mark.parametrize("network", ["femnist-cnn", "char-lstm"])
+def test_leaf_model_round(floor_report, network):
+    """LEAF's FEMNIST CNN (100 clients) and char-LSTM (10), batch 10 and 32, one thread, fp32."""
+    clients = CLIENTS if network == "femnist-cnn" else sizes(10, 2)
+    for batch_size in (10, 32):
+        case = _case(clients, batch_size, 1, "fp32", network=network)
+        times = round_times(clients, batch_size, 1, "fp32", REPEATS, network=network)
+        floor = min(times.pop("floor"))
+        for name, seconds in times.items():
+            floor_report.add(case, name, min(seconds), floor_seconds=floor,
+                             reference=name.startswith("torch"))
+        print("\n" + _line(case, {**times, "floor": [floor]}))
 
 
 def test_fedavg_cnn_round_cuda(cuda_floor_report):
@@ -203,10 +258,13 @@ def peak_memory(args: argparse.Namespace) -> float:
     cohort's data made first, as in :func:`round_times`)."""
     import resource
 
-    data = femnist_sized_cohort(args.clients, 10)
-    make = {"fastfair": lambda: fastfair_round(data, args.batch, args.precision, args.device),
-            "loop": lambda: loop_round(data, args.batch, args.precision, args.device),
-            "floor": lambda: floor_round(data, args.precision, args.device)}[args.peak_memory]
+    data = NETWORKS[args.network][1](args.clients)
+    make = {"fastfair": lambda: fastfair_round(data, args.batch, args.precision, args.device,
+                                               args.network),
+            "loop": lambda: loop_round(data, args.batch, args.precision, args.device,
+                                       args.network),
+            "floor": lambda: floor_round(data, args.precision, args.device,
+                                         args.network)}[args.peak_memory]
     with kept_heap(), torch_threads(args.threads):
         play = make()
         for _ in range(args.repeat):
@@ -222,6 +280,7 @@ def main() -> None:
     parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16"))
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
+    parser.add_argument("--network", default="fedavg-cnn", choices=list(NETWORKS))
     parser.add_argument("--peak-memory", choices=("fastfair", "loop", "floor"),
                         help="run this contender alone for --repeat rounds and print the "
                              "process's peak resident memory (one contender per process)")
@@ -230,9 +289,9 @@ def main() -> None:
         print(f"{args.peak_memory}: peak resident memory {peak_memory(args):.0f} MB")
         return
     times = round_times(args.clients, args.batch, args.threads, args.precision, args.repeat,
-                        args.device)
-    print(_line(_case(args.clients, args.batch, args.threads, args.precision, args.device),
-                times))
+                        args.device, args.network)
+    print(_line(_case(args.clients, args.batch, args.threads, args.precision, args.device,
+                      args.network), times))
 
 
 if __name__ == "__main__":

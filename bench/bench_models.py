@@ -37,7 +37,14 @@ import numpy as np
 import pytest
 import torch
 
-from bench.conftest import best_time, femnist_sized_cohort, interleaved, sizes
+from bench.conftest import (
+    best_time,
+    femnist_sized_cohort,
+    interleaved,
+    mean_cross_entropy,
+    shakespeare_like_cohort,
+    sizes,
+)
 from fastfair.sim.data.leaf import LeafDataset
 from fastfair.sim.data.leaf_json import LeafFile
 from fastfair.sim.models.module import ModuleModel
@@ -69,27 +76,10 @@ NETWORKS = {"femnist-cnn": _femnist_cnn, "2nn": _two_layer_mlp, "char-lstm": _ch
 LSTM_CLIENTS = sizes(10, 2)
 
 
-def shakespeare_like_cohort(clients: int, most: int = 120, length: int = 80) -> SimpleNamespace:
-    """``clients`` clients of 10-``most`` sequences of ``length`` token ids in [0, 80), a
-    next-token label per position (``y [n, length]``), client k's rows
-    ``offsets[k]:offsets[k + 1]``."""
-    rng = np.random.default_rng(0)
-    counts = rng.integers(min(10, most), most + 1, clients)
-    n = int(counts.sum())
-    return SimpleNamespace(x=torch.from_numpy(rng.integers(0, 80, (n, length))),
-                           y=torch.from_numpy(rng.integers(0, 80, (n, length))),
-                           offsets=np.concatenate([[0], np.cumsum(counts)]), counts=counts)
-
-
 @pytest.fixture(scope="module")
 def cohorts():
     return {"images": femnist_sized_cohort(CLIENTS, 62),  # FEMNIST's 62 classes
             "tokens": shakespeare_like_cohort(LSTM_CLIENTS, sizes(120, 4), sizes(80, 8))}
-
-
-def _loss(logits, y):
-    """Mean cross-entropy over samples, or over every position of every sequence."""
-    return torch.nn.functional.cross_entropy(logits.flatten(0, -2), y.flatten())
 
 
 def _loop(module, theta, batch, config, ids, seed):
@@ -103,7 +93,7 @@ def _loop(module, theta, batch, config, ids, seed):
                 continue
             rows = take[k][valid[k]]
             opt.zero_grad()
-            _loss(module(batch.x[rows]), batch.y[rows]).backward()
+            mean_cross_entropy(module(batch.x[rows]), batch.y[rows]).backward()
             opt.step()
 
 
@@ -113,7 +103,8 @@ def _dense_epoch(module, batch, lr):
     opt = torch.optim.SGD(module.parameters(), lr=lr)
     for start in range(0, batch.x.shape[0], 1024):
         opt.zero_grad()
-        _loss(module(batch.x[start:start + 1024]), batch.y[start:start + 1024]).backward()
+        mean_cross_entropy(module(batch.x[start:start + 1024]),
+                           batch.y[start:start + 1024]).backward()
         opt.step()
 
 

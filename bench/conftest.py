@@ -223,3 +223,21 @@ def femnist_sized_cohort(clients: int, classes: int) -> SimpleNamespace:
     y = torch.from_numpy(rng.integers(0, classes, n))
     offsets = np.concatenate([[0], np.cumsum(counts)])
     return SimpleNamespace(x=x, y=y, offsets=offsets, counts=counts)
+
+
+def shakespeare_like_cohort(clients: int, most: int = 120, length: int = 80) -> SimpleNamespace:
+    """``clients`` clients of 10-``most`` sequences of ``length`` token ids in [0, 80), a
+    next-token label per position (``y [n, length]``), client k's rows
+    ``offsets[k]:offsets[k + 1]``."""
+    rng = np.random.default_rng(0)
+    counts = rng.integers(min(10, most), most + 1, clients)
+    n = int(counts.sum())
+    return SimpleNamespace(x=torch.from_numpy(rng.integers(0, 80, (n, length))),
+                           y=torch.from_numpy(rng.integers(0, 80, (n, length))),
+                           offsets=np.concatenate([[0], np.cumsum(counts)]), counts=counts)
+
+
+def mean_cross_entropy(logits, y):
+    """Mean cross-entropy of ``logits [B, C]`` against ``y [B]``, or of ``[B, T, C]`` against a
+    label per position ``y [B, T]`` (over every position of every sequence)."""
+    return torch.nn.functional.cross_entropy(logits.flatten(0, -2), y.flatten())
