@@ -22,7 +22,10 @@ thread setting (:func:`~fastfair.sim.process.torch_threads`), as ``Experiment.ru
   sample-weighted average; then the global step. In bf16 its forward passes run under
   ``torch.autocast`` (the plain way; NCHW inputs).
 - the floor: one model trained on all the round's samples in batches of 1,024 (one epoch; in
-  bf16 under autocast with ``channels_last`` inputs), the arithmetic a round cannot avoid.
+  bf16 under autocast with ``channels_last`` inputs), the arithmetic a round cannot avoid;
+- ``one model, batches of B``: the same epoch at the round's batch size B, the least any local
+  SGD at that batch size does (a step's gradient and update of every parameter, the weights
+  read again per minibatch), with no client's model to load or average.
 
 ``--device cuda`` (and the ``cuda`` case) runs all three on the GPU: the cohort's tensors, the
 module and the loop's minibatch indices live there before the clock starts, and every contender
@@ -153,8 +156,8 @@ def loop_round(data: SimpleNamespace, batch_size: int, precision: str,
 
 
 def floor_round(data: SimpleNamespace, precision: str, device: str = "cpu",
-                network: str = "fedavg-cnn") -> Callable[[], None]:
-    """One epoch of one model over all the cohort's samples in batches of 1,024."""
+                network: str = "fedavg-cnn", batch_size: int = 1024) -> Callable[[], None]:
+    """One epoch of one model over all the cohort's samples in batches of ``batch_size``."""
     module = NETWORKS[network][0]().to(device)
     opt = torch.optim.SGD(module.parameters(), lr=LR)
     low = precision == "bf16"
@@ -162,14 +165,14 @@ def floor_round(data: SimpleNamespace, precision: str, device: str = "cpu",
     autocast = torch.device(device).type
 
     def play() -> None:
-        for start in range(0, x.shape[0], 1024):
-            xb = x[start:start + 1024]
+        for start in range(0, x.shape[0], batch_size):
+            xb = x[start:start + batch_size]
             if low and xb.dim() == 4:
                 xb = xb.contiguous(memory_format=torch.channels_last)
             opt.zero_grad()
             with torch.autocast(autocast, dtype=torch.bfloat16, enabled=low):
                 out = module(xb)
-            mean_cross_entropy(out.float(), y[start:start + 1024]).backward()
+            mean_cross_entropy(out.float(), y[start:start + batch_size]).backward()
             opt.step()
 
     return _synchronised(play, device)
@@ -185,6 +188,8 @@ def round_times(clients: int, batch_size: int, threads: int, precision: str,
         runs = {"fastfair round": fastfair_round(data, batch_size, precision, device, network),
                 "torch per-client loop": loop_round(data, batch_size, precision, device,
                                                     network),
+                f"one model, batches of {batch_size}": floor_round(data, precision, device,
+                                                                   network, batch_size),
                 "floor": floor_round(data, precision, device, network)}
         return interleaved(runs, repeat)
 
