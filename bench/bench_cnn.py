@@ -56,6 +56,8 @@ import pytest
 import torch
 
 from bench.conftest import (
+    char_lstm,
+    femnist_cnn,
     femnist_sized_cohort,
     interleaved,
     mean_cross_entropy,
@@ -63,7 +65,7 @@ from bench.conftest import (
     sizes,
 )
 from fastfair.sim import ArrayDataset, ModuleModel, Simulation, SimulationConfig
-from fastfair.sim.models.zoo import BUILDERS, _two_conv_cnn
+from fastfair.sim.models.zoo import _two_conv_cnn
 from fastfair.sim.process import kept_heap, torch_threads
 from fastfair.sim.training.schedule import LocalTrainingConfig, minibatch_schedule
 
@@ -77,19 +79,13 @@ def fedavg_cnn() -> torch.nn.Module:
     return _two_conv_cnn((1, 28, 28), 10, 512, "fedavg-cnn")
 
 
-def _femnist_cnn() -> torch.nn.Module:
-    return BUILDERS["femnist-cnn"][0](SimpleNamespace(sample_shape=(1, 28, 28), num_classes=62))
-
-
-def _char_lstm() -> torch.nn.Module:
-    return BUILDERS["char-lstm"][0](SimpleNamespace(vocab_size=80, num_classes=80))
 
 
 #: network -> (module builder, cohort of n clients, classes)
 NETWORKS: Dict[str, tuple] = {
     "fedavg-cnn": (fedavg_cnn, lambda n: femnist_sized_cohort(n, 10), 10),
-    "femnist-cnn": (_femnist_cnn, lambda n: femnist_sized_cohort(n, 62), 62),
-    "char-lstm": (_char_lstm, lambda n: shakespeare_like_cohort(n, sizes(120, 4), sizes(80, 8)),
+    "femnist-cnn": (femnist_cnn, lambda n: femnist_sized_cohort(n, 62), 62),
+    "char-lstm": (char_lstm, lambda n: shakespeare_like_cohort(n, sizes(120, 4), sizes(80, 8)),
                   80),
 }
 

@@ -31,7 +31,6 @@ import json
 import shutil
 import statistics
 import time
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -39,6 +38,8 @@ import torch
 
 from bench.conftest import (
     best_time,
+    char_lstm,
+    femnist_cnn,
     femnist_sized_cohort,
     interleaved,
     mean_cross_entropy,
@@ -48,7 +49,7 @@ from bench.conftest import (
 from fastfair.sim.data.leaf import LeafDataset
 from fastfair.sim.data.leaf_json import LeafFile
 from fastfair.sim.models.module import ModuleModel
-from fastfair.sim.models.zoo import BUILDERS, Dense
+from fastfair.sim.models.zoo import Dense
 from fastfair.sim.process import kept_heap
 from fastfair.sim.training.local import train_clients
 from fastfair.sim.training.schedule import LocalTrainingConfig, minibatch_schedule
@@ -58,9 +59,6 @@ USERS = sizes(3500, 30)
 REPEATS = sizes(2, 1)
 
 
-def _femnist_cnn():
-    return BUILDERS["femnist-cnn"][0](SimpleNamespace(sample_shape=(1, 28, 28), num_classes=62))
-
 
 def _two_layer_mlp():
     """FedAvg's 2NN (two 200-unit ReLU layers), 0.2M parameters against the CNN's 6.6M."""
@@ -68,11 +66,8 @@ def _two_layer_mlp():
                                Dense(200, 200), torch.nn.ReLU(), Dense(200, 62))
 
 
-def _char_lstm():
-    return BUILDERS["char-lstm"][0](SimpleNamespace(vocab_size=80, num_classes=80))
 
-
-NETWORKS = {"femnist-cnn": _femnist_cnn, "2nn": _two_layer_mlp, "char-lstm": _char_lstm}
+NETWORKS = {"femnist-cnn": femnist_cnn, "2nn": _two_layer_mlp, "char-lstm": char_lstm}
 LSTM_CLIENTS = sizes(10, 2)
 
 

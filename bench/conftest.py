@@ -241,3 +241,17 @@ def mean_cross_entropy(logits, y):
     """Mean cross-entropy of ``logits [B, C]`` against ``y [B]``, or of ``[B, T, C]`` against a
     label per position ``y [B, T]`` (over every position of every sequence)."""
     return torch.nn.functional.cross_entropy(logits.flatten(0, -2), y.flatten())
+
+
+def femnist_cnn():
+    """LEAF's FEMNIST CNN (dense 2048, 62 outputs; 6.6M parameters) as the simulator builds it."""
+    from fastfair.sim.models.zoo import BUILDERS
+
+    return BUILDERS["femnist-cnn"][0](SimpleNamespace(sample_shape=(1, 28, 28), num_classes=62))
+
+
+def char_lstm():
+    """LEAF's char-LSTM (0.82M parameters) for a vocabulary and classes of 80."""
+    from fastfair.sim.models.zoo import BUILDERS
+
+    return BUILDERS["char-lstm"][0](SimpleNamespace(vocab_size=80, num_classes=80))
