@@ -9,7 +9,7 @@ one thread; a client's numbers are therefore the same for any thread count and i
 from __future__ import annotations
 
 import threading
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 import torch
@@ -51,7 +51,7 @@ class OrderedFold:
     def result(self) -> torch.Tensor:
         if self._next != len(self.weights) or self._waiting:
             raise RuntimeError(f"{self._next} of {len(self.weights)} rows folded")
-        return self._sum.result(normalize=False)
+        return cast(torch.Tensor, self._sum.result(normalize=False))  # the rows' type
 
 
 def fold_in_order(updates: torch.Tensor, weights: np.ndarray, order: np.ndarray) -> torch.Tensor:
