@@ -184,12 +184,13 @@ class Simulation(Runner):
         """The server side of a round: the rule's coefficients (:meth:`_weigh`), the weighted
         sum of this process's ``updates`` (its ``share`` of the cohort ``ids``), the step."""
         coef, step, losses = self._weigh(ids, losses_mine, counts_mine, objective, updates, state)
-        direction = torch.zeros_like(self.params)
         if updates.shape[0] and self.model.trains_alone(self.device):  # as _summed_round sums
             direction = fold_in_order(updates, step[share], longest_first(counts_mine, local))
-        elif updates.shape[0]:
-            ops.weighted_average(updates, torch.from_numpy(step[share]).to(self.device),
-                                 out=direction)
+        else:
+            direction = torch.zeros_like(self.params)
+            if updates.shape[0]:
+                ops.weighted_average(updates, torch.from_numpy(step[share]).to(self.device),
+                                     out=direction)
         return self._step(direction, ids.shape[0], coef, losses)
 
     def _weigh(self, ids: np.ndarray, losses_mine: Optional[np.ndarray], counts_mine: np.ndarray,
@@ -228,9 +229,9 @@ class Simulation(Runner):
         cohort's: one process, a model that trains each client alone, a rule that reads no
         round input (``updates``, ``sq_norms``, a client objective's report) and trains no
         scalar beside the model, and no clipping bound (which needs every update's norm)."""
-        trains_scalar = lane.objective is not None and lane.objective.initial_state() is not None
         return (self.dist.world_size == 1 and self.model.trains_alone(self.device)
-                and not trains_scalar and not self.rule.round_inputs and not self._bound().clips)
+                and not lane.trains_scalar and not self.rule.round_inputs
+                and not self._bound().clips)
 
     def _bound(self) -> UpdateBound:
         c = self.config
@@ -408,10 +409,9 @@ def play_round(sims: Sequence[Simulation], t: int,
 
 def _summed_round(sim: Simulation, ids: np.ndarray, share: slice, batch: ClientBatch,
                   keys: CohortKeys, lane: Lane, local: LocalTrainingConfig) -> Dict[str, Any]:
-    """A round of one run that sums its updates as its clients finish
-    (:meth:`Simulation.sums_as_trained`): the received model's losses where the run needs them,
-    the rule's coefficients, training folding each update into the weighted sum (in the order
-    the clients are handed out), the server step along it."""
+    """A round of one run that sums as it trains (:meth:`Simulation.sums_as_trained`): the
+    received model's losses where the run needs them, the coefficients, training folding each
+    update into the sum as its client finishes (hand-out order), the server step along it."""
     losses = None
     if sim.needs_received_loss():
         losses = evaluate_clients(sim.model, sim.params.unsqueeze(0), batch, accuracy=False)[0][0]

@@ -24,6 +24,12 @@ class Lane:
     clients: np.ndarray
     objective: Optional[ClientObjective] = None
 
+    @property
+    def trains_scalar(self) -> bool:
+        """Whether the lane's objective trains a scalar beside the model (Fed-CVaR-Avg's
+        threshold)."""
+        return self.objective is not None and self.objective.initial_state() is not None
+
 
 class LaneObjectives:
     """The lanes' client objectives over the rows of a

@@ -22,6 +22,7 @@ from fastfair.sim.training.schedule import (
     LocalTrainingConfig,
     keyed_schedule,
     local_steps,
+    longest_first,
     masked_mean,
 )
 
@@ -154,12 +155,11 @@ def _train_by_autograd(model: FlatModel, batch: ClientBatch, keys: CohortKeys,
     row_lane = np.repeat(np.arange(len(lanes)), sizes)
     # Rows in longest-first order: the rows still training are always a prefix (of every
     # chunk too), trained as views of it, so finished clients cost nothing.
-    order = np.argsort(-local_steps(counts, config)[row_client], kind="stable")
+    order = longest_first(counts[row_client], config)
     sorted_client, sorted_lane = row_client[order], row_lane[order]
     device = lanes[0].global_params.device
     starts = torch.stack([lane.global_params.detach().reshape(-1) for lane in lanes])
-    stateful = [lane.objective is not None and lane.objective.initial_state() is not None
-                for lane in lanes]
+    stateful = [lane.trains_scalar for lane in lanes]
     position = torch.as_tensor(order, device=device)
     extra = torch.zeros(len(order), dtype=torch.float64, device=device) if any(stateful) \
         else None
