@@ -16,35 +16,23 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
-import sys
-import tempfile
-from typing import Callable, List
+from typing import List
 
-from bench.conftest import interleaved, sizes
+from bench.bench_sweep import ROUNDS, RULES, SEEDS
+from bench.conftest import fastfair_command, interleaved, sizes
 
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 REPEAT = sizes(2, 1)
 MILLION = ["--rule", "aaggff-d", "--seeds", "0", "--clients", str(sizes(10 ** 6, 10 ** 4)),
            "--per-round", str(sizes(10 ** 4, 100)), "--rounds", str(sizes(100, 3))]
-SWEEP_RULES = ["fedavg", "fairavg", "fedprox", "aaggff-d", "fedmaba", "qfedavg", "term", "afl",
-               "propfair", "fedmgda"]
-SWEEP = ["--compare", ",".join(SWEEP_RULES), "--seeds", "0,1,2", "--rounds", str(sizes(200, 3))]
-
-
-def command(*args: str) -> Callable[[], None]:
-    """Runs ``python -m fastfair ARGS --quiet --out TMP`` to completion (raises on failure)."""
-    def run() -> None:
-        with tempfile.TemporaryDirectory() as out:
-            subprocess.run([sys.executable, "-m", "fastfair", *args, "--quiet", "--out",
-                            os.path.join(out, "run")], check=True, stdout=subprocess.DEVNULL)
-    return run
+SWEEP = ["--compare", ",".join(RULES), "--seeds", ",".join(map(str, SEEDS)), "--rounds",
+         str(ROUNDS)]
 
 
 def _gpu_against_cores(report, case: str, verb: str, args: List[str]) -> None:
-    times = interleaved({"gpu": command(verb, *args, "--device", "cuda"),
-                         "cpu": command(verb, *args, "--device", "cpu", "--threads", str(CORES))},
-                        REPEAT)
+    cpu = ["--device", "cpu", "--threads", str(CORES)]
+    times = interleaved({"gpu": fastfair_command(verb, *args, "--device", "cuda"),
+                         "cpu": fastfair_command(verb, *args, *cpu)}, REPEAT)
     for name, t in times.items():
         print(f"{case}: {name}: min {min(t):.2f} s, median {statistics.median(t):.2f} s")
     floor = min(times["gpu"])  # no separate floor: the ratio of interest is vs the CPU command

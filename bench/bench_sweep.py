@@ -18,13 +18,9 @@ Run: ``python -m pytest bench/bench_sweep.py -q -s`` (the full sizes take about 
 
 from __future__ import annotations
 
-import os
 import statistics
-import subprocess
-import sys
-import tempfile
 
-from bench.conftest import interleaved, sizes
+from bench.conftest import fastfair_command, interleaved, sizes
 
 RULES = ["fedavg", "fairavg", "fedprox", "aaggff-d", "fedmaba", "qfedavg", "term", "afl",
          "propfair", "fedmgda"]
@@ -38,18 +34,10 @@ def _print(case, times):
         print(f"{case}: {name}: min {min(t):.2f} s, median {statistics.median(t):.2f} s")
 
 
-def _command(*args):
-    def run():
-        with tempfile.TemporaryDirectory() as out:
-            subprocess.run([sys.executable, "-m", "fastfair", *args, "--quiet", "--out",
-                            os.path.join(out, "x")], check=True, stdout=subprocess.DEVNULL)
-    return run
-
-
 def test_sweep_commands(floor_report):
     common = ["--rounds", str(ROUNDS)]
-    one = _command("simulate", "--rule", "fedavg", *common)
-    sweep = _command("sweep", "--compare", ",".join(RULES), "--seeds",
+    one = fastfair_command("simulate", "--rule", "fedavg", *common)
+    sweep = fastfair_command("sweep", "--compare", ",".join(RULES), "--seeds",
                      ",".join(map(str, SEEDS)), "--threads", "2", *common)
     times = interleaved({"one run": one, "sweep": sweep}, REPEAT)
     _print("commands", times)

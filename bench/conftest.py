@@ -52,6 +52,20 @@ def interleaved(contenders, repeat: int):
     return times
 
 
+def fastfair_command(*args: str):
+    """A callable that runs ``python -m fastfair ARGS --quiet --out TMP`` to completion in a
+    fresh temporary folder (raises on failure): a whole command, as a user meets it."""
+    import subprocess
+    import sys
+    import tempfile
+
+    def run() -> None:
+        with tempfile.TemporaryDirectory() as out:
+            subprocess.run([sys.executable, "-m", "fastfair", *args, "--quiet", "--out",
+                            os.path.join(out, "run")], check=True, stdout=subprocess.DEVNULL)
+    return run
+
+
 def best_time(fn, repeat: int = 7, warmup: int = 1) -> float:
     """Minimum wall time of ``fn()`` over ``repeat`` runs (the least-disturbed run on a shared
     machine)."""
