@@ -4,9 +4,11 @@ Every call draws 1000 ids the process has not seen (a cross-device round meets n
 the contenders run interleaved (A B A B), one thread:
 
 - ``client_data``: ``SyntheticDataset.client_data(ids)``, the cohort's training split as the
-  simulator makes it each round (keyed normals for the models and the samples, then the feature
-  transform and labelling of :func:`fastfair.ops.label_segments`);
-- its parts: the samples' keyed normals (``normal_segments``) and ``label_segments`` alone;
+  simulator makes it each round (keyed normals for the models and the samples, the latter into
+  the memory of the previous cohort, then the feature transform and labelling of
+  :func:`fastfair.ops.label_segments`);
+- its parts: the samples' keyed float32 normals (``normal_segments``, into memory already
+  mapped) and ``label_segments`` alone;
 - ``training kernel``: :func:`fastfair.ops.softmax_regression_sgd` on that cohort (one local
   epoch of batch 32, as the simulator's default round), with and without the received model's
   loss (AAggFF-D's rounds need it), the reference: data generation should take no longer.
@@ -59,10 +61,13 @@ def test_fresh_cohort_against_training(floor_report):
                                        received_loss=loss)
         return run
 
+    samples = torch.empty(2 * batch.x.numel())  # mapped memory, as client_data's HostBuffer
+
     def sample_normals():
         ids = new_ids()
         starts = PrefixSplit(ds.total_samples(ids), "train").starts
-        normals(keys(0, Stream.SYNTHETIC_SAMPLES, ids), starts * F, torch.device("cpu"))
+        normals(keys(0, Stream.SYNTHETIC_SAMPLES, ids), starts * F, torch.device("cpu"),
+                out=samples[:int(starts[-1]) * F])
 
     W, b, v = ds._model(batch_ids := new_ids(), torch.device("cpu"))
     rows = PrefixSplit(ds.total_samples(batch_ids), "train")

@@ -2,8 +2,9 @@
 // [C_i, C_i + ceil(len_i / 4)) with C_i = offsets[i] / 4 + i, so a grid-stride loop over the
 // N / 4 + m slots draws every Philox counter exactly once, whatever the segment lengths; a thread
 // finds its segment by a binary search of C and writes the (up to) four consecutive elements of
-// its counter. The double-precision formulas of normal_segments.h run on CUDA's _rn intrinsics
-// (no FMA contraction) and __dsqrt_rn, so the bits equal the CPU's. offsets are read as given:
+// its counter. The formulas of normal_segments.h (double for float64 output, float for float32)
+// run on CUDA's _rn intrinsics (no FMA contraction) and correctly rounded square roots, so the
+// bits equal the CPU's. offsets are read as given:
 // a segment that does not lie inside out is skipped rather than written out of bounds.
 #include <algorithm>
 
@@ -20,8 +21,32 @@ __device__ __forceinline__ int64_t slot_of(const int64_t* __restrict__ off, int6
   return __ldg(off + i) / 4 + i;
 }
 
-__device__ __forceinline__ double radius(uint32_t w) {
-  return __dsqrt_rn(normal::mul(-2.0, normal::log_uniform<double, uint64_t>(double(w))));
+// The four normals of a counter's words: the double formulas of normal_segments.h ...
+__device__ __forceinline__ void four_normals(const philox::U32x4& w, double* z) {
+  using normal::log_uniform;
+  const double r0 = __dsqrt_rn(normal::mul(-2.0, log_uniform<double, uint64_t>(double(w.v[0]))));
+  const double r2 = __dsqrt_rn(normal::mul(-2.0, log_uniform<double, uint64_t>(double(w.v[2]))));
+  double c1, s1, c3, s3;
+  normal::cos_sin_turn(double(w.v[1]), c1, s1);
+  normal::cos_sin_turn(double(w.v[3]), c3, s3);
+  z[0] = normal::mul(r0, c1);
+  z[1] = normal::mul(r0, s1);
+  z[2] = normal::mul(r2, c3);
+  z[3] = normal::mul(r2, s3);
+}
+
+// ... or its float formulas.
+__device__ __forceinline__ void four_normals(const philox::U32x4& w, float* z) {
+  using normal32::mul;
+  const float r0 = __fsqrt_rn(mul(-2.0f, normal32::log_uniform<float, uint32_t, int32_t>(w.v[0])));
+  const float r2 = __fsqrt_rn(mul(-2.0f, normal32::log_uniform<float, uint32_t, int32_t>(w.v[2])));
+  float c1, s1, c3, s3;
+  normal32::cos_sin_turn<float, uint32_t, int32_t>(w.v[1], c1, s1);
+  normal32::cos_sin_turn<float, uint32_t, int32_t>(w.v[3], c3, s3);
+  z[0] = mul(r0, c1);
+  z[1] = mul(r0, s1);
+  z[2] = mul(r2, c3);
+  z[3] = mul(r2, s3);
 }
 
 template <typename T>
@@ -39,17 +64,13 @@ __global__ void normal_segments_kernel(const uint64_t* __restrict__ keys,
     const int64_t begin = __ldg(off + lo), end = __ldg(off + lo + 1);
     if (begin < 0 || end > total || 4 * c >= end - begin) continue;
     const philox::U32x4 w = philox::draw(__ldg(keys + lo), 0, philox::kTagNormal, uint64_t(c));
-    const double r0 = radius(w.v[0]), r2 = radius(w.v[2]);
-    double c1, s1, c3, s3;
-    normal::cos_sin_turn(double(w.v[1]), c1, s1);
-    normal::cos_sin_turn(double(w.v[3]), c3, s3);
-    const double z[4] = {normal::mul(r0, c1), normal::mul(r0, s1), normal::mul(r2, c3),
-                         normal::mul(r2, s3)};
+    T z[4];
+    four_normals(w, z);
     T* dst = out + begin + 4 * c;
     const int64_t n = end - begin - 4 * c;
 #pragma unroll
     for (int k = 0; k < 4; ++k)
-      if (k < n) dst[k] = T(z[k]);
+      if (k < n) dst[k] = z[k];
   }
 }
 

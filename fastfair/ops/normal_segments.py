@@ -44,11 +44,14 @@ def normal_segments(keys: Array, offsets: Array, out: Optional[Array] = None, *,
     .. math:: \rho(w) = \sqrt{-2\ln\big((w + \tfrac12)\,2^{-32}\big)}, \qquad
        \theta(w) = 2\pi\, w\, 2^{-32},
 
-    so :math:`|z| \le \sqrt{66\ln 2} = 6.76`. The values are computed in float64 by the fixed
-    sequence of IEEE operations written out in ``csrc/include/fastfair/normal_segments.h`` (within
-    1e-15 of the exact Box-Muller values); float32 outputs are those rounded once. The
-    results are therefore bit-identical whatever the thread count, the CPU's instruction set,
-    CPU or CUDA, and however the segments are split into calls: a segment's numbers depend only
+    so :math:`|z| \le \sqrt{66\ln 2} = 6.76`. The values are computed in the output's precision
+    by the fixed sequence of IEEE operations written out in
+    ``csrc/include/fastfair/normal_segments.h``: float64 within 1e-15 of the exact Box-Muller
+    values, float32 within 4 ulp of them (single-precision ln, cos and sin: 2.8x faster than
+    float64 rounded, and other bits, as NumPy's float32 generators give other numbers than its
+    float64 ones). The results are bit-identical whatever the thread count, the CPU's instruction
+    set, CPU or CUDA, and however the segments are split into calls, and equal
+    :func:`fastfair.reference.normal_segments` in the same dtype: a segment's numbers depend only
     on its key and length (a longer segment extends a shorter one with the same key).
 
     Parameters

@@ -1,14 +1,14 @@
-"""Reference keyed normals for ragged segments (float64 NumPy).
+"""Reference keyed normals for ragged segments (NumPy, float64 and float32).
 
 A bit-exact twin of ``csrc/include/fastfair/normal_segments.h``: the same Philox words, and the
-same sequence of IEEE double operations for ln, cos and sin (each NumPy ufunc rounds once, as the
-kernels do with contraction off), so the compiled float64 op returns exactly these values and
-the float32 op these values rounded to float32.
+same sequence of IEEE operations for ln, cos and sin, in double precision for float64 and in
+single precision for float32 (each NumPy ufunc rounds once, as the kernels do with contraction
+off), so the compiled op returns exactly these values in either dtype.
 """
 
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Tuple, Union
 
 import numpy as np
 
@@ -75,8 +75,61 @@ def cos_sin_turn(w: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     return np.where((q > 0.5) & (q < 2.5), -c, c), np.where((q > 1.5) & (q < 3.5), -s, s)
 
 
-def segment_normals(key: int, n: int) -> np.ndarray:
-    r"""The first ``n`` normals :math:`z(\mathrm{key}, j)` of one segment's stream, float64.
+_F = np.float32
+_SQRT_HALF32 = _F(float.fromhex("0x1.6a09e6p-1"))
+_TURN_QUARTER32 = _F(float.fromhex("0x1.921fb6p-30"))
+_LN2_HI32, _LN2_LO32 = _F(float.fromhex("0x1.62e3p-1")), _F(float.fromhex("0x1.2fefa2p-17"))
+_LG32 = [_F(float.fromhex(h)) for h in ("0x1.555554p-1", "0x1.999c26p-2", "0x1.23d3dcp-2",
+                                        "0x1.f13c4cp-3")]
+_S32 = [_F(float.fromhex(h)) for h in ("-0x1.555546p-3", "0x1.11073cp-7", "-0x1.9943f2p-13")]
+_C32 = [_F(float.fromhex(h)) for h in ("0x1.55554ap-5", "-0x1.6c0c34p-10", "0x1.99eb9cp-16")]
+
+
+def log_uniform32(w: np.ndarray) -> np.ndarray:
+    r""":math:`\ln u` for :math:`u = (w + 1/2)\,2^{-32}` in float32 arithmetic: ``u = A + B`` split
+    exactly (``A`` the high 16 bits of ``w``), ``s = A + B`` rounded with its exact error ``t``
+    (Fast2Sum), FreeBSD's logf of ``s``, plus ``t / s``."""
+    w = np.asarray(w).astype(np.uint32)
+    A = (w >> np.uint32(16)).astype(_F) * _F(2.0 ** -16)
+    B = ((w & np.uint32(0xFFFF)).astype(_F) + _F(0.5)) * _F(2.0 ** -32)
+    s = A + B
+    t = B - (s - A)
+    b = s.view(np.uint32)
+    e = ((b >> np.uint32(23)) | np.uint32(0x4B000000)).view(_F) - _F(2.0 ** 23 + 126)
+    fr = ((b & np.uint32(0x7FFFFF)) | np.uint32(0x3F000000)).view(_F)
+    low = fr < _SQRT_HALF32
+    m = np.where(low, fr + fr, fr)
+    k = np.where(low, e - _F(1), e)
+    f = m - _F(1)
+    r = f / (_F(2) + f)
+    z = r * r
+    v = z * z
+    lg1, lg2, lg3, lg4 = _LG32
+    R = z * (lg1 + v * lg3) + v * (lg2 + v * lg4)
+    h = (_F(0.5) * f) * f
+    return (k * _LN2_HI32 - ((h - (r * (h + R) + k * _LN2_LO32)) - f)) + t / s
+
+
+def cos_sin_turn32(w: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    r""":math:`(\cos\theta, \sin\theta)` for :math:`\theta = 2\pi w\,2^{-32}` in float32
+    arithmetic: the nearest quarter turn ``q`` and the rest ``r`` as integers (exact), then
+    Cephes' sinf and cosf on :math:`x = r\,\pi / 2^{31} \in [-\pi/4, \pi/4]`."""
+    w = np.asarray(w).astype(np.uint32)
+    q = (w + np.uint32(1 << 29)) >> np.uint32(30)
+    x = (w - (q << np.uint32(30))).view(np.int32).astype(_F) * _TURN_QUARTER32
+    z = x * x
+    s1, s2, s3 = _S32
+    c1, c2, c3 = _C32
+    S = x + (x * z) * (s1 + z * (s2 + z * s3))
+    C = ((z * z) * (c1 + z * (c2 + z * c3)) - _F(0.5) * z) + _F(1)
+    odd = (q & np.uint32(1)) != 0
+    c, s = np.where(odd, S, C), np.where(odd, C, S)
+    return np.where((q == 1) | (q == 2), -c, c), np.where(q >= 2, -s, s)
+
+
+def segment_normals(key: int, n: int, dtype: Union[str, type] = "float64") -> np.ndarray:
+    r"""The first ``n`` normals :math:`z(\mathrm{key}, j)` of one segment's stream, in ``dtype``
+    (``float64`` or ``float32``, each computed in its own precision).
 
     Counter ``c = j // 4`` gives Philox words :math:`(w_0, w_1, w_2, w_3)` (key ``key``, counter
     words 2-3 = ``(0, NORM)``); :math:`z_{4c} = \rho(w_0)\cos\theta(w_1)`,
@@ -84,21 +137,32 @@ def segment_normals(key: int, n: int) -> np.ndarray:
     :math:`z_{4c+3} = \rho(w_2)\sin\theta(w_3)`, with :math:`\rho(w) = \sqrt{-2\ln u}`.
     """
     words = draw(int(key), 0, TAG_NORMAL, np.arange((n + 3) // 4, dtype=np.uint64))
-    r0, r2 = np.sqrt(-2.0 * log_uniform(words[0])), np.sqrt(-2.0 * log_uniform(words[2]))
-    c1, s1 = cos_sin_turn(words[1])
-    c3, s3 = cos_sin_turn(words[3])
+    if np.dtype(dtype) == np.float32:
+        r0 = np.sqrt(_F(-2) * log_uniform32(words[0]))
+        r2 = np.sqrt(_F(-2) * log_uniform32(words[2]))
+        c1, s1 = cos_sin_turn32(words[1])
+        c3, s3 = cos_sin_turn32(words[3])
+    elif np.dtype(dtype) == np.float64:
+        r0, r2 = np.sqrt(-2.0 * log_uniform(words[0])), np.sqrt(-2.0 * log_uniform(words[2]))
+        c1, s1 = cos_sin_turn(words[1])
+        c3, s3 = cos_sin_turn(words[3])
+    else:
+        raise ValueError(f"dtype must be float32 or float64; got {np.dtype(dtype)}")
     return np.stack([r0 * c1, r0 * s1, r2 * c3, r2 * s3], axis=1).reshape(-1)[:n]
 
 
-def normal_segments(keys: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    r"""``out[offsets[i] + j] = z(keys[i], j)`` over ragged segments, float64 ``[offsets[-1]]``.
+def normal_segments(keys: np.ndarray, offsets: np.ndarray,
+                    dtype: Union[str, type] = "float64") -> np.ndarray:
+    r"""``out[offsets[i] + j] = z(keys[i], j)`` over ragged segments, ``[offsets[-1]]`` in
+    ``dtype`` (float64 or float32).
 
     ``keys``: ``[m]`` uint64 (or int64, reinterpreted); ``offsets``: ``[m + 1]`` int64,
     non-decreasing, starting at 0. Each segment is :func:`segment_normals` of its key.
     """
     keys = np.asarray(keys).astype(np.uint64)
     offsets = np.asarray(offsets, dtype=np.int64)
-    out = np.empty(int(offsets[-1]), dtype=np.float64)
+    out = np.empty(int(offsets[-1]), dtype=dtype)
     for i, key in enumerate(keys):
-        out[offsets[i]:offsets[i + 1]] = segment_normals(int(key), int(offsets[i + 1] - offsets[i]))
+        out[offsets[i]:offsets[i + 1]] = segment_normals(int(key), int(offsets[i + 1] - offsets[i]),
+                                                         dtype)
     return out

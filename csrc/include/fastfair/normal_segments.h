@@ -37,6 +37,26 @@
 //
 // Operations are written left to right as above; a + b + c means (a + b) + c. The constants are the
 // hexadecimal doubles of kLn2Hi ... kC6 below.
+//
+// float32 outputs are computed in single precision (the float32 dtype picks the arithmetic, as
+// NumPy's float32 generators do), with the same words and pairing, every float operation rounded
+// on its own:
+//
+// ln u (FreeBSD's e_logf.c, branch-free, on an exact split of u): A = (w >> 16) * 2^-16 and
+// B = ((w & 0xffff) + 0.5) * 2^-32 are exact floats with u = A + B; s = A + B, t = B - (s - A)
+// (Fast2Sum: s + t = u exactly); frexp(s) = (fr, e); if fr < 0x1.6a09e6p-1 then m = fr + fr,
+// k = e - 1, else m = fr, k = e; f = m - 1;
+//   r = f / (2 + f),  z = r * r,  v = z * z,  t1 = v * (Lg2 + v * Lg4),  t2 = z * (Lg1 + v * Lg3),
+//   R = t2 + t1,  h = (0.5 * f) * f,
+//   ln u = (k * ln2_hi - ((h - (r * (h + R) + k * ln2_lo)) - f)) + t / s.
+// rho = sqrt(-2 ln u), correctly rounded.
+//
+// cos and sin of theta (Cephes' sinf / cosf on [-pi/4, pi/4]): q = ((w + 2^29) mod 2^32) >> 30,
+// the nearest quarter turn; r = (w - q 2^30) mod 2^32 as a signed 32-bit integer in [-2^29, 2^29];
+// x = float(r) * 0x1.921fb6p-30 (pi/2 per 2^30; int to float rounds to nearest);
+//   z = x * x,  S = x + (x * z) * (S1 + z * (S2 + z * S3)),
+//   C = ((z * z) * (C1 + z * (C2 + z * C3)) - 0.5 * z) + 1,
+// and the quadrant as above. z = rho * cos or rho * sin, rounded once.
 #pragma once
 
 #include <cstdint>
@@ -148,6 +168,99 @@ FASTFAIR_HD void cos_sin_turn(V w, V& cos_out, V& sin_out) {
 }
 
 }  // namespace normal
+
+// The float32 formulas (see the top of this file). On the host, V is float or a GCC vector of
+// floats, W and I the unsigned and signed 32-bit integers of the same lanes.
+namespace normal32 {
+
+#if defined(__CUDA_ARCH__)
+FASTFAIR_HD float add(float a, float b) { return __fadd_rn(a, b); }
+FASTFAIR_HD float sub(float a, float b) { return __fsub_rn(a, b); }
+FASTFAIR_HD float mul(float a, float b) { return __fmul_rn(a, b); }
+FASTFAIR_HD float div(float a, float b) { return __fdiv_rn(a, b); }
+#else
+template <typename A, typename B> FASTFAIR_HD auto add(A a, B b) { return a + b; }
+template <typename A, typename B> FASTFAIR_HD auto sub(A a, B b) { return a - b; }
+template <typename A, typename B> FASTFAIR_HD auto mul(A a, B b) { return a * b; }
+template <typename A, typename B> FASTFAIR_HD auto div(A a, B b) { return a / b; }
+#endif
+
+// A signed 32-bit integer (lane) as the nearest float.
+template <typename V, typename I>
+FASTFAIR_HD V to_float(I x) {
+#if defined(__CUDA_ARCH__)
+  return __int2float_rn(x);
+#else
+  if constexpr (sizeof(I) == 4) return V(x); else return __builtin_convertvector(x, V);
+#endif
+}
+
+template <typename W, typename V>
+FASTFAIR_HD W to_bits(V x) {
+#if defined(__CUDA_ARCH__)
+  return W(__float_as_uint(x));
+#else
+  return __builtin_bit_cast(W, x);
+#endif
+}
+template <typename V, typename W>
+FASTFAIR_HD V from_bits(W b) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(b);
+#else
+  return __builtin_bit_cast(V, b);
+#endif
+}
+
+constexpr float kSqrtHalf = 0x1.6a09e6p-1f;
+constexpr float kTurnQuarter = 0x1.921fb6p-30f;  // pi/2 per 2^30
+constexpr float kLn2Hi = 0x1.62e3p-1f, kLn2Lo = 0x1.2fefa2p-17f;
+constexpr float kLg1 = 0x1.555554p-1f, kLg2 = 0x1.999c26p-2f, kLg3 = 0x1.23d3dcp-2f,
+                kLg4 = 0x1.f13c4cp-3f;
+constexpr float kS1 = -0x1.555546p-3f, kS2 = 0x1.11073cp-7f, kS3 = -0x1.9943f2p-13f;
+constexpr float kC1 = 0x1.55554ap-5f, kC2 = -0x1.6c0c34p-10f, kC3 = 0x1.99eb9cp-16f;
+
+// ln((w + 1/2) 2^-32) for 32-bit words w.
+template <typename V, typename W, typename I>
+FASTFAIR_HD V log_uniform(W w) {
+  const V A = mul(to_float<V>(I(w >> 16)), 0x1p-16f);
+  const V B = mul(add(to_float<V>(I(w & 0xffffu)), 0.5f), 0x1p-32f);
+  const V s = add(A, B);
+  const V t = sub(B, sub(s, A));
+  const W b = to_bits<W>(s);
+  // frexp without an integer-to-float conversion: 2^23 + (biased exponent) as a float.
+  const V e = sub(from_bits<V>(W((b >> 23) | 0x4b000000u)), 0x1p+23f + 126.0f);
+  const V fr = from_bits<V>(W((b & 0x7fffffu) | 0x3f000000u));
+  const auto low = fr < kSqrtHalf;
+  const V m = low ? add(fr, fr) : fr;
+  const V k = low ? sub(e, 1.0f) : e;
+  const V f = sub(m, 1.0f);
+  const V r = div(f, add(2.0f, f));
+  const V z = mul(r, r), v = mul(z, z);
+  const V t1 = mul(v, add(kLg2, mul(v, kLg4)));
+  const V t2 = mul(z, add(kLg1, mul(v, kLg3)));
+  const V R = add(t2, t1);
+  const V h = mul(mul(0.5f, f), f);
+  const V ln_s = sub(mul(k, kLn2Hi), sub(sub(h, add(mul(r, add(h, R)), mul(k, kLn2Lo))), f));
+  return add(ln_s, div(t, s));
+}
+
+// cos and sin of 2 pi w 2^-32 for 32-bit words w.
+template <typename V, typename W, typename I>
+FASTFAIR_HD void cos_sin_turn(W w, V& cos_out, V& sin_out) {
+  const W q = W(w + 0x20000000u) >> 30;
+  const V x = mul(to_float<V>(I(W(w - (q << 30)))), kTurnQuarter);
+  const V z = mul(x, x);
+  const V S = add(x, mul(mul(x, z), add(kS1, mul(z, add(kS2, mul(z, kS3))))));
+  const V C = add(sub(mul(mul(z, z), add(kC1, mul(z, add(kC2, mul(z, kC3))))), mul(0.5f, z)),
+                  1.0f);
+  const auto odd = (q & 1u) != 0u;
+  const V c = odd ? S : C, s = odd ? C : S;
+  cos_out = (q == 1u) | (q == 2u) ? -c : c;
+  sin_out = (q >= 2u) ? -s : s;
+}
+
+}  // namespace normal32
 
 namespace cpu {
 Status normal_segments(const NormalSegmentsArgs& args);

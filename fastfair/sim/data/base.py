@@ -4,6 +4,7 @@ train/test prefix split of a client's generated samples (:class:`PrefixSplit`)."
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Tuple
 
@@ -18,6 +19,33 @@ def take_rows(t: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     Through ``index_select`` of the flattened index: the same copy as advanced indexing, which
     on the CPU computes every element's address and runs 2.5x slower on rows of 60 floats."""
     return t.index_select(0, index.reshape(-1)).view(*index.shape, *t.shape[1:])
+
+
+class HostBuffer:
+    """A host array that a data set generates each cohort into, handed out again once no tensor
+    uses it, so that a round's fresh cohort does not fault in and zero new pages: a 36 MB batch
+    costs 13 ms of page faults on a fresh allocation and 0.8 ms in memory already mapped.
+
+    The tensors :meth:`take` returns are views of one NumPy array; each holds a reference to it
+    until the last view is gone, so the array is written again only when nothing can see it.
+    Otherwise (the previous batch still alive) a new array is taken and the old one left to its
+    holders. Holds at most one array, 1/8 larger than the largest request, between calls.
+    """
+
+    def __init__(self) -> None:
+        self._array: Optional[np.ndarray] = None
+
+    def __getstate__(self) -> dict:
+        return {"_array": None}  # a copy of the data set starts with no buffer
+
+    def take(self, n: int, dtype: Any = np.float32) -> torch.Tensor:
+        """A CPU tensor ``[n]`` of ``dtype`` (contents undefined) in memory no other tensor
+        uses."""
+        # 2: self._array and getrefcount's own argument. More: a view is still alive.
+        if (self._array is None or self._array.size < n or self._array.dtype != np.dtype(dtype)
+                or sys.getrefcount(self._array) > 2):
+            self._array = np.empty(n + n // 8, dtype)
+        return torch.from_numpy(self._array[:n])
 
 
 @dataclass

@@ -10,7 +10,13 @@ import numpy as np
 import torch
 
 from fastfair import ops
-from fastfair.sim.data.base import ClientBatch, FederatedDataset, PrefixSplit, split_sizes
+from fastfair.sim.data.base import (
+    ClientBatch,
+    FederatedDataset,
+    HostBuffer,
+    PrefixSplit,
+    split_sizes,
+)
 from fastfair.sim.seeding import Stream, keys, torch_seed, uniform
 
 
@@ -45,6 +51,7 @@ class SyntheticDataset(FederatedDataset):
         self.num_features, self.num_classes = int(num_features), int(num_classes)
         self.sample_shape = (self.num_features,)
         self.max_samples = int(max_samples)
+        self._samples = HostBuffer()
         self._feature_std = torch.arange(1, num_features + 1, dtype=torch.float64).pow(-0.6).float()
         if iid:
             g = torch.Generator().manual_seed(torch_seed(self.seed, Stream.SYNTHETIC_SHARED_MODEL))
@@ -94,17 +101,19 @@ class SyntheticDataset(FederatedDataset):
         F = self.num_features
         rows = PrefixSplit(self.total_samples(ids), split)
         W, b, v = self._model(ids, device)
-        x = normals(keys(self.seed, Stream.SYNTHETIC_SAMPLES, ids), rows.starts * F,
-                     device).reshape(-1, F)
+        n = int(rows.starts[-1]) * F
+        x = normals(keys(self.seed, Stream.SYNTHETIC_SAMPLES, ids), rows.starts * F, device,
+                    out=self._samples.take(n) if device.type == "cpu" else None).reshape(-1, F)
         y = ops.label_segments(x, torch.from_numpy(rows.starts).to(device), W.contiguous(),
                                b.contiguous(), scale=self._feature_std.to(device),
                                shift=v.contiguous())
         return rows.batch(x, y)
 
 
-def normals(client_keys: np.ndarray, offsets: np.ndarray, device: torch.device) -> torch.Tensor:
-    """Keyed standard normals ``[offsets[-1]]`` float32 on ``device``: segment i
-    (``offsets[i]:offsets[i+1]``) from uint64 key ``client_keys[i]``
+def normals(client_keys: np.ndarray, offsets: np.ndarray, device: torch.device,
+            out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Keyed standard normals ``[offsets[-1]]`` float32 on ``device`` (into ``out`` if given):
+    segment i (``offsets[i]:offsets[i+1]``) from uint64 key ``client_keys[i]``
     (:func:`fastfair.ops.normal_segments`), so a client's draws do not depend on its cohort."""
     return ops.normal_segments(torch.from_numpy(client_keys.view(np.int64)).to(device),
-                               torch.from_numpy(offsets).to(device))
+                               torch.from_numpy(offsets).to(device), out)

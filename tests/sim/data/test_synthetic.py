@@ -25,6 +25,28 @@ def test_synthetic_is_reproducible_per_client_in_any_order():
     assert not torch.equal(other.x[:5], a.x[:5])
 
 
+def test_a_fresh_cohort_reuses_the_memory_of_a_batch_no_one_holds():
+    """Cohorts are generated into one host array, again only once every tensor of the last
+    batch is gone: a batch still held keeps its values, and the data equal a new data set's."""
+    ds = SyntheticDataset(1000, seed=3)
+    first = ds.client_data(np.arange(0, 40))
+    kept = first.x.clone()
+    second = ds.client_data(np.arange(40, 80))  # first is alive: other memory
+    assert second.x.data_ptr() != first.x.data_ptr()
+    torch.testing.assert_close(first.x, kept, rtol=0, atol=0)
+    view = second.x[5]
+    pointer = second.x.data_ptr()
+    del second
+    dropped = ds.client_data(np.arange(80, 120)).x.data_ptr()  # dropped at once
+    assert dropped != pointer  # a view of the second batch still holds its memory
+    del view
+    third = ds.client_data(np.arange(120, 150))  # fewer rows: fits
+    assert third.x.data_ptr() == dropped
+    fresh = SyntheticDataset(1000, seed=3).client_data(np.arange(120, 150))
+    torch.testing.assert_close(third.x, fresh.x, rtol=0, atol=0)
+    assert torch.equal(third.y, fresh.y)
+
+
 def test_synthetic_train_and_test_partition_each_client():
     d = SyntheticDataset(100, 0.5, 0.5, seed=0)
     ids = np.arange(20)
