@@ -79,13 +79,17 @@ namespace normal {
 
 // One rounding per operation. CUDA's _rn intrinsics are never contracted into FMAs; host
 // translation units that evaluate these templates must compile with -ffp-contract=off
-// (csrc/cpu/simd/normal_segments.cpp sets it by pragma). On the host, A and B may be doubles or
-// GCC vectors of doubles.
+// (csrc/cpu/simd/normal_segments.cpp sets it by pragma). On the host, A and B may be doubles,
+// floats or GCC vectors of either; on CUDA the float formulas call the float overloads.
 #if defined(__CUDA_ARCH__)
-template <typename A, typename B> FASTFAIR_HD double add(A a, B b) { return __dadd_rn(a, b); }
-template <typename A, typename B> FASTFAIR_HD double sub(A a, B b) { return __dsub_rn(a, b); }
-template <typename A, typename B> FASTFAIR_HD double mul(A a, B b) { return __dmul_rn(a, b); }
-template <typename A, typename B> FASTFAIR_HD double div(A a, B b) { return __ddiv_rn(a, b); }
+FASTFAIR_HD double add(double a, double b) { return __dadd_rn(a, b); }
+FASTFAIR_HD double sub(double a, double b) { return __dsub_rn(a, b); }
+FASTFAIR_HD double mul(double a, double b) { return __dmul_rn(a, b); }
+FASTFAIR_HD double div(double a, double b) { return __ddiv_rn(a, b); }
+FASTFAIR_HD float add(float a, float b) { return __fadd_rn(a, b); }
+FASTFAIR_HD float sub(float a, float b) { return __fsub_rn(a, b); }
+FASTFAIR_HD float mul(float a, float b) { return __fmul_rn(a, b); }
+FASTFAIR_HD float div(float a, float b) { return __fdiv_rn(a, b); }
 #else
 template <typename A, typename B> FASTFAIR_HD auto add(A a, B b) { return a + b; }
 template <typename A, typename B> FASTFAIR_HD auto sub(A a, B b) { return a - b; }
@@ -93,11 +97,14 @@ template <typename A, typename B> FASTFAIR_HD auto mul(A a, B b) { return a * b;
 template <typename A, typename B> FASTFAIR_HD auto div(A a, B b) { return a / b; }
 #endif
 
-// The 64 bits of a double (or of each lane of a vector of doubles), and back.
+// The bits of a double or a float (or of each lane of a vector of them), and back.
 template <typename I, typename V>
 FASTFAIR_HD I to_bits(V x) {
 #if defined(__CUDA_ARCH__)
-  return I(__double_as_longlong(x));
+  if constexpr (sizeof(V) == 8)
+    return I(__double_as_longlong(x));
+  else
+    return I(__float_as_uint(x));
 #else
   return __builtin_bit_cast(I, x);
 #endif
@@ -105,7 +112,10 @@ FASTFAIR_HD I to_bits(V x) {
 template <typename V, typename I>
 FASTFAIR_HD V from_bits(I b) {
 #if defined(__CUDA_ARCH__)
-  return __longlong_as_double(static_cast<long long>(b));
+  if constexpr (sizeof(V) == 8)
+    return __longlong_as_double(static_cast<long long>(b));
+  else
+    return __uint_as_float(static_cast<unsigned>(b));
 #else
   return __builtin_bit_cast(V, b);
 #endif
@@ -173,17 +183,12 @@ FASTFAIR_HD void cos_sin_turn(V w, V& cos_out, V& sin_out) {
 // floats, W and I the unsigned and signed 32-bit integers of the same lanes.
 namespace normal32 {
 
-#if defined(__CUDA_ARCH__)
-FASTFAIR_HD float add(float a, float b) { return __fadd_rn(a, b); }
-FASTFAIR_HD float sub(float a, float b) { return __fsub_rn(a, b); }
-FASTFAIR_HD float mul(float a, float b) { return __fmul_rn(a, b); }
-FASTFAIR_HD float div(float a, float b) { return __fdiv_rn(a, b); }
-#else
-template <typename A, typename B> FASTFAIR_HD auto add(A a, B b) { return a + b; }
-template <typename A, typename B> FASTFAIR_HD auto sub(A a, B b) { return a - b; }
-template <typename A, typename B> FASTFAIR_HD auto mul(A a, B b) { return a * b; }
-template <typename A, typename B> FASTFAIR_HD auto div(A a, B b) { return a / b; }
-#endif
+using normal::add;
+using normal::div;
+using normal::from_bits;
+using normal::mul;
+using normal::sub;
+using normal::to_bits;
 
 // A signed 32-bit integer (lane) as the nearest float.
 template <typename V, typename I>
@@ -192,23 +197,6 @@ FASTFAIR_HD V to_float(I x) {
   return __int2float_rn(x);
 #else
   if constexpr (sizeof(I) == 4) return V(x); else return __builtin_convertvector(x, V);
-#endif
-}
-
-template <typename W, typename V>
-FASTFAIR_HD W to_bits(V x) {
-#if defined(__CUDA_ARCH__)
-  return W(__float_as_uint(x));
-#else
-  return __builtin_bit_cast(W, x);
-#endif
-}
-template <typename V, typename W>
-FASTFAIR_HD V from_bits(W b) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(b);
-#else
-  return __builtin_bit_cast(V, b);
 #endif
 }
 
