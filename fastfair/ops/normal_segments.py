@@ -49,10 +49,11 @@ def normal_segments(keys: Array, offsets: Array, out: Optional[Array] = None, *,
     ``csrc/include/fastfair/normal_segments.h``: float64 within 1e-15 of the exact Box-Muller
     values, float32 within 4 ulp of them (single-precision ln, cos and sin: 2.3x faster than
     float64 with AVX-512, and not the float64 values rounded, as NumPy's float32 generators give
-    other numbers than its float64 ones). The results are bit-identical whatever the thread count, the CPU's instruction
-    set, CPU or CUDA, and however the segments are split into calls, and equal
-    :func:`fastfair.reference.normal_segments` in the same dtype: a segment's numbers depend only
-    on its key and length (a longer segment extends a shorter one with the same key).
+    other numbers than its float64 ones). The results are bit-identical whatever the thread
+    count, the CPU's instruction set, CPU or CUDA, and however the segments are split into
+    calls, and equal :func:`fastfair.reference.normal_segments` in the same dtype: a segment's
+    numbers depend only on its key and length (a longer segment extends a shorter one with the
+    same key).
 
     Parameters
     ----------

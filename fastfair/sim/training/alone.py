@@ -19,6 +19,7 @@ from fastfair.sim.data.base import ClientBatch
 from fastfair.sim.models.module import ModuleModel
 from fastfair.sim.process import one_thread_each
 from fastfair.sim.seeding import CohortKeys, advance_keys
+from fastfair.sim.training.fused_sgd import FusedDenseSGD
 from fastfair.sim.training.lanes import Lane, LaneObjectives
 from fastfair.sim.training.precision import autocast
 from fastfair.sim.training.schedule import LocalTrainingConfig, keyed_schedule
@@ -118,7 +119,11 @@ def _train_row(model: ModuleModel, batch: ClientBatch, config: LocalTrainingConf
     trained scalar ``[1]`` (None when no lane trains one)."""
     key = np.array([dropout_key], dtype=np.uint64)
     state = objectives.initial_state()
-    with model.client_module(row) as (module, leaves):
+    # A row whose loss is its plain mean, in fp32, may step its large dense layers inside their
+    # products: nothing else reads those weights' gradients.
+    fuse = not objectives.groups and config.precision == "fp32"
+    with model.client_module(row) as (module, leaves), \
+            FusedDenseSGD(module, model.param_names, leaves, fuse) as fused:
         for t, (take, counts) in enumerate(schedule):
             if i >= take.shape[0]:
                 break  # rows still training are a prefix: this one has finished
@@ -134,10 +139,12 @@ def _train_row(model: ModuleModel, batch: ClientBatch, config: LocalTrainingConf
             s = None if state is None else state.detach().requires_grad_(True)
             flat = _flat(leaves, row) if objectives.groups else row  # read by objectives only
             loss = objectives.total(mean, flat.unsqueeze(0), s)
-            grads = torch.autograd.grad(loss, leaves + ([] if s is None else [s]))
+            plain, outputs = fused.split(leaves)
+            grads = torch.autograd.grad(loss, plain + outputs + ([] if s is None else [s]))
             with torch.no_grad():
-                for leaf, grad in zip(leaves, grads):
+                for leaf, grad in zip(plain, grads):
                     leaf.sub_(grad, alpha=config.lr)
+                fused.step(grads[len(plain):len(plain) + len(outputs)], config.lr)
                 if state is not None:
                     state -= objectives.state_lr[:1] * grads[-1]
     return state
