@@ -23,7 +23,7 @@ shape and classes and trained batched across the cohort as
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 from torch import nn
@@ -36,17 +36,27 @@ from fastfair.sim.seeding import Stream, raw_seed
 
 
 class Dense(nn.Module):
-    """``x W + b`` with ``W`` stored ``[in, out]`` and nn.Linear's initialisation. Under
-    ``vmap`` with per-client weights the gradient of ``W`` comes out of the batched matrix
-    product in this layout, where nn.Linear's ``[out, in]`` needs a transposing copy of every
-    client's gradient (a third of a step of LEAF's FEMNIST CNN on a CPU)."""
+    """``x W + b`` with ``W`` stored ``[in, out]`` and nn.Linear's initialisation, U(-bound,
+    bound) with ``bound`` = in_features^-1/2 unless given, drawn again by
+    :meth:`reset_parameters` (as ``ModuleModel(init="seed")`` does per seed). Under ``vmap``
+    with per-client weights the gradient of ``W`` comes out of the batched matrix product in
+    this layout, where nn.Linear's ``[out, in]`` needs a transposing copy of every client's
+    gradient (a third of a step of LEAF's FEMNIST CNN on a CPU)."""
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True) -> None:
+    def __init__(self, in_features: int, out_features: int, bias: bool = True,
+                 bound: Optional[float] = None) -> None:
         super().__init__()
-        bound = in_features ** -0.5
-        self.weight = nn.Parameter(torch.empty(in_features, out_features).uniform_(-bound, bound))
-        self.bias = nn.Parameter(torch.empty(out_features).uniform_(-bound, bound)) if bias \
-            else None
+        self.bound = in_features ** -0.5 if bound is None else float(bound)
+        self.weight = nn.Parameter(torch.empty(in_features, out_features))
+        self.bias = nn.Parameter(torch.empty(out_features)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Weights and bias drawn from U(-bound, bound), in that order, from torch's generator."""
+        with torch.no_grad():
+            self.weight.uniform_(-self.bound, self.bound)
+            if self.bias is not None:
+                self.bias.uniform_(-self.bound, self.bound)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = x @ self.weight
@@ -63,11 +73,10 @@ class LSTM(nn.Module):
         super().__init__()
         self.hidden_size = hidden_size
         sizes = [input_size] + [hidden_size] * (num_layers - 1)
-        self.ih = nn.ModuleList(Dense(d, 4 * hidden_size) for d in sizes)
-        self.hh = nn.ModuleList(Dense(hidden_size, 4 * hidden_size, bias=False) for _ in sizes)
-        bound = hidden_size ** -0.5
-        for p in self.parameters():
-            nn.init.uniform_(p, -bound, bound)
+        bound = hidden_size ** -0.5  # nn.LSTM's, for every weight and bias
+        self.ih = nn.ModuleList(Dense(d, 4 * hidden_size, bound=bound) for d in sizes)
+        self.hh = nn.ModuleList(Dense(hidden_size, 4 * hidden_size, bias=False, bound=bound)
+                                for _ in sizes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for ih, hh in zip(self.ih, self.hh):

@@ -105,3 +105,28 @@ def test_a_module_nothing_resets_warns_under_init_seed():
     with pytest.warns(UserWarning, match="no submodule of the module has reset_parameters"):
         model = ModuleModel(_Scaled(3))
     assert torch.equal(model.init(_generator(0)), model.init(_generator(1)))
+
+
+@pytest.mark.parametrize("network", ["femnist-cnn", "char-lstm"])
+def test_the_zoo_networks_draw_every_weight_from_the_seed(network):
+    """Dense and the LSTM have reset_parameters: a zoo network built outside the simulator (the
+    global generator anywhere) starts from weights of the seed alone, with their bounds."""
+    from types import SimpleNamespace
+
+    from fastfair.sim.models.zoo import BUILDERS, LSTM, Dense
+
+    shape = SimpleNamespace(sample_shape=(1, 28, 28), num_classes=62, vocab_size=80)
+    build = BUILDERS[network][0]
+    firsts = []
+    for state in (1, 2):
+        torch.manual_seed(state)
+        model = ModuleModel(build(shape))
+        firsts.append(model.init(_generator(0)))
+    assert torch.equal(firsts[0], firsts[1])
+    assert not torch.equal(firsts[0], model.init(_generator(1)))
+    torch.manual_seed(3)
+    lstm = LSTM(8, 16, 2)
+    assert all(layer.bound == 16 ** -0.5 for layer in [*lstm.ih, *lstm.hh])
+    assert all(p.abs().max() <= 16 ** -0.5 for p in lstm.parameters())
+    dense = Dense(25, 4)
+    assert dense.bound == 0.2 and dense.weight.abs().max() <= 0.2
