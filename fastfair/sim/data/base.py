@@ -5,6 +5,7 @@ train/test prefix split of a client's generated samples (:class:`PrefixSplit`)."
 from __future__ import annotations
 
 import sys
+import threading
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Tuple
 
@@ -34,18 +35,23 @@ class HostBuffer:
 
     def __init__(self) -> None:
         self._array: Optional[np.ndarray] = None
+        self._lock = threading.Lock()  # the check and the view it hands out, as one step
 
     def __getstate__(self) -> dict:
-        return {"_array": None}  # a copy of the data set starts with no buffer
+        return {}  # a copy of the data set starts with no buffer
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__()  # type: ignore[misc]
 
     def take(self, n: int, dtype: Any = np.float32) -> torch.Tensor:
         """A CPU tensor ``[n]`` of ``dtype`` (contents undefined) in memory no other tensor
         uses."""
-        # 2: self._array and getrefcount's own argument. More: a view is still alive.
-        if (self._array is None or self._array.size < n or self._array.dtype != np.dtype(dtype)
-                or sys.getrefcount(self._array) > 2):
-            self._array = np.empty(n + n // 8, dtype)
-        return torch.from_numpy(self._array[:n])
+        with self._lock:
+            # 2: self._array and getrefcount's own argument. More: a view is still alive.
+            if (self._array is None or self._array.size < n
+                    or self._array.dtype != np.dtype(dtype) or sys.getrefcount(self._array) > 2):
+                self._array = np.empty(n + n // 8, dtype)
+            return torch.from_numpy(self._array[:n])
 
 
 @dataclass

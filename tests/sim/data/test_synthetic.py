@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import numpy as np
 import pytest
 import torch
@@ -45,6 +48,12 @@ def test_a_fresh_cohort_reuses_the_memory_of_a_batch_no_one_holds():
     fresh = SyntheticDataset(1000, seed=3).client_data(np.arange(120, 150))
     torch.testing.assert_close(third.x, fresh.x, rtol=0, atol=0)
     assert torch.equal(third.y, fresh.y)
+    del third
+    copied = copy.deepcopy(ds)  # starts with no buffer: never writes into the original's
+    assert copied.client_data(np.arange(120, 150)).x.data_ptr() != dropped
+    assert ds.client_data(np.arange(120, 150)).x.data_ptr() == dropped
+    torch.testing.assert_close(pickle.loads(pickle.dumps(ds)).client_data(np.arange(5)).x,
+                               ds.client_data(np.arange(5)).x, rtol=0, atol=0)
 
 
 def test_synthetic_train_and_test_partition_each_client():
