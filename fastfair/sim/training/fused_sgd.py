@@ -15,7 +15,7 @@ FUSED_MIN = 1 << 20  # weights of at least this many elements step inside their 
 
 class FusedDenseSGD:
     r"""The SGD steps of a client module's large :class:`~fastfair.sim.models.zoo.Dense`
-    weights (``W [in, out]``, at least :data:`FUSED_MIN` elements), each one matrix product:
+    weights (``W [in, out]``, at least ``FUSED_MIN`` = 2^20 elements), each one matrix product:
 
     .. math:: W \leftarrow W - \eta\, X^\top \frac{\partial L}{\partial Y}
 
