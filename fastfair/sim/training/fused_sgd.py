@@ -28,10 +28,10 @@ class FusedDenseSGD:
     they depend on the client's own data alone.
 
     ``enabled=False`` fuses nothing (every leaf through autograd). Per step, after the forward
-    pass, :meth:`split` gives the leaves autograd differentiates and
-    the outputs whose gradients the fused layers need; :meth:`step` then updates those layers'
-    weights. A layer called more than once in a step (its input is not one matrix) trains
-    through autograd in that step. Use as a context manager: its forward hooks go at the exit.
+    pass, :meth:`split` gives the leaves autograd differentiates and the outputs whose gradients
+    the fused layers need; :meth:`step` then updates those layers' weights. A layer called more
+    than once in a step (its input is not one matrix) trains through autograd in that step. Use
+    as a context manager: its forward hooks go at the exit.
     """
 
     def __init__(self, module: nn.Module, param_names: Sequence[str],
