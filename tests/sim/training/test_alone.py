@@ -19,6 +19,7 @@ from fastfair.sim.seeding import CohortKeys
 from fastfair.sim.training.lanes import Lane
 from fastfair.sim.training.local import train_clients, train_lanes
 from fastfair.sim.training.schedule import LocalTrainingConfig
+from tests.helpers.cohorts import image_cohort
 
 
 def _net():
@@ -28,21 +29,12 @@ def _net():
                          nn.ReLU(), nn.Linear(16, 3))
 
 
-def _batch(counts, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    n = int(sum(counts))
-    return SimpleNamespace(x=torch.rand(n, 1, 6, 6, generator=g),
-                           y=torch.randint(0, 3, (n,), generator=g),
-                           offsets=np.concatenate([[0], np.cumsum(counts)]),
-                           counts=np.asarray(counts))
-
-
 CONFIG = LocalTrainingConfig(epochs=2, batch_size=4, lr=0.1)
 
 
 def test_a_client_gets_the_same_bits_on_any_threads_and_in_any_company():
     counts = [7, 3, 12, 5, 9]
-    batch, ids = _batch(counts), np.array([4, 9, 1, 30, 2])
+    batch, ids = image_cohort(counts), np.array([4, 9, 1, 30, 2])
     model = ModuleModel(_net(), cohort="alone")
     theta = model.init(torch.Generator().manual_seed(2))
     runs = []
@@ -66,7 +58,7 @@ def test_a_client_gets_the_same_bits_on_any_threads_and_in_any_company():
 
 def test_rule_objectives_and_their_scalars_train_alone_as_batched():
     counts = [7, 3, 12, 5]
-    batch = _batch(counts, seed=1)
+    batch = image_cohort(counts, seed=1)
     keys = CohortKeys.of(9, np.array([3, 77, 500, 999]), torch.device("cpu"))
     g = torch.Generator().manual_seed(4)
     results = []
@@ -113,7 +105,7 @@ def test_a_random_operation_other_than_dropout_is_refused_alone():
 
     model = ModuleModel(Noisy(), cohort="alone")
     with pytest.raises(ValueError, match="random operation other than dropout"):
-        train_clients(model, model.init(None), _batch([5, 4]), CONFIG, np.arange(2), seed=1)
+        train_clients(model, model.init(None), image_cohort([5, 4]), CONFIG, np.arange(2), seed=1)
 
 
 def test_a_model_that_has_trained_alone_pickles_and_copies():
@@ -122,7 +114,7 @@ def test_a_model_that_has_trained_alone_pickles_and_copies():
 
     model = ModuleModel(_net(), cohort="alone")
     theta = model.init(None)
-    batch = _batch([5, 4])
+    batch = image_cohort([5, 4])
     first, _ = train_clients(model, theta, batch, CONFIG, np.arange(2), seed=1)
     for other in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):
         again, _ = train_clients(other, theta, batch, CONFIG, np.arange(2), seed=1)
@@ -157,7 +149,7 @@ def test_updates_summed_as_clients_finish_are_the_held_updates_folded_in_hand_ou
     from fastfair.sim.training.schedule import longest_first
 
     counts = [7, 3, 12, 5, 9, 12]
-    batch, ids = _batch(counts), np.arange(6)
+    batch, ids = image_cohort(counts), np.arange(6)
     model = ModuleModel(_net(), cohort="alone")
     theta = model.init(torch.Generator().manual_seed(2))
     keys = CohortKeys.of(5, ids, theta.device)
@@ -210,7 +202,7 @@ def test_a_module_whose_calls_need_no_cohort_mode_trains_without_it_to_the_same_
     next passes skip the cohort mode's dispatch: the same bits as under it. A module with
     dropout keeps the mode; one that calls dropout only on a later pass is refused."""
     counts = [7, 3, 12]
-    batch, ids = _batch(counts), np.arange(3)
+    batch, ids = image_cohort(counts), np.arange(3)
 
     def mlp():
         torch.manual_seed(0)

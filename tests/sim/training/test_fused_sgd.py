@@ -21,6 +21,7 @@ from fastfair.sim.training.fused_sgd import FusedDenseSGD
 from fastfair.sim.training.lanes import Lane
 from fastfair.sim.training.local import train_clients, train_lanes
 from fastfair.sim.training.schedule import LocalTrainingConfig
+from tests.helpers.cohorts import image_cohort
 
 CONFIG = LocalTrainingConfig(epochs=2, batch_size=4, lr=0.1)
 
@@ -47,18 +48,9 @@ def _net(twice=False):
                          Dense(12, 3))
 
 
-def _batch(counts, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    n = int(sum(counts))
-    return SimpleNamespace(x=torch.rand(n, 1, 6, 6, generator=g),
-                           y=torch.randint(0, 3, (n,), generator=g),
-                           offsets=np.concatenate([[0], np.cumsum(counts)]),
-                           counts=np.asarray(counts))
-
-
 def _train(monkeypatch, fused_min, net=None, config=CONFIG, threads=1, counts=(7, 3, 12, 5)):
     monkeypatch.setattr(fused_sgd, "FUSED_MIN", fused_min)
-    batch = _batch(list(counts))
+    batch = image_cohort(list(counts))
     model = ModuleModel(net or _net(), cohort="alone", init="given")
     theta = model.init(torch.Generator().manual_seed(2))
     with torch_threads(threads):
@@ -94,7 +86,7 @@ def test_a_fused_step_is_the_plain_step_up_to_rounding(monkeypatch):
 def test_fused_training_has_the_same_bits_on_any_threads_and_in_any_company(monkeypatch):
     runs = [_train(monkeypatch, 100, threads=t) for t in (1, 2, 3)]
     assert all(torch.equal(runs[0], other) for other in runs[1:])
-    batch = _batch([7, 3, 12, 5])  # client 2's rows alone
+    batch = image_cohort([7, 3, 12, 5])  # client 2's rows alone
     own = SimpleNamespace(x=batch.x[10:22], y=batch.y[10:22], offsets=np.array([0, 12]),
                           counts=np.array([12]))
     model = ModuleModel(_net(), cohort="alone", init="given")
@@ -106,7 +98,7 @@ def test_fused_training_has_the_same_bits_on_any_threads_and_in_any_company(monk
 @pytest.mark.parametrize("case", ["layer called twice", "bf16", "objective"])
 def test_the_plain_step_where_fusing_would_be_wrong(monkeypatch, case):
     if case == "objective":
-        batch, results = _batch([7, 3, 12]), []
+        batch, results = image_cohort([7, 3, 12]), []
         keys = CohortKeys.of(9, np.array([3, 77, 500]), torch.device("cpu"))
         for fused_min in (100, 10 ** 12):
             monkeypatch.setattr(fused_sgd, "FUSED_MIN", fused_min)
