@@ -37,11 +37,8 @@ class HostBuffer:
         self._array: Optional[np.ndarray] = None
         self._lock = threading.Lock()  # the check and the view it hands out, as one step
 
-    def __getstate__(self) -> dict:
-        return {}  # a copy of the data set starts with no buffer
-
-    def __setstate__(self, state: dict) -> None:
-        self.__init__()  # type: ignore[misc]
+    def __reduce__(self) -> Tuple[type, Tuple[()]]:
+        return HostBuffer, ()  # a copy (pickle, deepcopy) starts with no buffer of its own
 
     def take(self, n: int, dtype: Any = np.float32) -> torch.Tensor:
         """A CPU tensor ``[n]`` of ``dtype`` (contents undefined) in memory no other tensor
