@@ -46,6 +46,17 @@ FILES = {"train": "adult.data", "test": "adult.test"}
 COLUMN_PARTITION = "column:"
 
 
+def find_files(data_dir: str) -> Dict[str, str]:
+    """``{"train": .../adult.data, "test": .../adult.test}``, or ValueError naming the file
+    missing from ``data_dir``."""
+    paths = {split: os.path.join(data_dir, name) for split, name in FILES.items()}
+    for split, path in paths.items():
+        if not os.path.exists(path):   # exists, not isfile: a pipe is refused when read
+            raise ValueError(f"adult: no {FILES[split]} in {data_dir}; it needs UCI's adult.data "
+                             "and adult.test (see docs/data.md)")
+    return paths
+
+
 def read_rows(path: str) -> Tuple[List[List[str]], np.ndarray]:
     """``(rows, labels [n] int64)`` of a UCI Adult file: each row's 14 values (stripped), its
     label 1 for ``>50K`` (with or without adult.test's trailing ``.``) and 0 for ``<=50K``.
@@ -143,11 +154,7 @@ class AdultDataset(SplitArrays):
                  partition: str = COLUMN_PARTITION + "education=Doctorate",
                  alpha: float = 0.3, classes_per_client: int = 2, seed: int = 0) -> None:
         rows, labels = {}, {}
-        for split, name in FILES.items():
-            path = os.path.join(data_dir, name)
-            if not os.path.exists(path):
-                raise ValueError(f"adult: no {name} in {data_dir}; it needs UCI's adult.data and "
-                                 "adult.test (see docs/data.md)")
+        for split, path in find_files(data_dir).items():
             rows[split], labels[split] = read_rows(path)
         x_train, x_test, self.feature_names = encode(rows["train"], rows["test"])
         images = {"train": x_train, "test": x_test}

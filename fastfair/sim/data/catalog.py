@@ -116,8 +116,8 @@ def count_clients(name: str, data_dir: str, partition: str = "dirichlet") -> int
 
 def check_files(config: Any) -> None:
     """Refuses, before anything runs, a configuration whose data cannot be there: a data set
-    with its own clients and fewer users than ``config.clients``, or vision files missing
-    without ``download``."""
+    with its own clients and fewer users than ``config.clients``, vision files missing
+    without ``download``, an image folder without images, or Adult's files missing."""
     spec = DATASETS[config.dataset]
     if spec.natural_split:
         users = count_clients(config.dataset, config.data_dir)
@@ -127,6 +127,12 @@ def check_files(config: Any) -> None:
     elif spec.family == "vision" and not config.download:
         from fastfair.sim.data.vision import find_files
         find_files(config.dataset, config.data_dir)
+    elif spec.family == "images":
+        from fastfair.sim.data.image_folder import list_images
+        list_images(config.data_dir)
+    elif spec.family == "table":
+        from fastfair.sim.data.adult import find_files as find_adult
+        find_adult(config.data_dir)
 
 
 def build_dataset(config: Any) -> FederatedDataset:

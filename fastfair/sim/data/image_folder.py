@@ -25,7 +25,6 @@ them. Nothing is ever written beside the images.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import time
@@ -53,48 +52,66 @@ def cache_dir() -> str:
     return os.path.join(base, "fastfair")
 
 
-def _images_of(folder: str) -> List[str]:
-    """The image files of one class folder, in name order."""
-    return sorted(os.path.join(folder, f) for f in os.listdir(folder)
-                  if f.lower().endswith(IMAGE_SUFFIXES)
-                  and os.path.isfile(os.path.join(folder, f)))
+def _images_of(folder: str) -> List[Tuple[str, str]]:
+    """``(path, stamp)`` of the image files of one class folder, in name order; the stamp is
+    the file's size and modification time (one ``stat`` each: :func:`os.scandir` knows which
+    entries are files)."""
+    found = []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name.lower().endswith(IMAGE_SUFFIXES) and entry.is_file():
+                st = entry.stat()
+                found.append((entry.path, f"{st.st_size}:{st.st_mtime_ns}"))
+    return sorted(found)
 
 
 def _class_folders(folder: str) -> List[str]:
     return sorted(d for d in os.listdir(folder) if os.path.isdir(os.path.join(folder, d)))
 
 
-def list_images(data_dir: str) -> Tuple[List[str], Dict[str, Tuple[List[str], np.ndarray]]]:
-    """``(classes, {split: (paths, labels [n] int64)})`` of an image folder (the layouts of the
-    module docstring); ValueError naming the folder when it holds no class subfolder with
-    images, or a test class that is no training class."""
+def list_images(data_dir: str
+                ) -> Tuple[List[str], Dict[str, Tuple[List[str], np.ndarray]], str]:
+    """``(classes, {split: (paths, labels [n] int64)}, digest)`` of an image folder (the
+    layouts of the module docstring). The digest (hex) changes with any image's path (relative
+    to ``data_dir``), size, modification time or label, and with an image added or removed.
+    ValueError naming the folder when it holds no class subfolder with images, or a test class
+    that is no training class."""
     train_dir, test_dir = os.path.join(data_dir, "train"), os.path.join(data_dir, "test")
     two = os.path.isdir(train_dir) and os.path.isdir(test_dir)
     source = train_dir if two else data_dir
-    classes = [c for c in _class_folders(source) if _images_of(os.path.join(source, c))]
+    listed = {c: _images_of(os.path.join(source, c)) for c in _class_folders(source)}
+    classes = [c for c, images in listed.items() if images]
     if not classes:
         endings = ", ".join(IMAGE_SUFFIXES)
         raise ValueError(f"{data_dir} holds no class subfolders with images ({endings}): give "
                          "train/<class>/* and test/<class>/*, or <class>/*")
     index = {c: i for i, c in enumerate(classes)}
-    out: Dict[str, Tuple[List[str], List[int]]] = {"train": ([], []), "test": ([], [])}
+    out: Dict[str, Tuple[List[Tuple[str, str]], List[int]]] = {"train": ([], []),
+                                                               "test": ([], [])}
     if two:
         for split, folder in (("train", train_dir), ("test", test_dir)):
             for c in _class_folders(folder):
-                paths = _images_of(os.path.join(folder, c))
-                if paths and c not in index:
+                images = listed[c] if split == "train" else _images_of(os.path.join(folder, c))
+                if images and c not in index:
                     raise ValueError(f"{folder}/{c} holds test images of a class with no "
                                      f"training images in {train_dir}")
-                out[split][0].extend(paths)
-                out[split][1].extend([index.get(c, -1)] * len(paths))
+                out[split][0].extend(images)
+                out[split][1].extend([index.get(c, -1)] * len(images))
     else:
         for c in classes:
-            paths = _images_of(os.path.join(data_dir, c))
-            n_train = int(split_sizes(np.array([len(paths)]))[0][0])
-            for split, part in (("train", paths[:n_train]), ("test", paths[n_train:])):
+            images = listed[c]
+            n_train = int(split_sizes(np.array([len(images)]))[0][0])
+            for split, part in (("train", images[:n_train]), ("test", images[n_train:])):
                 out[split][0].extend(part)
                 out[split][1].extend([index[c]] * len(part))
-    return classes, {s: (p, np.array(y, dtype=np.int64)) for s, (p, y) in out.items()}
+    digest = hashlib.sha256(f"{CACHE_VERSION}".encode())
+    start = len(os.path.join(data_dir, ""))
+    for split, (images, labels) in out.items():
+        digest.update("\n".join(f"{split}|{path[start:]}|{stamp}|{label}"
+                                for (path, stamp), label in zip(images, labels)).encode())
+    files = {s: ([path for path, _ in images], np.array(labels, dtype=np.int64))
+             for s, (images, labels) in out.items()}
+    return classes, files, digest.hexdigest()[:32]
 
 
 def decode_images(paths: List[str]) -> np.ndarray:
@@ -124,26 +141,14 @@ def decode_images(paths: List[str]) -> np.ndarray:
     return out if out is not None else np.zeros((0, 3, 1, 1), np.uint8)
 
 
-def _cache_key(data_dir: str, files: Dict[str, Tuple[List[str], np.ndarray]]) -> str:
-    """A digest of every image's path (relative to ``data_dir``), size, modification time and
-    label: a changed, added or removed image changes it."""
-    digest = hashlib.sha256(f"{CACHE_VERSION}".encode())
-    for split, (paths, labels) in files.items():
-        for path, label in zip(paths, labels.tolist()):
-            st = os.stat(path)
-            digest.update(json.dumps([split, os.path.relpath(path, data_dir), st.st_size,
-                                      st.st_mtime_ns, label]).encode())
-    return digest.hexdigest()[:32]
-
-
 def load_image_folder(data_dir: str, *, cache: bool = True
                       ) -> Tuple[List[str], Dict[str, np.ndarray], Dict[str, np.ndarray]]:
     """``(classes, images {split: [n, C, H, W] uint8}, labels {split: [n] int64})`` of an image
     folder, decoded, or memory-mapped from the cache (:func:`cache_dir`: a folder per set of
     files holding ``train.npy`` and ``test.npy``) when the files are unchanged; ``cache`` False
     neither reads nor writes it."""
-    classes, files = list_images(data_dir)
-    folder = os.path.join(cache_dir(), "image-folder", _cache_key(data_dir, files))
+    classes, files, digest = list_images(data_dir)
+    folder = os.path.join(cache_dir(), "image-folder", digest)
     labels = {s: files[s][1] for s in files}
     if cache:
         try:
