@@ -153,7 +153,8 @@ class AdultDataset(SplitArrays):
     def __init__(self, data_dir: str, clients: Optional[int] = None, *,
                  partition: str = COLUMN_PARTITION + "education=Doctorate",
                  alpha: float = 0.3, classes_per_client: int = 2, seed: int = 0) -> None:
-        rows, labels = {}, {}
+        rows: Dict[str, List[List[str]]] = {}
+        labels: Dict[str, np.ndarray] = {}
         for split, path in find_files(data_dir).items():
             rows[split], labels[split] = read_rows(path)
         x_train, x_test, self.feature_names = encode(rows["train"], rows["test"])

@@ -133,6 +133,7 @@ def decode_images(paths: List[str]) -> np.ndarray:
         except (OSError, SyntaxError, Image.DecompressionBombError) as exc:
             raise ValueError(f"{path} is not a readable image ({type(exc).__name__}: "
                              f"{exc})") from None
+        assert out is not None  # made from the first image above
         if pixels.shape[:2] != out.shape[2:]:
             raise ValueError(f"{path} is {pixels.shape[1]}x{pixels.shape[0]} but {paths[0]} is "
                              f"{out.shape[3]}x{out.shape[2]}: image-folder needs one size "
