@@ -13,6 +13,7 @@ from typing import Any, Dict, Optional
 
 from fastfair._options import check_options, dataclass_options
 from fastfair.aggregators.bounds import NORM_REFERENCES, check_bound
+from fastfair.aggregators.compose import check_objective_options
 from fastfair.aggregators.over_groups import PRIORS, SHARES
 from fastfair.sim.data import registry
 
@@ -63,6 +64,14 @@ class SimulationConfig:
     rule: str = field(default="fedavg", metadata=doc(RULES, "the rule or method"))
     rule_options: Dict[str, Any] = field(default_factory=dict,
                                          metadata=doc(RULES, "the rule's options"))
+    # the client objective, an axis apart from the rule (fastfair.aggregators.compose)
+    objective: Optional[str] = field(default=None, metadata=doc(
+        RULES, "what the clients minimise under any rule: plain, proximal (FedProx's term, "
+        "option mu) or propfair (options M, epsilon, extension); none: the rule's own "
+        "(docs/algorithms.md lists the combinations)",
+        choices="fastfair.aggregators.compose:OBJECTIVE_NAMES"))
+    objective_options: Dict[str, Any] = field(default_factory=dict, metadata=doc(
+        RULES, "an objective option, e.g. mu=0.01 (repeatable)"))
     dataset: str = field(default="synthetic", metadata=doc(
         DATA, "the data set; all but the generated ones (" + ", ".join(GENERATED) + ") are read "
         "from --data-dir (see docs/data.md)", choices=DATASETS))
@@ -215,7 +224,8 @@ class SimulationConfig:
                 ("group_shift", self.group_shift >= 0, ">= 0")):
             if not ok:
                 raise ValueError(f"{_named(name)} must be {what}; got {getattr(self, name)}")
-        for name in ("rule_options", "server_options", "availability_options"):
+        for name in ("rule_options", "objective_options", "server_options",
+                     "availability_options"):
             options = getattr(self, name)
             if not isinstance(options, dict) or not all(isinstance(k, str) for k in options):
                 raise TypeError(f"{name} must be a dict of option names to values; got "
@@ -228,6 +238,7 @@ class SimulationConfig:
             raise ValueError(f"update_norm_reference = {self.update_norm_reference!r} has no "
                              "effect without max_update_norm (--max-update-norm): set that, or "
                              "leave update_norm_reference at its default")
+        check_objective_options(self.objective, self.objective_options)
         self._check_used()
         self._check_groups()
         registry.check_pair(self.dataset, self.model)

@@ -6,6 +6,7 @@ from typing import Optional
 
 from fastfair.aggregators import OverGroups, registry
 from fastfair.aggregators.base import Aggregator
+from fastfair.aggregators.compose import choose_objective
 from fastfair.aggregators.over_groups import check_group_form
 from fastfair.aggregators.server_opt import ServerOptimizer
 from fastfair.sim.config import SimulationConfig
@@ -18,11 +19,14 @@ from fastfair.sim.models.zoo import build_model
 def check_rule(config: SimulationConfig) -> None:
     """Refuses the rule of ``config`` before any data are read: its options, its participation
     (AAggFF-S needs ``per_round == clients``) and, over groups, its group form (the groups
-    themselves are known once the data set is)."""
+    themselves are known once the data set is) and its combination with the client objective
+    (:func:`~fastfair.aggregators.compose.choose_objective`)."""
     if config.fair_over == "groups":
         check_group_form(config.rule, config.rule_options, config.group_prior)
+        rule = registry.build(config.rule, config.clients, **config.rule_options)
     else:
-        build_rule(config)
+        rule = build_rule(config)
+    choose_objective(rule, config.objective, config.objective_options)
 
 
 def build_rule(config: SimulationConfig,

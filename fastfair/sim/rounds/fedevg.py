@@ -44,7 +44,9 @@ class FedEvgSimulation(MethodRunner):
               "train_loss": "FedEvg reports train_loss every round",
               "validation": "FedEvg's options are not chosen on a validation split",
               "fair_over": "it is a method with its own server step, not a weighting rule; "
-                           "run a rule over groups"}
+                           "run a rule over groups",
+              "objective": "FedEvg's clients train an energy model of their own form",
+              "objective_options": "FedEvg's clients train an energy model of their own form"}
 
     takes_model = False
 

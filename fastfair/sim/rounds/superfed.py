@@ -61,7 +61,9 @@ class SuperFedSimulation(MethodRunner):
               "train_loss": "SuPerFed reports train_loss every round",
               "validation": "SuPerFed's options are not chosen on a validation split",
               "fair_over": "it is a method with its own server step, not a weighting rule; "
-                           "run a rule over groups"}
+                           "run a rule over groups",
+              "objective": "SuPerFed's clients minimise its own mixed-model loss",
+              "objective_options": "SuPerFed's clients minimise its own mixed-model loss"}
     model: FlatModel  # _model builds one for every run
 
     def _build(self) -> None:
