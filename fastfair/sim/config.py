@@ -52,9 +52,11 @@ class SimulationConfig:
     rounds) compare rules in seconds per rule on 2 cores.
 
     ``rule`` is a rule of :mod:`fastfair.aggregators.registry` or a method (``fedevg``,
-    ``superfed-mm``, ``superfed-lm``) with its ``rule_options``; ``server_optimizer`` (``sgd``
-    with ``lr = server_lr`` by default) takes the server step of the rules, with
-    ``server_options`` (its ``lr`` defaults to ``server_lr``). Data sets read from files take
+    ``superfed-mm``, ``superfed-lm``) with its ``rule_options``; ``objective`` (None: the
+    rule's own) is what the clients minimise, with ``objective_options``
+    (:mod:`fastfair.aggregators.compose`); ``server_optimizer`` (``sgd`` by default) takes the
+    server step of the rules, with ``server_options`` and learning rate ``server_lr`` (None:
+    the optimiser's own default). Data sets read from files take
     ``data_dir`` (vision ones may ``download`` missing files); ``model`` None is the data set's
     default (:data:`fastfair.sim.data.registry.DATASETS`). Every value is checked here:
     a wrong type is a ``TypeError`` and a value out of range a ``ValueError``, both naming the
@@ -141,8 +143,9 @@ class SimulationConfig:
     lr: float = field(default=0.1, metadata=doc(TRAINING, "client learning rate"))
     lr_decay: float = field(default=1.0, metadata=doc(TRAINING, "per-round lr factor"))
     # server
-    server_lr: float = field(default=1.0, metadata=doc(
-        TRAINING, "the server optimizer's learning rate"))
+    server_lr: Optional[float] = field(default=None, metadata=doc(
+        TRAINING, "the server optimizer's learning rate; none: its documented default (1 for "
+        "sgd and fedavgm, 0.01 for fedadam, fedyogi and fedadagrad; docs/defaults.md)"))
     server_optimizer: str = field(default="sgd", metadata=doc(
         TRAINING, "the server step of the rules",
         choices="fastfair.aggregators.server_opt:SERVER_OPTIMIZERS"))
@@ -215,7 +218,8 @@ class SimulationConfig:
                 raise ValueError(f"{name} must be one of {', '.join(map(str, choices))}; got "
                                  f"{getattr(self, name)!r}")
         for name, ok, what in (
-                ("lr", self.lr > 0, "> 0"), ("server_lr", self.server_lr > 0, "> 0"),
+                ("lr", self.lr > 0, "> 0"),
+                ("server_lr", self.server_lr is None or self.server_lr > 0, "> 0"),
                 ("lr_decay", 0 < self.lr_decay <= 1, "in (0, 1]"),
                 ("synthetic_alpha", self.synthetic_alpha >= 0, ">= 0"),
                 ("synthetic_beta", self.synthetic_beta >= 0, ">= 0"),

@@ -57,12 +57,23 @@ def build_rule(config: SimulationConfig,
 
 
 def build_server_optimizer(config: SimulationConfig) -> ServerOptimizer:
-    """The server optimiser of ``config``; its learning rate is ``config.server_lr``."""
+    """The server optimiser of ``config`` with ``config.server_options``; its learning rate is
+    :func:`server_lr` (``config.server_lr``, or the optimiser's own default when None)."""
     if "lr" in config.server_options:
-        raise ValueError("server_options must not set lr: the server learning rate is "
-                         "server_lr (--server-lr)")
-    return registry.build_server_optimizer(config.server_optimizer, lr=config.server_lr,
+        lr = config.server_options["lr"]
+        raise ValueError(f"server_options (--server-option) must not set lr: the server learning "
+                         f"rate is server_lr; give --server-lr {lr} (server_lr = {lr!r})")
+    lr = {} if config.server_lr is None else {"lr": config.server_lr}
+    return registry.build_server_optimizer(config.server_optimizer, **lr,
                                            **config.server_options)
+
+
+def server_lr(config: SimulationConfig) -> float:
+    """The server learning rate of ``config``: ``config.server_lr``, or the default ``lr`` of
+    ``config.server_optimizer`` (``docs/defaults.md``) when None."""
+    if config.server_lr is not None:
+        return config.server_lr
+    return float(registry.server_optimizer_options(config.server_optimizer)["lr"].default)
 
 
 def model_for(config: SimulationConfig, dataset: FederatedDataset) -> FlatModel:

@@ -30,7 +30,7 @@ from fastfair.sim.data.base import ClientBatch, FederatedDataset, concat_batches
 from fastfair.sim.data.validation import ValidationSplit
 from fastfair.sim.distributed import Distributed
 from fastfair.sim.models.flat import FlatModel, check_model
-from fastfair.sim.rounds.build import build_rule, build_server_optimizer, check_rule
+from fastfair.sim.rounds.build import build_rule, build_server_optimizer, check_rule, server_lr
 from fastfair.sim.rounds.runner import Runner
 from fastfair.sim.seeding import CohortKeys, Stream, torch_seed
 from fastfair.sim.training.alone import fold_in_order
@@ -298,7 +298,7 @@ def _check_diverged(losses: np.ndarray, ids: np.ndarray, config: SimulationConfi
         k = int(bad[0])
         raise ValueError(f"training diverged: the global model's loss on client {int(ids[k])} "
                          f"is {losses[k]}; lower lr (--lr, now {config.lr:g}) or server_lr "
-                         f"(--server-lr, now {config.server_lr:g})")
+                         f"(--server-lr, now {server_lr(config):g})")
 
 
 def _scores(model: FlatModel, params: torch.Tensor,

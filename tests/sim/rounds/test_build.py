@@ -11,6 +11,7 @@ import torch
 
 from fastfair.aggregators import AAggFFD, FedProx
 from fastfair.sim import ArrayDataset, Simulation, SimulationConfig
+from fastfair.sim.rounds.build import build_server_optimizer, server_lr
 
 
 def _data(seed=0, features=3, classes=3, sizes=(6, 5, 7, 4)):
@@ -91,3 +92,21 @@ def test_a_combination_without_meaning_is_refused_before_any_data_are_read():
                                    fair_over="groups")
     with pytest.raises(ValueError, match="fedprox is the proximal objective"):
         Simulation.validate(over_groups)
+
+
+@pytest.mark.parametrize("name,documented", [("sgd", 1.0), ("fedavgm", 1.0), ("fedadam", 0.01),
+                                             ("fedyogi", 0.01), ("fedadagrad", 0.01)])
+def test_each_server_optimizer_steps_at_its_documented_rate_unless_server_lr_is_given(name,
+                                                                                     documented):
+    assert build_server_optimizer(SimulationConfig(server_optimizer=name)).lr == documented
+    assert server_lr(SimulationConfig(server_optimizer=name)) == documented
+    given = SimulationConfig(server_optimizer=name, server_lr=0.5)
+    assert build_server_optimizer(given).lr == 0.5 == server_lr(given)
+
+
+def test_the_server_learning_rate_is_server_lr_alone():
+    config = SimulationConfig(server_optimizer="fedadam", server_options={"lr": 0.3})
+    with pytest.raises(ValueError, match=r"must not set lr.*give --server-lr 0\.3"):
+        Simulation.validate(config)
+    with pytest.raises(ValueError, match=r"server_lr \(--server-lr\) must be > 0"):
+        SimulationConfig(server_lr=0.0)
