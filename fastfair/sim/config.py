@@ -16,6 +16,7 @@ from fastfair.aggregators.bounds import NORM_REFERENCES, check_bound
 from fastfair.aggregators.compose import check_objective_options
 from fastfair.aggregators.over_groups import PRIORS, SHARES
 from fastfair.sim.data import registry
+from fastfair.sim.lr_schedule import parse_lr_schedule, round_lr
 
 DATASETS = tuple(registry.DATASETS)
 MODELS = tuple(registry.MODELS)
@@ -142,6 +143,10 @@ class SimulationConfig:
     batch_size: int = field(default=32, metadata=doc(TRAINING, "local minibatch size"))
     lr: float = field(default=0.1, metadata=doc(TRAINING, "client learning rate"))
     lr_decay: float = field(default=1.0, metadata=doc(TRAINING, "per-round lr factor"))
+    lr_schedule: Optional[str] = field(default=None, metadata=doc(
+        TRAINING, "the client lr over rounds, in place of --lr-decay: step:gamma=G,every=N "
+        "(lr G^floor((t-1)/N)) or cosine:min=M[,rounds=T] (from lr to M over T rounds, default "
+        "--rounds); docs/simulator.md", metavar="KIND:KEY=VALUE,..."))
     # server
     server_lr: Optional[float] = field(default=None, metadata=doc(
         TRAINING, "the server optimizer's learning rate; none: its documented default (1 for "
@@ -243,6 +248,12 @@ class SimulationConfig:
                              "effect without max_update_norm (--max-update-norm): set that, or "
                              "leave update_norm_reference at its default")
         check_objective_options(self.objective, self.objective_options)
+        if self.lr_schedule is not None:
+            if self.lr_decay != 1.0:
+                raise ValueError("lr_decay (--lr-decay) and lr_schedule (--lr-schedule) both "
+                                 "schedule the client lr: give one (lr_decay d is "
+                                 f"step:gamma={self.lr_decay:g},every=1)")
+            parse_lr_schedule(self.lr_schedule, self.lr, self.rounds)
         self._check_used()
         self._check_groups()
         registry.check_pair(self.dataset, self.model)
@@ -286,6 +297,13 @@ class SimulationConfig:
                              "both give the clients' groups: choose one")
         if self.groups_file is not None and not os.path.isfile(self.groups_file):
             raise ValueError(f"groups_file (--groups-file) {self.groups_file!r} is not a file")
+
+    def client_lr(self, t: int) -> float:
+        """The client learning rate of round ``t`` (1-based): ``lr`` under ``lr_schedule``, or
+        under the per-round factor ``lr_decay`` (:func:`fastfair.sim.lr_schedule.round_lr`)."""
+        schedule = None if self.lr_schedule is None else parse_lr_schedule(
+            self.lr_schedule, self.lr, self.rounds)
+        return round_lr(self.lr, t, self.lr_decay, schedule)
 
     def to_dict(self) -> Dict[str, Any]:
         return dataclasses.asdict(self)

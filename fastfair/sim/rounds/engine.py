@@ -365,7 +365,7 @@ def play_round(sims: Sequence[Simulation], t: int,
     lead = sims[0]
     cfg, dist, device = lead.config, lead.dist, lead.device
     local = LocalTrainingConfig(epochs=cfg.epochs, steps=cfg.local_steps,
-                                batch_size=cfg.batch_size, lr=cfg.lr * cfg.lr_decay ** (t - 1),
+                                batch_size=cfg.batch_size, lr=cfg.client_lr(t),
                                 precision=cfg.precision)
     shares = [dist.my_slice(ids.shape[0]) for ids in cohorts]
     groups: Dict[Tuple[int, int, bytes], List[int]] = {}

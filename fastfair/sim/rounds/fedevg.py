@@ -36,6 +36,7 @@ class FedEvgSimulation(MethodRunner):
               "hidden": f"{_OWN}: hidden", "epochs": f"{_OWN}: local_epochs",
               "local_steps": f"{_OWN}: local_epochs", "batch_size": f"{_OWN}: batch_size",
               "lr": f"{_OWN}: lr", "lr_decay": f"{_OWN}: lr_decay, lr_decay_every",
+              "lr_schedule": f"{_OWN}: lr_decay, lr_decay_every",
               "server_lr": f"the server step is Langevin; {_OWN}: beta_start, beta_end",
               "server_optimizer": "the server moves a synthetic set, not a model",
               "server_options": "the server moves a synthetic set, not a model",

@@ -122,7 +122,7 @@ class SuperFedSimulation(MethodRunner):
         mixed = ops.superfed_mix(f, l, lam, self.layout)
         round_seed = torch_seed(cfg.seed, Stream.ROUND_TRAINING, t)
         local = LocalTrainingConfig(epochs=cfg.epochs, steps=cfg.local_steps,
-                                    batch_size=cfg.batch_size, lr=cfg.lr * cfg.lr_decay ** (t - 1))
+                                    batch_size=cfg.batch_size, lr=cfg.client_lr(t))
         first_loss = None
         assert o.nu is not None  # its __post_init__ sets the mode's default
         nu = o.nu if mixing else 0.0
