@@ -51,11 +51,11 @@ OBJECTIVE_RULES: Dict[str, Tuple[str, Tuple[str, ...]]] = {
 #: Why a rule with an objective of its own takes no other, by rule name.
 FIXED_BY_RULE: Dict[str, str] = {
     "fedprox": "fedprox is the proximal objective with FedAvg's sample-weighted mixing (a "
-               "preset of the two); name the mixing rule instead, e.g. --rule fedavg "
-               "--objective {objective}",
+               "preset of the two); name the mixing rule instead: fedavg with objective "
+               "{objective!r} (--rule fedavg --objective {objective})",
     "propfair": "propfair (weighting='fedavg') is PropFair's loss transform with FedAvg's "
-                "mixing (a preset of the two); name the mixing rule instead, e.g. --rule fedavg "
-                "--objective {objective}",
+                "mixing (a preset of the two); name the mixing rule instead: fedavg with "
+                "objective {objective!r} (--rule fedavg --objective {objective})",
     "fedcvar": "fedcvar's relay form averages the thresholds t' that its CVaR objective trains "
                "beside the model; clients of another objective train none",
 }
@@ -189,14 +189,14 @@ def choose_objective(rule: Aggregator, name: Optional[str],
     if own != ClientObjective.kind:
         reason = FIXED_BY_RULE.get(rule.name, f"rule {rule.name!r} fixes its clients' objective "
                                               f"({own!r}) by its theory")
-        raise ValueError(f"--objective {name} with --rule {rule.name}: "
+        raise ValueError(f"objective {name!r} with rule {rule.name!r}: "
                          + reason.format(objective=name))
     if rule.expects_gradients:
-        raise ValueError(f"--objective {name} with --rule {rule.name}: the rule reads each "
+        raise ValueError(f"objective {name!r} with rule {rule.name!r}: the rule reads each "
                          "client's gradient of its plain loss at the received model, with no "
                          "local steps for an objective to change (use fedcvar's relay form)")
     if name == "propfair" and getattr(rule, "weighting", None) == "eg":
-        raise ValueError("--objective propfair with --rule propfair (weighting='eg'): the eg "
+        raise ValueError("objective 'propfair' with rule 'propfair' (weighting='eg'): the eg "
                          "weights n_k / (M - F_k) already apply the transform's gradient; use "
                          "weighting='fedavg' or the plain objective")
     return build_objective(name, options)

@@ -44,7 +44,8 @@ def test_the_rules_own_objective_stays_with_its_state():
 
 @pytest.mark.parametrize("rule,options,name,message", [
     ("fedprox", {}, "propfair", "fedprox is the proximal objective with FedAvg's sample-weighted "
-                                "mixing.*--rule fedavg --objective propfair"),
+                                r"mixing.*fedavg with objective 'propfair' \(--rule fedavg "
+                                "--objective propfair"),
     ("fedprox", {}, "plain", "--rule fedavg --objective plain"),
     ("propfair", {}, "proximal", "PropFair's loss transform with FedAvg's mixing"),
     ("fedcvar", {}, "proximal", "averages the thresholds t' that its CVaR objective trains"),

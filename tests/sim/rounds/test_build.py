@@ -82,7 +82,7 @@ def test_a_preset_is_fedavg_with_its_objective_bit_for_bit(preset, rule_options,
 
 def test_a_combination_without_meaning_is_refused_before_any_data_are_read():
     config = SimulationConfig(rule="fedcvar", objective="proximal")
-    with pytest.raises(ValueError, match="--objective proximal with --rule fedcvar"):
+    with pytest.raises(ValueError, match="objective 'proximal' with rule 'fedcvar'"):
         Simulation.validate(config)
     with pytest.raises(ValueError, match="objective options need an objective"):
         SimulationConfig(objective_options={"mu": 0.1})
