@@ -303,7 +303,8 @@ def _no_gpu():
     (["--objective", "proximal", "--objective-option", "mu=-1"], "objective 'proximal': mu must",
      None),
     (["--server-optimizer", "fedadam", "--server-option", "lr=0.3"],
-     "must not set lr: the server learning rate is server_lr; give --server-lr 0.3", None),
+     "must not set lr (--server-option lr=0.3): the server learning rate is server_lr; give "
+     "--server-lr 0.3", None),
     (["--lr-schedule", "step:gamma=2"],
      "lr_schedule (--lr-schedule): step's gamma must be in (0, 1]; got 2.0", None),
 ])

@@ -61,8 +61,8 @@ def build_server_optimizer(config: SimulationConfig) -> ServerOptimizer:
     :func:`server_lr` (``config.server_lr``, or the optimiser's own default when None)."""
     if "lr" in config.server_options:
         lr = config.server_options["lr"]
-        raise ValueError(f"server_options (--server-option) must not set lr: the server learning "
-                         f"rate is server_lr; give --server-lr {lr} (server_lr = {lr!r})")
+        raise ValueError(f"server_options must not set lr (--server-option lr={lr}): the server "
+                         f"learning rate is server_lr; give --server-lr {lr} (server_lr = {lr!r})")
     lr = {} if config.server_lr is None else {"lr": config.server_lr}
     return registry.build_server_optimizer(config.server_optimizer, **lr,
                                            **config.server_options)
