@@ -17,6 +17,7 @@ from fastfair.sim.data.base import ClientBatch, FederatedDataset
 from fastfair.sim.data.catalog import build_dataset, check_files
 from fastfair.sim.distributed import Distributed
 from fastfair.sim.models.flat import FlatModel
+from fastfair.sim.population import check_population, with_population
 from fastfair.sim.process import torch_threads
 from fastfair.sim.reporting.metrics import fairness_metrics, gini
 from fastfair.sim.rounds.availability import build_availability, check_availability
@@ -82,6 +83,9 @@ class Runner:
         self.availability = build_availability(config.availability, config.clients,
                                                config.per_round, config.seed,
                                                config.availability_options)
+        if getattr(config, "population", None) is not None:  # devices on a virtual clock
+            self.availability, self.dataset = with_population(
+                config, self.dataset, 0 if self.model is None else int(self.params.numel()))
         self.round = 0
         self.history = []
         self._setup()
@@ -124,6 +128,8 @@ class Runner:
         before anything is built or written."""
         cls.check_config(config)
         check_availability(config.availability, config.availability_options)
+        check_population(getattr(config, "population", None),
+                         getattr(config, "population_options", {}))
         check_files(config)
 
     def step(self) -> Dict[str, Any]:
@@ -171,7 +177,7 @@ class Runner:
         ``evaluation`` when the caller scored the model already, as a sweep does) and the
         seconds it took; returns the record."""
         self.round = t
-        record = {"round": t, **record}
+        record = {"round": t, **record, **self.availability.round_record()}
         if self.evaluation_due(t):
             record.update(self.evaluate_metrics(evaluation))
         record["seconds"] = time.perf_counter() - started
@@ -259,7 +265,8 @@ class Runner:
         :func:`fastfair.sim.checkpoint.to_plain`), so ``torch.save`` / ``torch.load`` with its
         default ``weights_only=True`` round-trip it."""
         return to_plain({"version": self.version, "round": self.round,
-                         "history": [dict(r) for r in self.history], **self._state()})
+                         "history": [dict(r) for r in self.history],
+                         "availability": self.availability.state_dict(), **self._state()})
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Continues from :meth:`state_dict`; raises, changing nothing, when it does not fit."""
@@ -272,7 +279,13 @@ class Runner:
             raise ValueError(f"checkpoint is inconsistent: round {rounds!r} with "
                              f"{len(history) if isinstance(history, list) else history!r} "
                              f"round records, of a run of {self.config.rounds} rounds")
-        self._load(state)
+        before = self.availability.state_dict()
+        self.availability.load_state_dict(state.get("availability") or {})
+        try:
+            self._load(state)
+        except Exception:
+            self.availability.load_state_dict(before)
+            raise
         self.round = int(state["round"])
         self.history = [dict(r) for r in state["history"]]
 
