@@ -43,13 +43,15 @@ def _population_options(spread: float = 0.3, process: str = "always", online_pro
                         downs: Optional[List[float]] = None, ups: Optional[List[float]] = None,
                         dropouts: Optional[List[float]] = None,
                         window: Optional[List[float]] = None, model_bytes: Optional[float] = None,
-                        idle: float = 60.0, track_participation: bool = False) -> None:
+                        idle: float = 60.0, track_participation: bool = False,
+                        tier_by_group: bool = False) -> None:
     """The options of a population (``population_options``): those of
     :class:`~fastfair.sim.population.devices.Population`; per-tier lists replacing the tiers'
     ``shares``, ``speeds``, ``downs``, ``ups``, ``dropouts`` (one number per tier); ``window``
     ``[start, end]`` local hours of every tier's diurnal window; ``model_bytes`` sent each way
     (default: the model's parameters x 4); ``idle`` seconds a round with nobody online lasts;
-    ``track_participation``: count every client's kept rounds."""
+    ``track_participation``: count every client's kept rounds; ``tier_by_group``: a client's
+    tier is its data set's group (one tier per group)."""
 
 
 _SPEC = signature_options(_population_options)
@@ -135,9 +137,25 @@ def with_population(config: Any, dataset: Any, num_params: int
     invite = None if config.availability == "uniform" else build_availability(
         config.availability, config.clients, invited, config.seed, config.availability_options)
     selection = build_selection(config, dataset, num_params, invite)
-    if dataset.num_groups is None:
+    if config.population_options.get("tier_by_group"):
+        selection.population.tier_by(dataset.groups, _group_shares(dataset))
+    elif dataset.num_groups is None:
         dataset = with_tiers(dataset, selection.population)
     return selection, dataset
+
+
+def _group_shares(dataset: Any, most: int = 10**7) -> np.ndarray:
+    """``[G]`` each group's share of the clients (read for every client, so K <= ``most``)."""
+    if dataset.num_groups is None:
+        raise ValueError("population option tier_by_group needs a data set with groups "
+                         "(--groups-file, --group-by-class, the grouped workload)")
+    groups = dataset.group_ids
+    if groups is None:
+        if dataset.num_clients > most:
+            raise ValueError(f"population option tier_by_group reads every client's group: at "
+                             f"most {most} clients; got {dataset.num_clients}")
+        groups = dataset.groups(np.arange(dataset.num_clients))
+    return np.bincount(groups, minlength=dataset.num_groups) / dataset.num_clients
 
 
 def with_tiers(dataset: Any, population: Population) -> Any:

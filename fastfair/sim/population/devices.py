@@ -28,7 +28,7 @@ from __future__ import annotations
 import csv
 import math
 from dataclasses import dataclass, replace
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -145,10 +145,22 @@ class Population:
         self.time_zones, self.mean_on, self.mean_off = int(time_zones), float(mean_on), \
             float(mean_off)
         self.table = table
+        self._tier_of: Optional[Callable[[np.ndarray], np.ndarray]] = None
+        self._group_shares: Optional[np.ndarray] = None
         self._cum = np.cumsum([t.share for t in self.tiers])
         self._cum[-1] = 1.0
         self._column = {f: np.array([getattr(t, f) for t in self.tiers], dtype=np.float64)
                         for f in ("speed", "down", "up", "dropout", "window_start", "window_end")}
+
+    def tier_by(self, groups: Callable[[np.ndarray], np.ndarray], shares: np.ndarray) -> None:
+        """Makes the tier of a client its group ``groups(ids)`` (a data set's groups, one per
+        tier), the tiers' ``shares [T]`` those of the groups: device class tied to data, as
+        when a region's users share both."""
+        shares = np.asarray(shares, dtype=np.float64)
+        if shares.shape != (self.num_tiers,):
+            raise ValueError(f"tier_by: the data set has {shares.size} groups; the population "
+                             f"has {self.num_tiers} tiers: give one tier per group")
+        self._tier_of, self._group_shares = groups, shares
 
     @property
     def num_tiers(self) -> int:
@@ -156,6 +168,8 @@ class Population:
 
     def shares(self) -> np.ndarray:
         """``[T]`` each tier's share of the K clients (counted exactly with a table)."""
+        if self._group_shares is not None:
+            return self._group_shares
         if self.table is not None:
             return np.bincount(self.table["tier"], minlength=self.num_tiers) / self.num_clients
         return np.array([t.share for t in self.tiers])
@@ -164,6 +178,8 @@ class Population:
         """``[n]`` int64 tier of each client: the first tier whose cumulative share exceeds a
         keyed uniform (or the table's)."""
         ids = np.asarray(ids, dtype=np.int64)
+        if self._tier_of is not None:
+            return np.asarray(self._tier_of(ids), dtype=np.int64)
         if self.table is not None:
             return self.table["tier"][ids]
         u = uniform(keys(self.seed, Stream.POPULATION_TIER, ids))

@@ -94,3 +94,21 @@ def test_rules_over_the_tiers_and_time_to_accuracy():
     target = history[-1]["acc_mean"]
     assert time_to_accuracy(history, target) <= history[-1]["virtual_time"]
     assert time_to_accuracy(history, 2.0) == float("inf")
+
+
+def test_tiers_may_be_the_data_sets_groups():
+    config = SimulationConfig(dataset="grouped", groups=3, clients=30, per_round=5, rounds=2,
+                              eval_every=2, population="devices",
+                              population_options={"tier_by_group": True})
+    sim = Simulation(config)
+    ids = np.arange(30)
+    np.testing.assert_array_equal(sim.availability.population.tier(ids), sim.dataset.groups(ids))
+    np.testing.assert_allclose(sim.availability.population.shares(),
+                               np.bincount(sim.dataset.groups(ids), minlength=3) / 30)
+    sim.step()
+    try:
+        Simulation(SimulationConfig(**{**TINY, "population_options": {"tier_by_group": True}}))
+    except ValueError as e:
+        assert "needs a data set with groups" in str(e)
+    else:
+        raise AssertionError("tier_by_group without groups was accepted")
