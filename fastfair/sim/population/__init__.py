@@ -44,14 +44,16 @@ def _population_options(spread: float = 0.3, process: str = "always", online_pro
                         dropouts: Optional[List[float]] = None,
                         window: Optional[List[float]] = None, model_bytes: Optional[float] = None,
                         idle: float = 60.0, track_participation: bool = False,
-                        tier_by_group: bool = False) -> None:
+                        tier_by_group: bool = False,
+                        online_probs: Optional[List[float]] = None) -> None:
     """The options of a population (``population_options``): those of
     :class:`~fastfair.sim.population.devices.Population`; per-tier lists replacing the tiers'
     ``shares``, ``speeds``, ``downs``, ``ups``, ``dropouts`` (one number per tier); ``window``
     ``[start, end]`` local hours of every tier's diurnal window; ``model_bytes`` sent each way
     (default: the model's parameters x 4); ``idle`` seconds a round with nobody online lasts;
     ``track_participation``: count every client's kept rounds; ``tier_by_group``: a client's
-    tier is its data set's group (one tier per group)."""
+    tier is its data set's group (one tier per group); ``online_probs``: ``bernoulli``, one
+    probability per tier."""
 
 
 _SPEC = signature_options(_population_options)
@@ -98,7 +100,7 @@ def build_population(source: str, num_clients: int, seed: int,
         tiers = [_replaced(_replaced(t, "window_start", float(window[0])), "window_end",
                            float(window[1])) for t in tiers]
     kwargs = {k: options[k] for k in ("spread", "process", "online_prob", "time_zones",
-                                      "mean_on", "mean_off") if k in options}
+                                      "mean_on", "mean_off", "online_probs") if k in options}
     return Population(num_clients, seed, tiers, table=table, **kwargs)
 
 

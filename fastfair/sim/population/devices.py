@@ -100,8 +100,9 @@ class Population:
         The log-normal sigma of speed and bandwidths around their tier's medians.
     process
         The availability process, one of :data:`PROCESSES` (module docstring).
-    online_prob
-        ``bernoulli``: the probability a client is online in a round.
+    online_prob, online_probs
+        ``bernoulli``: the probability a client is online in a round; ``online_probs`` gives
+        each tier its own (restricted, skewed availability).
     time_zones
         ``diurnal``: the number of equally spaced time zones the clients fall into.
     mean_on, mean_off
@@ -114,6 +115,7 @@ class Population:
     def __init__(self, num_clients: int, seed: int, tiers: Sequence[Tier] = DEFAULT_TIERS,
                  spread: float = 0.3, process: str = "always", online_prob: float = 0.5,
                  time_zones: int = 24, mean_on: float = 3600.0, mean_off: float = 7200.0,
+                 online_probs: Optional[Sequence[float]] = None,
                  table: Optional[Dict[str, np.ndarray]] = None) -> None:
         if num_clients < 1:
             raise ValueError(f"num_clients must be >= 1; got {num_clients}")
@@ -145,6 +147,11 @@ class Population:
         self.time_zones, self.mean_on, self.mean_off = int(time_zones), float(mean_on), \
             float(mean_off)
         self.table = table
+        probs = [online_prob] * len(tiers) if online_probs is None else list(online_probs)
+        if len(probs) != len(tiers) or not all(0 < p <= 1 for p in probs):
+            raise ValueError(f"population option online_probs must give each of the "
+                             f"{len(tiers)} tiers a probability in (0, 1]; got {online_probs}")
+        self._online_probs = np.array(probs, dtype=np.float64)
         self._tier_of: Optional[Callable[[np.ndarray], np.ndarray]] = None
         self._group_shares: Optional[np.ndarray] = None
         self._cum = np.cumsum([t.share for t in self.tiers])
@@ -231,7 +238,7 @@ class Population:
         if self.process == "always":
             return 1.0
         if self.process == "bernoulli":
-            return self.online_prob
+            return float(np.dot(self.shares(), self._online_probs))
         if self.process == "diurnal":
             if self.table is not None:
                 start, end = self.table["window_start"], self.table["window_end"]
@@ -248,7 +255,7 @@ class Population:
             return np.ones(ids.shape, dtype=bool)
         if self.process == "bernoulli":
             return uniform(keys(self.seed, Stream.POPULATION_ONLINE, ids, round)) \
-                < self.online_prob
+                < self._online_probs[self.tier(ids)]
         if self.process == "diurnal":
             zone = np.floor(uniform(keys(self.seed, Stream.POPULATION_PHASE, ids))
                             * self.time_zones)

@@ -58,9 +58,9 @@ def tier_table(histories: Dict[str, List[Dict[str, Any]]]) -> str:
 def population_metrics(histories: Sequence[List[Dict[str, Any]]],
                        metrics: Sequence[str]) -> Tuple[str, ...]:
     """The population's metrics every one of ``histories`` recorded and ``metrics`` lacks:
-    ``virtual_time``, ``wasted_share`` and, per tier g, ``participation_tier{g}``,
-    ``wasted_share_tier{g}`` and ``acc_group{g}`` (its accuracy where the tiers are the
-    groups); none for runs without a population."""
+    ``virtual_time``, ``wasted_share`` and, per tier g, ``acc_group{g}`` (its accuracy where
+    the tiers are the groups) and ``participation_tier{g}``; none for runs without a
+    population. (Each tier's wasted share stays in the round records.)"""
     if not histories or not all(h and "virtual_time" in h[-1] for h in histories):
         return ()
     last = histories[0][-1]
@@ -68,6 +68,6 @@ def population_metrics(histories: Sequence[List[Dict[str, Any]]],
                    if k.startswith("participation_tier"))
     names = ["virtual_time", "wasted_share"]
     for g in tiers:
-        names += [f"acc_group{g}", f"participation_tier{g}", f"wasted_share_tier{g}"]
+        names += [f"acc_group{g}", f"participation_tier{g}"]
     return tuple(n for n in names if n not in metrics
                  and all(any(n in r for r in h) for h in histories))
