@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from fastfair._options import check_options, signature_options
+from fastfair._options import check_options, dataclass_options
 from fastfair.sim.population.devices import (
     DEFAULT_TIERS,
     PROCESSES,
@@ -28,7 +28,7 @@ from fastfair.sim.population.devices import (
 )
 from fastfair.sim.population.selection import POLICIES, Policy, PopulationAvailability, keep
 
-__all__ = ["DEFAULT_TIERS", "POLICIES", "PROCESSES", "Policy", "Population",
+__all__ = ["DEFAULT_TIERS", "POLICIES", "PROCESSES", "Policy", "Population", "PopulationOptions",
            "PopulationAvailability", "Tier", "build_population", "build_selection",
            "check_population", "keep", "time_to_accuracy", "with_population",
            "with_tiers"]
@@ -36,27 +36,37 @@ __all__ = ["DEFAULT_TIERS", "POLICIES", "PROCESSES", "Policy", "Population",
 _PER_TIER = ("shares", "speeds", "downs", "ups", "dropouts")
 
 
-def _population_options(spread: float = 0.3, process: str = "always", online_prob: float = 0.5,
-                        time_zones: int = 24, mean_on: float = 3600.0, mean_off: float = 7200.0,
-                        shares: Optional[List[float]] = None,
-                        speeds: Optional[List[float]] = None,
-                        downs: Optional[List[float]] = None, ups: Optional[List[float]] = None,
-                        dropouts: Optional[List[float]] = None,
-                        window: Optional[List[float]] = None, model_bytes: Optional[float] = None,
-                        idle: float = 60.0, track_participation: bool = False,
-                        tier_by_group: bool = False,
-                        online_probs: Optional[List[float]] = None) -> None:
+@dataclasses.dataclass(frozen=True)
+class PopulationOptions:
     """The options of a population (``population_options``): those of
-    :class:`~fastfair.sim.population.devices.Population`; per-tier lists replacing the tiers'
-    ``shares``, ``speeds``, ``downs``, ``ups``, ``dropouts`` (one number per tier); ``window``
-    ``[start, end]`` local hours of every tier's diurnal window; ``model_bytes`` sent each way
-    (default: the model's parameters x 4); ``idle`` seconds a round with nobody online lasts;
-    ``track_participation``: count every client's kept rounds; ``tier_by_group``: a client's
-    tier is its data set's group (one tier per group); ``online_probs``: ``bernoulli``, one
-    probability per tier."""
+    :class:`~fastfair.sim.population.devices.Population` (``spread``, ``process``,
+    ``online_prob``, ``online_probs``, ``time_zones``, ``mean_on``, ``mean_off``); per-tier
+    lists replacing the tiers' ``shares``, ``speeds``, ``downs``, ``ups``, ``dropouts`` (one
+    number per tier); ``window`` ``[start, end]`` local hours of every tier's diurnal window;
+    ``model_bytes`` sent each way (None: the model's parameters x 4); ``idle`` seconds a round
+    with nobody online lasts; ``track_participation``: count every client's kept rounds;
+    ``tier_by_group``: a client's tier is its data set's group (one tier per group)."""
+
+    spread: float = 0.3
+    process: str = "always"
+    online_prob: float = 0.5
+    online_probs: Optional[List[float]] = None
+    time_zones: int = 24
+    mean_on: float = 3600.0
+    mean_off: float = 7200.0
+    shares: Optional[List[float]] = None
+    speeds: Optional[List[float]] = None
+    downs: Optional[List[float]] = None
+    ups: Optional[List[float]] = None
+    dropouts: Optional[List[float]] = None
+    window: Optional[List[float]] = None
+    model_bytes: Optional[float] = None
+    idle: float = 60.0
+    track_participation: bool = False
+    tier_by_group: bool = False
 
 
-_SPEC = signature_options(_population_options)
+_SPEC = dataclass_options(PopulationOptions)
 
 
 def check_population(source: Optional[str], options: Dict[str, Any]) -> None:
@@ -84,24 +94,26 @@ def build_population(source: str, num_clients: int, seed: int,
     check_population(source, options)
     tiers, table = (list(DEFAULT_TIERS), None) if source == "devices" else \
         read_population_csv(source, num_clients)
+    given = PopulationOptions(**options)
     for name, field in zip(_PER_TIER, ("share", "speed", "down", "up", "dropout")):
-        values = options.get(name)
+        values = getattr(given, name)
         if values is None:
             continue
         if not isinstance(values, list) or len(values) != len(tiers):
             raise ValueError(f"population option {name} must list one number per tier "
                              f"({len(tiers)}: {', '.join(t.name for t in tiers)}); got {values!r}")
         tiers = [_replaced(t, field, float(v)) for t, v in zip(tiers, values)]
-    window = options.get("window")
+    window = given.window
     if window is not None:
         if not isinstance(window, list) or len(window) != 2:
             raise ValueError(f"population option window must be [start, end] local hours; got "
                              f"{window!r}")
         tiers = [_replaced(_replaced(t, "window_start", float(window[0])), "window_end",
                            float(window[1])) for t in tiers]
-    kwargs = {k: options[k] for k in ("spread", "process", "online_prob", "time_zones",
-                                      "mean_on", "mean_off", "online_probs") if k in options}
-    return Population(num_clients, seed, tiers, table=table, **kwargs)
+    return Population(num_clients, seed, tiers, spread=given.spread, process=given.process,
+                      online_prob=given.online_prob, time_zones=given.time_zones,
+                      mean_on=given.mean_on, mean_off=given.mean_off,
+                      online_probs=given.online_probs, table=table)
 
 
 def _replaced(tier: Tier, field: str, value: float) -> Tier:
@@ -114,16 +126,16 @@ def build_selection(config: Any, dataset: Any, num_params: int,
     :class:`~fastfair.sim.config.SimulationConfig` with a population, for ``dataset``
     (its training-sample counts) and a model of ``num_params`` parameters; ``invite``: the
     availability model that invites instead of the population (None for ``uniform``)."""
-    options = config.population_options
-    population = build_population(config.population, config.clients, config.seed, options)
+    options = PopulationOptions(**config.population_options)
+    population = build_population(config.population, config.clients, config.seed,
+                                  config.population_options)
     policy = Policy(config.policy, config.over_select, config.deadline)
     fixed = 0.0 if config.local_steps is None else float(config.local_steps * config.batch_size)
     return PopulationAvailability(
         population, policy, config.per_round, dataset.num_samples,
         work_per_sample=float(config.epochs), work_fixed=fixed,
-        model_bytes=float(options.get("model_bytes") or 4.0 * max(num_params, 1)),
-        invite=invite, idle=float(options.get("idle", 60.0)),
-        track_participation=bool(options.get("track_participation", False)))
+        model_bytes=float(options.model_bytes or 4.0 * max(num_params, 1)),
+        invite=invite, idle=float(options.idle), track_participation=options.track_participation)
 
 
 def with_population(config: Any, dataset: Any, num_params: int
@@ -139,7 +151,7 @@ def with_population(config: Any, dataset: Any, num_params: int
     invite = None if config.availability == "uniform" else build_availability(
         config.availability, config.clients, invited, config.seed, config.availability_options)
     selection = build_selection(config, dataset, num_params, invite)
-    if config.population_options.get("tier_by_group"):
+    if PopulationOptions(**config.population_options).tier_by_group:
         selection.population.tier_by(dataset.groups, _group_shares(dataset))
     elif dataset.num_groups is None:
         dataset = with_tiers(dataset, selection.population)
