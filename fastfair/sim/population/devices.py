@@ -276,13 +276,12 @@ class Population:
         width = self.mean_on + self.mean_off
         w = int(time // width)
         out = np.zeros(ids.shape, dtype=bool)
-        for window in (w, w - 1):
-            if window < 0:
-                continue
+        for window in (w, w - 1):  # window -1 holds the sessions running at time 0
+            key = window & 0xFFFFFFFFFFFFFFFF  # a window's number as a uint64 key
             start = window * width + width * uniform(
-                keys(self.seed, Stream.POPULATION_SESSION_START, ids, window))
+                keys(self.seed, Stream.POPULATION_SESSION_START, ids, key))
             length = np.minimum(-self.mean_on * np.log(uniform(
-                keys(self.seed, Stream.POPULATION_SESSION_LENGTH, ids, window))), width)
+                keys(self.seed, Stream.POPULATION_SESSION_LENGTH, ids, key))), width)
             out |= (time >= start) & (time < start + length)
         return out
 
