@@ -6,7 +6,6 @@ server step is a fastfair server optimiser (the round is described in
 from __future__ import annotations
 
 import copy
-import time
 from logging import INFO, WARNING
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
@@ -30,7 +29,7 @@ from fastfair.integrations.flwr.replies import (
     average_metrics,
     checked_node_ids,
 )
-from fastfair.integrations.flwr.selection import check_policy, select_replies
+from fastfair.integrations.flwr.selection import SelectsReplies, check_policy
 from fastfair.state import StateDict
 
 MetricsAggregation = Callable[[List[RecordDict], str], MetricRecord]
@@ -44,7 +43,7 @@ class _NotFinite(Exception):
     """A step that is not finite because of these replies (``args[0]``: (reply, why) pairs)."""
 
 
-class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
+class FastFairStrategy(_ReplyChecks, SelectsReplies, _FlowerFedAvg):
     r"""A Flower strategy whose aggregation is a fastfair rule.
 
     .. code-block:: python
@@ -107,12 +106,7 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
         ``max_update_norm`` itself with ``"absolute"``) and each reported count to
         ``max_samples_per_client``, before the rule sees the round.
     keep_first, deadline
-        The simulator's selection policies on live replies
-        (:mod:`~fastfair.integrations.flwr.selection`): keep the first ``keep_first`` replies
-        by reply time (over-selection: let Flower sample ``ceil(m (1 + f))`` nodes through
-        ``fraction_train`` / ``min_train_nodes`` and keep m) and only those made within
-        ``deadline`` seconds of the round's start; the others count in ``fastfair-dropped``.
-        None (the default): every reply.
+        Selection policies on the replies (:class:`~.selection.SelectsReplies`).
 
     Every field of a reply is untrusted: a reply whose arrays hold NaN or inf, whose count is
     not a non-negative integer that fits a float, whose loss, round inputs or client id are
@@ -141,7 +135,7 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
                  update_norm_reference: str = "median",
                  max_samples_per_client: Optional[float] = None,
                  keep_first: Optional[int] = None, deadline: Optional[float] = None) -> None:
-        check_policy(keep_first, deadline)
+        self.keep_first, self.deadline = check_policy(keep_first, deadline)
         if isinstance(aggregator, ServerOptimizer):
             raise TypeError(f"aggregator is the server optimiser {aggregator!r}: pass a rule as "
                             "aggregator and the optimiser as server_optimizer=, e.g. "
@@ -200,9 +194,6 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
         self._out: Optional[List[np.ndarray]] = None
         #: Coefficients, client ids and node ids of the last aggregated round (for inspection).
         self.last_round: Optional[Dict[str, np.ndarray]] = None
-        #: The selection policy on replies (:mod:`~fastfair.integrations.flwr.selection`).
-        self.keep_first, self.deadline = keep_first, deadline
-        self._started = 0.0
 
     # ------------------------------------------------------------------ Flower hooks
     def summary(self) -> None:
@@ -224,7 +215,6 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
         model sent (viewed in place) for the server step."""
         keys = list(arrays.keys())
         self._sent = (keys, [array_to_numpy(arrays[k]) for k in keys])
-        self._started = time.time()
         for key, value in client_config(self.aggregator).items():
             config[key] = value
         return super().configure_train(server_round, arrays, config, grid)
@@ -246,12 +236,11 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
                                    "strategy needs the model it sent")
         valid, failed = self._check_and_log_replies(list(replies), is_train=True,
                                                     validate=False)
-        valid, late = select_replies(valid, self._started, self.keep_first, self.deadline)
-        failed = [*failed, *late]  # late or beyond the first keep_first: left out, counted
+        valid, late = self._selected(valid)
         self._check_losses_sent(server_round, valid)
         usable = [r for r in (self._read_reply(msg) for msg in valid) if r is not None]
         usable = self._drop_unnumbered(self._drop_shared_ids(usable))
-        dropped = len(failed) + len(valid) - len(usable)
+        dropped = len(failed) + len(late) + len(valid) - len(usable)
         if not usable:
             log(WARNING, "aggregate_train: no usable reply in round %d; the global model is "
                 "unchanged", server_round)
