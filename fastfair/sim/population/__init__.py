@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -138,18 +138,15 @@ def build_selection(config: Any, dataset: Any, num_params: int,
         invite=invite, idle=float(options.idle), track_participation=options.track_participation)
 
 
-def with_population(config: Any, dataset: Any, num_params: int
-                    ) -> Tuple[PopulationAvailability, Any]:
+def with_population(config: Any, dataset: Any, num_params: int,
+                    inviter: Callable[[int], Any]) -> Tuple[PopulationAvailability, Any]:
     """A run's selection under its configuration's population, and its data set with the
-    tiers as groups where the data set has none of its own (:func:`with_tiers`). An
-    availability model other than ``uniform`` invites the clients (drawing
-    ``ceil(m (1 + f))``), the population then takes out those offline."""
-    from fastfair.sim.rounds.availability import build_availability
-
+    tiers as groups where the data set has none of its own (:func:`with_tiers`). With an
+    availability model other than ``uniform``, ``inviter(n)`` (that model drawing n clients a
+    round) invites the ``n = ceil(m (1 + f))``; the population then takes out those offline."""
     invited = min(Policy(config.policy, config.over_select, config.deadline).invited(
         config.per_round), config.clients)
-    invite = None if config.availability == "uniform" else build_availability(
-        config.availability, config.clients, invited, config.seed, config.availability_options)
+    invite = None if config.availability == "uniform" else inviter(invited)
     selection = build_selection(config, dataset, num_params, invite)
     if PopulationOptions(**config.population_options).tier_by_group:
         selection.population.tier_by(dataset.groups, _group_shares(dataset))

@@ -30,7 +30,6 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 from fastfair.sim.population.devices import Population
-from fastfair.sim.rounds.availability import Availability
 from fastfair.sim.seeding import Stream, round_keys, uniform
 
 POLICIES = ("all", "overselect", "deadline")
@@ -98,8 +97,10 @@ def keep(finish: np.ndarray, dropped: np.ndarray, drop_time: np.ndarray, m: int,
     return kept, duration
 
 
-class PopulationAvailability(Availability):
-    """``sample(round)`` under a device population and a selection policy, on a virtual clock.
+class PopulationAvailability:
+    """``sample(round)`` under a device population and a selection policy, on a virtual clock:
+    an availability model (:mod:`fastfair.sim.rounds.availability`'s interface: ``sample``,
+    ``round_record``, ``state_dict``, ``load_state_dict``) that imports nothing of the rounds.
 
     Parameters
     ----------
@@ -135,11 +136,15 @@ class PopulationAvailability(Availability):
 
     def __init__(self, population: Population, policy: Policy, per_round: int,
                  samples: Any, work_per_sample: float = 1.0, work_fixed: float = 0.0,
-                 model_bytes: float = 4e4, invite: Optional[Availability] = None,
+                 model_bytes: float = 4e4, invite: Optional[Any] = None,
                  idle: float = 60.0, track_participation: bool = False) -> None:
-        super().__init__(population.num_clients, per_round, population.seed)
+        if not 1 <= per_round <= population.num_clients:
+            raise ValueError(f"per_round must be in [1, {population.num_clients}]; got "
+                             f"{per_round}")
         if not model_bytes > 0 or not idle > 0:
             raise ValueError(f"model_bytes and idle must be > 0; got {model_bytes}, {idle}")
+        self.num_clients, self.per_round, self.seed = population.num_clients, int(per_round), \
+            population.seed
         self.population, self.policy = population, policy
         self.samples, self.work_per_sample, self.work_fixed = samples, work_per_sample, work_fixed
         self.model_bytes, self.invite, self.idle = float(model_bytes), invite, float(idle)

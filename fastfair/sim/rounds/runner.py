@@ -7,7 +7,7 @@ them."""
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -17,10 +17,10 @@ from fastfair.sim.data.base import ClientBatch, FederatedDataset
 from fastfair.sim.data.catalog import build_dataset, check_files
 from fastfair.sim.distributed import Distributed
 from fastfair.sim.models.flat import FlatModel
-from fastfair.sim.population import check_population, with_population
+from fastfair.sim.population import PopulationAvailability, check_population, with_population
 from fastfair.sim.process import torch_threads
 from fastfair.sim.reporting.metrics import fairness_metrics, gini
-from fastfair.sim.rounds.availability import build_availability, check_availability
+from fastfair.sim.rounds.availability import Availability, build_availability, check_availability
 from fastfair.sim.rounds.build import model_for
 from fastfair.sim.seeding import Stream, numpy_rng, raw_seed
 
@@ -80,12 +80,14 @@ class Runner:
         if self.model is not None:
             init = torch.Generator().manual_seed(raw_seed(config.seed, Stream.MODEL_INIT))
             self.params = self.model.init(init).float().to(self.device)
-        self.availability = build_availability(config.availability, config.clients,
-                                               config.per_round, config.seed,
-                                               config.availability_options)
+        self.availability: Union[Availability, PopulationAvailability] = build_availability(
+            config.availability, config.clients, config.per_round, config.seed,
+            config.availability_options)
         if getattr(config, "population", None) is not None:  # devices on a virtual clock
             self.availability, self.dataset = with_population(
-                config, self.dataset, 0 if self.model is None else int(self.params.numel()))
+                config, self.dataset, 0 if self.model is None else int(self.params.numel()),
+                lambda n: build_availability(config.availability, config.clients, n,
+                                             config.seed, config.availability_options))
         self.round = 0
         self.history = []
         self._setup()
