@@ -44,10 +44,10 @@ def tier_table(histories: Dict[str, List[Dict[str, Any]]]) -> str:
                       f"{'wasted %':>10}"]
         for g in tiers:
             acc = evaluated[-1].get(f"acc_group{g}", np.nan) if evaluated else np.nan
-            lines.append(f"{rule if g == tiers[0] else '':<12}"
-                         f"{last['virtual_time'] / 3600 if g == tiers[0] else np.nan:>8.2f}"
-                         f"{g:>6}{100 * acc:>8.2f}{100 * last[f'participation_tier{g}']:>8.2f}"
-                         f"{100 * last[f'wasted_share_tier{g}']:>10.2f}")
+            hours = f"{last['virtual_time'] / 3600:.2f}" if g == tiers[0] else ""
+            kept, wasted = last[f"participation_tier{g}"], last[f"wasted_share_tier{g}"]
+            lines.append(f"{rule if g == tiers[0] else '':<12}{hours:>8}{g:>6}"
+                         f"{100 * acc:>8.2f}{100 * kept:>8.2f}{100 * wasted:>10.2f}")
     if lines:
         lines.append("(hours of virtual time; acc: the tier's evaluation clients' mean accuracy "
                      "where the tiers are the groups; kept: the share of rounds a client of the "
