@@ -277,7 +277,7 @@ class Population:
         w = int(time // width)
         out = np.zeros(ids.shape, dtype=bool)
         for window in (w, w - 1):  # window -1 holds the sessions running at time 0
-            key = window & 0xFFFFFFFFFFFFFFFF  # a window's number as a uint64 key
+            key = window % (1 << 64)  # a window's number (-1 too) as a uint64 key
             start = window * width + width * uniform(
                 keys(self.seed, Stream.POPULATION_SESSION_START, ids, key))
             length = np.minimum(-self.mean_on * np.log(uniform(
