@@ -14,6 +14,7 @@ The sub-packages are the layers, each importing only those before it:
 - :mod:`~fastfair.sim.models`: flat models, any ``nn.Module``, the papers' networks;
 - :mod:`~fastfair.sim.training`: a cohort's local training and evaluation;
 - :mod:`~fastfair.sim.reporting`: metrics, statistics, output files, round callbacks;
+- :mod:`~fastfair.sim.population`: device populations and selection on a virtual clock;
 - :mod:`~fastfair.sim.rounds`: the round runners (rules, FedEvg, SuPerFed) and what they build;
 - :mod:`~fastfair.sim.experiments`: experiments and sweeps, their run folders and checkpoints.
 """

@@ -176,6 +176,21 @@ class SimulationConfig:
         choices="fastfair.sim.rounds.availability:AVAILABILITY"))
     availability_options: Dict[str, Any] = field(default_factory=dict, metadata=doc(
         DATA, "an availability option, e.g. prob=0.5 (repeatable)"))
+    # a device population on a virtual clock (fastfair.sim.population; docs/populations.md)
+    population: Optional[str] = field(default=None, metadata=doc(
+        DATA, "devices (low/mid/high tiers of speeds, bandwidths, dropouts) or a CSV of tiers or "
+        "clients: rounds then run on a virtual clock; the tiers are the groups of a data set "
+        "without groups", metavar="devices|CSV"))
+    population_options: Dict[str, Any] = field(default_factory=dict, metadata=doc(
+        DATA, "a population option, e.g. process=diurnal, shares=[0.3,0.5,0.2] (repeatable)"))
+    policy: str = field(default="all", metadata=doc(
+        DATA, "with a population: wait for all invited, overselect (invite ceil(m(1+f)), keep "
+        "the first m) or deadline (keep those done by --deadline)",
+        choices="fastfair.sim.population.selection:POLICIES"))
+    over_select: float = field(default=0.0, metadata=doc(
+        DATA, "f: the share of per_round invited on top (overselect, deadline)"))
+    deadline: Optional[float] = field(default=None, metadata=doc(
+        DATA, "the deadline policy's seconds of virtual time per round", metavar="SECONDS"))
     eval_every: int = field(default=5, metadata=doc(EVALUATION, "evaluate every N rounds"))
     eval_clients: int = field(default=1000, metadata=doc(
         EVALUATION, "clients evaluated (a fixed random subset when K is larger)"))
@@ -238,7 +253,7 @@ class SimulationConfig:
             if not ok:
                 raise ValueError(f"{_named(name)} must be {what}; got {getattr(self, name)}")
         for name in ("rule_options", "objective_options", "server_options",
-                     "availability_options"):
+                     "availability_options", "population_options"):
             options = getattr(self, name)
             if not isinstance(options, dict) or not all(isinstance(k, str) for k in options):
                 raise TypeError(f"{name} must be a dict of option names to values; got "
@@ -260,6 +275,10 @@ class SimulationConfig:
             parse_lr_schedule(self.lr_schedule, self.lr, self.rounds)
         self._check_used()
         self._check_groups()
+        if self.population is not None:
+            from fastfair.sim.population.selection import Policy
+
+            Policy(self.policy, self.over_select, self.deadline)
         registry.check_pair(self.dataset, self.model)
         family = registry.DATASETS[self.dataset].family
         if family != "generated" and not (self.data_dir and os.path.isdir(self.data_dir)):
@@ -285,7 +304,9 @@ class SimulationConfig:
             "hidden": (self.model or registry.DATASETS[self.dataset].default_model) != "mlp",
             "group_prior": self.fair_over != "groups", "group_share": self.fair_over != "groups",
             "group_by_class": not split,
-            "epochs": self.local_steps is not None}
+            "epochs": self.local_steps is not None,
+            "policy": self.population is None, "over_select": self.population is None,
+            "deadline": self.population is None}
         for name, is_unused in unused.items():
             if is_unused and name in changed:
                 raise ValueError(f"{name} = {changed[name]!r} has no effect in this configuration "

@@ -71,6 +71,23 @@ class Stream(enum.Enum):
     BERNOULLI_PICK = (Derivation.SAMPLE_CLIENTS, 0xB0B)
     RAM_WEIGHTS = (Derivation.KEYS, 0x4A3)
     RAM_DRAWS = (Derivation.ROUND_KEYS, 0x4A3)
+    # Device populations: a client's tier, speed and bandwidths (two uniforms each for
+    # Box-Muller), time zone, online coin and dropout per round, session start and length per
+    # window; the invitations of a round (positions of a candidate list).
+    POPULATION_TIER = (Derivation.KEYS, 0xD7A0)
+    POPULATION_SPEED_A = (Derivation.KEYS, 0xD7A1)
+    POPULATION_SPEED_B = (Derivation.KEYS, 0xD7A2)
+    POPULATION_DOWN_A = (Derivation.KEYS, 0xD7A3)
+    POPULATION_DOWN_B = (Derivation.KEYS, 0xD7A4)
+    POPULATION_UP_A = (Derivation.KEYS, 0xD7A5)
+    POPULATION_UP_B = (Derivation.KEYS, 0xD7A6)
+    POPULATION_PHASE = (Derivation.KEYS, 0xD7A7)
+    POPULATION_ONLINE = (Derivation.KEYS, 0xD7A8)
+    POPULATION_DROPOUT = (Derivation.KEYS, 0xD7A9)
+    POPULATION_DROP_AT = (Derivation.KEYS, 0xD7AA)
+    POPULATION_SESSION_START = (Derivation.KEYS, 0xD7AB)
+    POPULATION_SESSION_LENGTH = (Derivation.KEYS, 0xD7AC)
+    POPULATION_INVITE = (Derivation.ROUND_KEYS, 0xD7AD)
     # Local training: the round's key (the round as id) and, under it, each client's shuffles
     # and each client's dropout masks of a step (the step as round).
     ROUND_TRAINING = (Derivation.KEYS, 0xA0D)

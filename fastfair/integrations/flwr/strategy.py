@@ -30,6 +30,7 @@ from fastfair.integrations.flwr.replies import (
     average_metrics,
     checked_node_ids,
 )
+from fastfair.integrations.flwr.selection import SelectsReplies, check_policy
 from fastfair.state import StateDict
 
 MetricsAggregation = Callable[[List[RecordDict], str], MetricRecord]
@@ -43,7 +44,7 @@ class _NotFinite(Exception):
     """A step that is not finite because of these replies (``args[0]``: (reply, why) pairs)."""
 
 
-class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
+class FastFairStrategy(_ReplyChecks, SelectsReplies, _FlowerFedAvg):
     r"""A Flower strategy whose aggregation is a fastfair rule.
 
     .. code-block:: python
@@ -106,6 +107,8 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
         the round's median update norm with ``update_norm_reference="median"``, or
         ``max_update_norm`` itself with ``"absolute"``) and each reported count to
         ``max_samples_per_client``, before the rule sees the round.
+    keep_first, deadline
+        Selection policies on the replies (:class:`~.selection.SelectsReplies`).
 
     Every field of a reply is untrusted: a reply whose arrays hold NaN or inf, whose count is
     not a non-negative integer that fits a float, whose loss, round inputs or client id are
@@ -134,7 +137,9 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
                  evaluate_metrics_aggr_fn: Optional[MetricsAggregation] = None,
                  max_update_norm: Optional[float] = None,
                  update_norm_reference: str = "median",
-                 max_samples_per_client: Optional[float] = None) -> None:
+                 max_samples_per_client: Optional[float] = None,
+                 keep_first: Optional[int] = None, deadline: Optional[float] = None) -> None:
+        self.keep_first, self.deadline = check_policy(keep_first, deadline)
         if isinstance(aggregator, ServerOptimizer):
             raise TypeError(f"aggregator is the server optimiser {aggregator!r}: pass a rule as "
                             "aggregator and the optimiser as server_optimizer=, e.g. "
@@ -237,10 +242,11 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
                                    "strategy needs the model it sent")
         valid, failed = self._check_and_log_replies(list(replies), is_train=True,
                                                     validate=False)
+        valid, late = self._selected(valid)
         self._check_losses_sent(server_round, valid)
         usable = [r for r in (self._read_reply(msg) for msg in valid) if r is not None]
         usable = self._drop_unnumbered(self._drop_shared_ids(usable))
-        dropped = len(failed) + len(valid) - len(usable)
+        dropped = len(failed) + len(late) + len(valid) - len(usable)
         if not usable:
             log(WARNING, "aggregate_train: no usable reply in round %d; the global model is "
                 "unchanged", server_round)

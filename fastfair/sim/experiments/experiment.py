@@ -30,6 +30,7 @@ from fastfair.sim.data.registry import DATASETS
 from fastfair.sim.distributed import Distributed
 from fastfair.sim.experiments import common
 from fastfair.sim.models.flat import FlatModel
+from fastfair.sim.population.report import tier_table, write_participation
 from fastfair.sim.process import run_tuned
 from fastfair.sim.reporting import report
 from fastfair.sim.reporting.callbacks import RoundCallback
@@ -55,8 +56,10 @@ class ExperimentResult:
     models: Dict[str, Dict[str, torch.Tensor]] = field(default_factory=dict)
 
     def table(self) -> str:
-        """The summary side by side, as ``fastfair simulate`` prints it."""
-        return report.summary_table(self.summary)
+        """The summary side by side, as ``fastfair simulate`` prints it, and the device tiers
+        of a population run."""
+        tiers = tier_table(self.histories)
+        return report.summary_table(self.summary) + ("\n\n" + tiers if tiers else "")
 
 
 class Experiment(common.Orchestration):
@@ -181,6 +184,8 @@ class Experiment(common.Orchestration):
                     runner, rule, hooks, bar, self.checkpoint_every, save if lead else None,
                     seconds.get(rule, 0.0))
                 histories[rule] = runner.history
+                if lead and self.out is not None:  # each client's kept rounds, where counted
+                    write_participation(self.out, rule, runner.availability)
                 finals[rule] = runner.evaluate()[0]
                 # On the CPU, as a sweep keeps them: a GPU run's models.pt loads anywhere.
                 models[rule] = {k: v.detach().cpu() for k, v in runner.global_state_dict().items()}

@@ -57,6 +57,7 @@ from fastfair.sim.experiments.common import (
     with_fairness,
 )
 from fastfair.sim.models.flat import FlatModel
+from fastfair.sim.population.report import population_metrics
 from fastfair.sim.process import run_tuned
 from fastfair.sim.reporting import report, sweep_report
 from fastfair.sim.reporting.callbacks import RoundCallback
@@ -285,6 +286,7 @@ class Sweep(Orchestration):
         metrics = self.metrics
         metrics += tuple(m for m in GROUP_METRICS  # a data set with groups: its fairness target
                          if m not in metrics and all(_has(run, m) for run in runs))
+        metrics += population_metrics([run.history for run in runs], metrics)  # tiers, clock
         selection = select(runs, self.select)
         rows = summarize(runs, metrics, self.baseline, selection)
         seconds = time.perf_counter() - started

@@ -50,6 +50,20 @@ class Availability:
     def sample(self, round: int) -> np.ndarray:
         raise NotImplementedError
 
+    def round_record(self) -> Dict[str, Any]:
+        """What the last round adds to its record (a population's clock; nothing here)."""
+        return {}
+
+    def state_dict(self) -> Dict[str, Any]:
+        """What changes between rounds (nothing: every draw is a function of the round)."""
+        return {}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Continues from :meth:`state_dict`; a state of another kind is refused."""
+        if state:
+            raise ValueError("checkpoint holds the state of a population (a virtual clock); "
+                             "this run has none: give it the same --population")
+
 
 class UniformAvailability(Availability):
     def sample(self, round: int) -> np.ndarray:

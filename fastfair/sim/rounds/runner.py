@@ -7,7 +7,7 @@ them."""
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -17,9 +17,10 @@ from fastfair.sim.data.base import ClientBatch, FederatedDataset
 from fastfair.sim.data.catalog import build_dataset, check_files
 from fastfair.sim.distributed import Distributed
 from fastfair.sim.models.flat import FlatModel
+from fastfair.sim.population import PopulationAvailability, check_population, with_population
 from fastfair.sim.process import torch_threads
 from fastfair.sim.reporting.metrics import auroc_metrics, client_auroc, fairness_metrics, gini
-from fastfair.sim.rounds.availability import build_availability, check_availability
+from fastfair.sim.rounds.availability import Availability, build_availability, check_availability
 from fastfair.sim.rounds.build import model_for
 from fastfair.sim.seeding import Stream, numpy_rng, raw_seed
 
@@ -79,9 +80,14 @@ class Runner:
         if self.model is not None:
             init = torch.Generator().manual_seed(raw_seed(config.seed, Stream.MODEL_INIT))
             self.params = self.model.init(init).float().to(self.device)
-        self.availability = build_availability(config.availability, config.clients,
-                                               config.per_round, config.seed,
-                                               config.availability_options)
+        self.availability: Union[Availability, PopulationAvailability] = build_availability(
+            config.availability, config.clients, config.per_round, config.seed,
+            config.availability_options)
+        if getattr(config, "population", None) is not None:  # devices on a virtual clock
+            self.availability, self.dataset = with_population(
+                config, self.dataset, 0 if self.model is None else int(self.params.numel()),
+                lambda n: build_availability(config.availability, config.clients, n,
+                                             config.seed, config.availability_options))
         self.round = 0
         self.history = []
         self._setup()
@@ -124,6 +130,8 @@ class Runner:
         before anything is built or written."""
         cls.check_config(config)
         check_availability(config.availability, config.availability_options)
+        check_population(getattr(config, "population", None),
+                         getattr(config, "population_options", {}))
         check_files(config)
 
     def step(self) -> Dict[str, Any]:
@@ -172,7 +180,7 @@ class Runner:
         round of a binary task each evaluation client's AUROC (``auroc_client<id>``), and the
         seconds it took; returns the record."""
         self.round = t
-        record = {"round": t, **record}
+        record = {"round": t, **record, **self.availability.round_record()}
         if self.evaluation_due(t):
             record.update(self.evaluate_metrics(evaluation))
         if t == self.config.rounds:
@@ -283,7 +291,8 @@ class Runner:
         :func:`fastfair.sim.checkpoint.to_plain`), so ``torch.save`` / ``torch.load`` with its
         default ``weights_only=True`` round-trip it."""
         return to_plain({"version": self.version, "round": self.round,
-                         "history": [dict(r) for r in self.history], **self._state()})
+                         "history": [dict(r) for r in self.history],
+                         "availability": self.availability.state_dict(), **self._state()})
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Continues from :meth:`state_dict`; raises, changing nothing, when it does not fit."""
@@ -296,7 +305,13 @@ class Runner:
             raise ValueError(f"checkpoint is inconsistent: round {rounds!r} with "
                              f"{len(history) if isinstance(history, list) else history!r} "
                              f"round records, of a run of {self.config.rounds} rounds")
-        self._load(state)
+        before = self.availability.state_dict()
+        self.availability.load_state_dict(state.get("availability") or {})
+        try:
+            self._load(state)
+        except Exception:
+            self.availability.load_state_dict(before)
+            raise
         self.round = int(state["round"])
         self.history = [dict(r) for r in state["history"]]
 

@@ -1,0 +1,73 @@
+"""What a population run reports beyond the rounds' records: each client's kept rounds
+(``participation_<rule>.csv``) and the tiers side by side (:func:`tier_table`)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any, Dict, List, Sequence, Tuple
+
+import numpy as np
+
+from fastfair.sim.checkpoint import writing
+
+
+def write_participation(out: Path, rule: str, availability: Any) -> None:
+    """``participation_<rule>.csv`` (``client, tier, rounds``: every client kept at least once
+    and its kept rounds) where ``availability`` counted them (a population with
+    ``track_participation``); nothing otherwise."""
+    if not getattr(availability, "track_participation", False):
+        return
+    ids, rounds = availability.participation()
+    tiers = availability.population.tier(ids)
+    path = Path(out) / f"participation_{rule}.csv"
+    with writing(path), open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["client", "tier", "rounds"])
+        writer.writerows(zip(ids.tolist(), tiers.tolist(), rounds.tolist()))
+
+
+def tier_table(histories: Dict[str, List[Dict[str, Any]]]) -> str:
+    """Per rule, the last round's virtual time and, per tier g, the mean accuracy of its
+    evaluation clients (``acc_group{g}``, where the tiers are the groups), its participation
+    rate and wasted share; empty when the runs have no population."""
+    lines: List[str] = []
+    for rule, history in histories.items():
+        if not history or "virtual_time" not in history[-1]:
+            continue
+        last = history[-1]
+        evaluated = [r for r in history if "acc_mean" in r]
+        tiers = sorted(int(k[len("participation_tier"):]) for k in last
+                       if k.startswith("participation_tier"))
+        if not lines:
+            lines += [f"{'rule':<12}{'hours':>8}{'tier':>6}{'acc %':>8}{'kept %':>8}"
+                      f"{'wasted %':>10}"]
+        for g in tiers:
+            acc = evaluated[-1].get(f"acc_group{g}", np.nan) if evaluated else np.nan
+            hours = f"{last['virtual_time'] / 3600:.2f}" if g == tiers[0] else ""
+            kept, wasted = last[f"participation_tier{g}"], last[f"wasted_share_tier{g}"]
+            lines.append(f"{rule if g == tiers[0] else '':<12}{hours:>8}{g:>6}"
+                         f"{100 * acc:>8.2f}{100 * kept:>8.2f}{100 * wasted:>10.2f}")
+    if lines:
+        lines.append("(hours of virtual time; acc: the tier's evaluation clients' mean accuracy "
+                     "where the tiers are the groups; kept: the share of rounds a client of the "
+                     "tier was kept; wasted: its work lost to dropouts and lateness)")
+    return "\n".join(lines)
+
+
+def population_metrics(histories: Sequence[List[Dict[str, Any]]],
+                       metrics: Sequence[str]) -> Tuple[str, ...]:
+    """The population's metrics every one of ``histories`` recorded and ``metrics`` lacks:
+    ``virtual_time``, ``wasted_share`` and, per tier g, ``acc_group{g}`` (its accuracy where
+    the tiers are the groups) and ``participation_tier{g}``; none for runs without a
+    population. (Each tier's wasted share stays in the round records.)"""
+    if not histories or not all(h and "virtual_time" in h[-1] for h in histories):
+        return ()
+    last = histories[0][-1]
+    tiers = sorted(int(k[len("participation_tier"):]) for k in last
+                   if k.startswith("participation_tier"))
+    names = ["virtual_time", "wasted_share"]
+    for g in tiers:
+        names += [f"acc_group{g}", f"participation_tier{g}"]
+    return tuple(n for n in names if n not in metrics
+                 and all(any(n in r for r in h) for h in histories))
