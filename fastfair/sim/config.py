@@ -14,17 +14,17 @@ from typing import Any, Dict, Optional
 from fastfair._options import check_options, dataclass_options
 from fastfair.aggregators.bounds import NORM_REFERENCES, check_bound
 from fastfair.aggregators.over_groups import PRIORS, SHARES
-from fastfair.sim.data import registry
+from fastfair.sim import names
 
-DATASETS = tuple(registry.DATASETS)
-MODELS = tuple(registry.MODELS)
+DATASETS = tuple(names.list_datasets())
+MODELS = tuple(names.list_models())
 DEVICE = re.compile(r"cpu|cuda(:\d+)?")
 PARTITIONS = ("iid", "dirichlet", "pathological")
 FAIR_OVER = ("clients", "groups")
 #: The values of ``precision``: the arithmetic of local training's forward and backward passes.
 PRECISIONS = ("fp32", "bf16", "fp16")
-GENERATED = tuple(n for n, s in registry.DATASETS.items() if s.family == "generated")
-VISION = tuple(n for n, s in registry.DATASETS.items() if s.family == "vision")
+GENERATED = tuple(n for n in DATASETS if names.get_dataset(n).family == "generated")
+VISION = tuple(n for n in DATASETS if names.get_dataset(n).family == "vision")
 #: The sections fields are listed under (``fastfair simulate --help`` shows one per section).
 RULES, DATA, TRAINING = "rules", "population and data", "model and training"
 EVALUATION, EXECUTION = "evaluation and output", "execution"
@@ -55,7 +55,7 @@ class SimulationConfig:
     with ``lr = server_lr`` by default) takes the server step of the rules, with
     ``server_options`` (its ``lr`` defaults to ``server_lr``). Data sets read from files take
     ``data_dir`` (vision ones may ``download`` missing files); ``model`` None is the data set's
-    default (:data:`fastfair.sim.data.registry.DATASETS`). Every value is checked here:
+    default (:func:`fastfair.sim.names.get_dataset`). Every value is checked here:
     a wrong type is a ``TypeError`` and a value out of range a ``ValueError``, both naming the
     field.
     """
@@ -122,7 +122,7 @@ class SimulationConfig:
     # model and local training
     model: Optional[str] = field(default=None, metadata=doc(
         TRAINING, "None: the data set's default (" + ", ".join(
-            f"{n}: {s.default_model}" for n, s in registry.DATASETS.items()) + ")",
+            f"{n}: {names.get_dataset(n).default_model}" for n in DATASETS) + ")",
         choices=MODELS))
     hidden: int = field(default=64, metadata=doc(TRAINING, "MLP hidden width"))
     epochs: int = field(default=1, metadata=doc(TRAINING, "local epochs E"))
@@ -230,8 +230,8 @@ class SimulationConfig:
                              "leave update_norm_reference at its default")
         self._check_used()
         self._check_groups()
-        registry.check_pair(self.dataset, self.model)
-        family = registry.DATASETS[self.dataset].family
+        names.check_pair(self.dataset, self.model)
+        family = names.get_dataset(self.dataset).family
         if family != "generated" and not (self.data_dir and os.path.isdir(self.data_dir)):
             raise ValueError(f"dataset {self.dataset!r} is read from files: data_dir "
                              f"(--data-dir) must be an existing folder; got {self.data_dir!r} "
@@ -240,7 +240,7 @@ class SimulationConfig:
     def _check_used(self) -> None:
         """Refuses a non-default value of a field the other fields make unused."""
         changed = self.non_default_fields()
-        family = registry.DATASETS[self.dataset].family
+        family = names.get_dataset(self.dataset).family
         split = self.dataset == "digits" or family == "vision"
         unused = {
             "synthetic_alpha": self.dataset != "synthetic", "synthetic_beta":
@@ -252,7 +252,7 @@ class SimulationConfig:
             "partition": not split,
             "dirichlet_alpha": not split or self.partition != "dirichlet",
             "classes_per_client": not split or self.partition != "pathological",
-            "hidden": (self.model or registry.DATASETS[self.dataset].default_model) != "mlp",
+            "hidden": (self.model or names.get_dataset(self.dataset).default_model) != "mlp",
             "group_prior": self.fair_over != "groups", "group_share": self.fair_over != "groups",
             "group_by_class": not split,
             "epochs": self.local_steps is not None}

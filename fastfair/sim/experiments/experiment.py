@@ -26,10 +26,10 @@ import torch
 from fastfair.sim import checkpoint
 from fastfair.sim.config import SimulationConfig
 from fastfair.sim.data.base import FederatedDataset
-from fastfair.sim.data.registry import DATASETS
 from fastfair.sim.distributed import Distributed
 from fastfair.sim.experiments import common
 from fastfair.sim.models.flat import FlatModel
+from fastfair.sim.names import DATASETS
 from fastfair.sim.process import run_tuned
 from fastfair.sim.reporting import report
 from fastfair.sim.reporting.callbacks import RoundCallback
