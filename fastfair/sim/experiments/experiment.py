@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 
-from fastfair.sim import checkpoint
+from fastfair import _files as files
 from fastfair.sim.config import SimulationConfig
 from fastfair.sim.data.base import FederatedDataset
 from fastfair.sim.distributed import Distributed
@@ -199,11 +199,11 @@ class Experiment(common.Orchestration):
         assert self.out is not None  # run() writes only into an output folder
         report.write_metrics(self.out, histories)
         report.write_final_accuracy(self.out, finals, eval_ids)
-        with checkpoint.writing(self.out / MODELS_FILE):
+        with files.writing(self.out / MODELS_FILE):
             torch.save(models, self.out / MODELS_FILE)
         b = self.base
         model = b.model or DATASETS[b.dataset].default_model
         title = f"{b.dataset}, K={b.clients}, m={b.per_round}, {model}, seed {b.seed}"
         report.plot(self.out, histories, finals, title)
-        with checkpoint.writing(self.out / "summary.json"):
+        with files.writing(self.out / "summary.json"):
             (self.out / "summary.json").write_text(json.dumps(summary, indent=1))

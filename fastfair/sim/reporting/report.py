@@ -10,7 +10,7 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
-from fastfair.sim.checkpoint import writing
+from fastfair._files import writing
 
 SUMMARY_COLUMNS = [("acc_mean", "mean acc"), ("acc_weighted_mean", "weighted"),
                    ("acc_worst10", "worst 10%"), ("acc_worst5", "worst 5%"),
@@ -23,7 +23,7 @@ GROUP_COLUMNS = [("acc_worst_group", "worst grp"), ("acc_gini_groups", "grp Gini
 
 def write_metrics(out: Path, histories: Dict[str, List[dict]]) -> None:
     """``metrics.csv`` (one row per rule and round) and ``metrics.json`` ({rule: [records]}).
-    A failed write (a full disk) raises :class:`~fastfair.sim.checkpoint.FileWriteError`
+    A failed write (a full disk) raises :class:`~fastfair._files.FileWriteError`
     naming the file."""
     rows = [{"rule": rule, **rec} for rule, hist in histories.items() for rec in hist]
     columns: List[str] = []
