@@ -1,8 +1,9 @@
 """Files every reader and writer of fastfair shares, with NumPy alone: files are opened only
 when they are regular files (:func:`open_regular`, :func:`check_regular_file`,
 :func:`read_regular_file`, :func:`read_json_file`), so a named pipe or device in place of one is
-refused instead of blocking, and a failed write names its file (:func:`writing`,
-:class:`FileWriteError`: "no space left on device while writing PATH")."""
+refused instead of blocking; every output file is written whole or not at all (:func:`atomic`),
+and a failed write names its file (:func:`writing`, :class:`FileWriteError`: "no space left on
+device while writing PATH"), whichever writer failed."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import errno
 import json
 import os
 import stat
-from typing import Any, BinaryIO, Iterator, Union
+from typing import Any, BinaryIO, Iterator, Optional, Union
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -140,3 +141,70 @@ def writing(path: PathLike) -> Iterator[None]:
         yield
     except OSError as exc:
         raise write_error(exc, path) from None
+
+
+class _Recorded:
+    """A writable file that remembers the first OSError of its writes, which some writers
+    report as another error (``torch.save``: a ``RuntimeError``, "unexpected pos 64 vs 0");
+    other attributes (``seek``, ``tell``) are the file's."""
+
+    error: Optional[OSError]
+
+    def __init__(self, file: Any) -> None:
+        self.file, self.error = file, None
+
+    def write(self, data: Any) -> int:
+        try:
+            return self.file.write(data)
+        except OSError as exc:
+            if self.error is None:
+                self.error = exc
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.file, name)
+
+    def flush(self) -> None:
+        try:
+            self.file.flush()
+        except OSError as exc:
+            if self.error is None:
+                self.error = exc
+            raise
+
+
+def _remove(path: PathLike) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+@contextlib.contextmanager
+def atomic(path: PathLike, text: bool = False) -> Iterator[Any]:
+    """The one way fastfair writes an output file (models, checkpoints, state, CSV, JSON):
+    a file to write ``path``'s content into, in binary or, with ``text``, UTF-8 text (lines
+    end in ``\n`` as written).
+
+    The block writes into ``path + ".tmp"``, renamed over ``path`` when the block ends, so a
+    kill mid-write never leaves a torn file and a failed write leaves the earlier file as it
+    was. A write that fails (a full disk) raises :class:`FileWriteError` naming ``path``,
+    also where the writer reported it as another error (``torch.save``: a ``RuntimeError``);
+    the temporary file is removed.
+    """
+    tmp = os.fspath(path) + ".tmp"
+    try:
+        with (open(tmp, "w", encoding="utf-8", newline="") if text else open(tmp, "wb")) as f:
+            out = _Recorded(f)
+            try:
+                yield out
+            except Exception:
+                if out.error is not None:
+                    raise out.error from None
+                raise
+        os.replace(tmp, path)
+    except BaseException as exc:
+        _remove(tmp)
+        if isinstance(exc, OSError):
+            raise write_error(exc, path) from None
+        raise

@@ -26,6 +26,8 @@ from typing import Any, Dict, List, Tuple, Union
 
 import numpy as np
 
+from fastfair._files import atomic
+
 PathLike = Union[str, "os.PathLike[str]"]
 
 #: The key of the JSON skeleton inside a :func:`save_state` file; arrays are ``a0``, ``a1``, ...
@@ -85,8 +87,9 @@ def save_state(path: PathLike, state: Dict[str, Any]) -> None:
     (NumPy, or any DLPack tensor on the CPU) as entries ``a0``, ``a1``, ..., everything else
     (dicts, lists, strings, numbers, None) as one JSON skeleton. :func:`load_state` reads it
     back exactly (arrays keep dtype and shape; tuples come back as lists, which every
-    ``load_state_dict`` takes). Written to ``path + ".tmp"`` and renamed, so an interrupted
-    save leaves an earlier file whole.
+    ``load_state_dict`` takes). Written atomically (:func:`fastfair._files.atomic`), so an
+    interrupted save leaves an earlier file whole and a full disk raises
+    :class:`~fastfair._files.FileWriteError` naming ``path``.
 
     Raises
     ------
@@ -98,14 +101,8 @@ def save_state(path: PathLike, state: Dict[str, Any]) -> None:
     skeleton = _skeleton(state, arrays, "state")
     payload: Dict[str, Any] = {f"a{i}": a for i, a in enumerate(arrays)}
     payload[SKELETON] = np.frombuffer(json.dumps(skeleton, allow_nan=True).encode(), np.uint8)
-    tmp = os.fspath(path) + ".tmp"
-    try:
-        with open(tmp, "wb") as f:
-            np.savez(f, **payload)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    with atomic(path) as f:
+        np.savez(f, **payload)
 
 
 def _skeleton(value: Any, arrays: List[np.ndarray], where: str) -> Any:

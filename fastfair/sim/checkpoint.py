@@ -9,51 +9,17 @@ untrusted source cannot execute code. Files are read and written through the gua
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import IO, Any, Optional, Tuple, cast
 
 import numpy as np
 import torch
 
-from fastfair._files import open_regular, write_error
+from fastfair._files import atomic, open_regular
 
 _NDARRAY = "__fastfair_ndarray__"
 #: The keys under which a checkpoint holds models (every floating value below must be finite).
 MODEL_KEYS = ("params", "local", "synthetic", "models")
-
-class _Recorded:
-    """A writable file that remembers the first OSError of its writes: ``torch.save``
-    reports one as a ``RuntimeError`` ("unexpected pos 64 vs 0")."""
-
-    error: Optional[OSError]
-
-    def __init__(self, file: Any) -> None:
-        self.file, self.error = file, None
-
-    def write(self, data: Any) -> int:
-        try:
-            return self.file.write(data)
-        except OSError as exc:
-            if self.error is None:
-                self.error = exc
-            raise
-
-    def flush(self) -> None:
-        try:
-            self.file.flush()
-        except OSError as exc:
-            if self.error is None:
-                self.error = exc
-            raise
-
-
-def _remove(path: Path) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
-
 
 # -------------------------------------------------------------------------- checkpoints
 def to_plain(value: Any) -> Any:
@@ -81,29 +47,13 @@ def from_plain(value: Any) -> Any:
 
 
 def save(path: Path, payload: Any) -> None:
-    """Writes ``payload`` to ``path`` atomically (a kill mid-write never leaves a torn file).
-
-    It is written to ``path.tmp``, then renamed over ``path``: a write that fails (a full disk:
-    :class:`FileWriteError` "no space left on device while writing PATH") removes the
-    temporary file and leaves the earlier checkpoint as it was."""
-    path = Path(path)
-    tmp = Path(str(path) + ".tmp")
+    """Writes ``payload`` to ``path`` atomically (:func:`fastfair._files.atomic`): a kill
+    mid-write never leaves a torn file, and a write that fails (a full disk:
+    :class:`~fastfair._files.FileWriteError` "no space left on device while writing PATH")
+    leaves the earlier checkpoint as it was."""
     plain = to_plain(payload)
-    try:
-        with open(tmp, "wb") as f:
-            out = _Recorded(f)
-            try:
-                torch.save(plain, cast(IO[bytes], out))  # a file object to torch.save
-            except Exception:
-                if out.error is not None:
-                    raise out.error from None
-                raise
-        os.replace(tmp, path)
-    except BaseException as exc:
-        _remove(tmp)
-        if isinstance(exc, OSError):
-            raise write_error(exc, path) from None
-        raise
+    with atomic(path) as f:
+        torch.save(plain, cast(IO[bytes], f))  # a file object: the errors of its writes kept
 
 
 def _first_bad(value: torch.Tensor) -> Optional[Tuple[str, Any]]:

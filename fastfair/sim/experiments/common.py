@@ -101,9 +101,10 @@ def open_folder(out: Path, name: str, config: Dict[str, Any]) -> None:
         raise ValueError(f"out {out} is a file, not a folder; pick a new folder")
     if out.exists() and any(out.iterdir()):
         raise ValueError(f"out folder {out} is not empty; pick a new folder or resume it")
-    with files.writing(out / name):
+    with files.writing(out):
         out.mkdir(parents=True, exist_ok=True)
-        (out / name).write_text(json.dumps(config, indent=1))
+    with files.atomic(out / name, text=True) as f:
+        f.write(json.dumps(config, indent=1))
 
 
 def read_config(out: Path, name: str) -> Dict[str, Any]:

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from fastfair import _files as files
+from fastfair.sim import checkpoint
 from fastfair.sim.config import SimulationConfig
 from fastfair.sim.data.base import FederatedDataset
 from fastfair.sim.distributed import Distributed
@@ -199,11 +200,10 @@ class Experiment(common.Orchestration):
         assert self.out is not None  # run() writes only into an output folder
         report.write_metrics(self.out, histories)
         report.write_final_accuracy(self.out, finals, eval_ids)
-        with files.writing(self.out / MODELS_FILE):
-            torch.save(models, self.out / MODELS_FILE)
+        checkpoint.save(self.out / MODELS_FILE, models)
         b = self.base
         model = b.model or DATASETS[b.dataset].default_model
         title = f"{b.dataset}, K={b.clients}, m={b.per_round}, {model}, seed {b.seed}"
         report.plot(self.out, histories, finals, title)
-        with files.writing(self.out / "summary.json"):
-            (self.out / "summary.json").write_text(json.dumps(summary, indent=1))
+        with files.atomic(self.out / "summary.json", text=True) as f:
+            f.write(json.dumps(summary, indent=1))

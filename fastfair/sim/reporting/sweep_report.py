@@ -119,12 +119,12 @@ def write_sweep(out: Path, runs: Sequence[SweepRun], rows: Sequence[SummaryRow],
     out = Path(out)
     paths = [out / "sweep_summary.csv", out / "sweep_summary.json", out / "sweep_runs.csv"]
     records = [_row_record(r, metrics) for r in rows]
-    with files.writing(paths[0]), open(paths[0], "w", newline="") as f:
+    with files.atomic(paths[0], text=True) as f:
         writer = csv.DictWriter(f, fieldnames=list(records[0]))
         writer.writeheader()
         writer.writerows(records)
-    with files.writing(paths[1]):
-        paths[1].write_text(json.dumps(
+    with files.atomic(paths[1], text=True) as f:
+        f.write(json.dumps(
             {"baseline": baseline, "select": select_metric,
              "select_on": validation_metric(select_metric), "confidence": CONFIDENCE,
              "metrics": list(metrics),
@@ -163,7 +163,7 @@ def _write_runs(path: Path, runs: Sequence[SweepRun]) -> None:
     for run in runs:
         for record in run.history:
             columns += [k for k in record if k not in _NOT_METRICS and k not in columns]
-    with files.writing(path), open(path, "w", newline="") as f:
+    with files.atomic(path, text=True) as f:
         writer = csv.writer(f)
         writer.writerow(["rule", "point", "options", "seed", "seconds", *columns])
         for run in runs:
