@@ -9,12 +9,15 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from fastfair._options import check_options, dataclass_options
 from fastfair.aggregators.bounds import NORM_REFERENCES, check_bound
 from fastfair.aggregators.over_groups import PRIORS, SHARES
 from fastfair.sim import names
+
+if TYPE_CHECKING:
+    from fastfair.sim.data.base import FederatedDataset
 
 DATASETS = tuple(names.list_datasets())
 MODELS = tuple(names.list_models())
@@ -283,7 +286,7 @@ class SimulationConfig:
             raise ValueError(f"unknown configuration keys: {', '.join(unknown)}")
         return cls(**d)
 
-    def with_clients_of(self, dataset: Any) -> "SimulationConfig":
+    def with_clients_of(self, dataset: Optional[FederatedDataset]) -> "SimulationConfig":
         """This configuration for a run on ``dataset``, a data set given in place of
         ``self.dataset`` (e.g. an :class:`~fastfair.sim.data.arrays.ArrayDataset`): ``clients``
         left at its default becomes the data set's ``num_clients``; one set otherwise stays
