@@ -1,5 +1,5 @@
 """The opt-in bound of :mod:`fastfair.aggregators.bounds` (update-norm clip, sample-count cap),
-the two-phase round (``propose`` / ``commit``) and the cap on ``num_clients`` (issue 28).
+the two-phase round (``propose`` / ``commit``) and the cap on ``num_clients``.
 
 The tables of the poisoning case in docs/aggregators.md are measured by scripts/poison_table.py
 (``python scripts/poison_table.py --write docs/aggregators.md`` rewrites them); the test fails

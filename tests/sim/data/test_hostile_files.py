@@ -1,4 +1,4 @@
-"""Hostile data files (issue 28, classes 5 and 8): every bad file is refused with one
+"""Hostile data files: every bad file is refused with one
 ValueError naming the file (and the client, field and sample where there is one), before it
 can change a result; nothing blocks on a named pipe; valid files of any JSON escaping read."""
 
