@@ -235,7 +235,7 @@ def _experiment(args: argparse.Namespace, dist: Any) -> Any:
     from fastfair.sim.process import idle_cores
 
     if args.resume is not None:
-        sweep = run_folder.kind(args.resume) is Sweep
+        sweep = run_folder.kind(args.resume).fills_idle_cores
         return run_folder.resume(args.resume, progress=not args.quiet, dist=dist,
                                  threads=args.threads or idle_cores() if sweep else args.threads,
                                  callbacks=_callbacks(args, args.resume))

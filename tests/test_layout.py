@@ -47,36 +47,46 @@ def _classes_by_module():
     return owners
 
 
-def _exact_type_tests(source: str):
-    """``(line, class name)`` of every ``type(x) is C``, ``type(x) is not C``, ``type(x) == C``
-    and ``type(x) != C`` in ``source`` (either side)."""
+def _exact_type_tests(source: str, classes=None):
+    """``(line, class name)`` of every comparison that decides on a concrete class by identity
+    or equality, ``type(x) is C``, ``cls is C``, ``runner_class(name) is not C``, ``C == type(z)``
+    (either side). ``classes``: the class names to look for (None: any name compared with a
+    ``type(...)`` call)."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if not isinstance(node, ast.Compare):
             continue
-        sides = [node.left, *node.comparators]
         if not any(isinstance(op, (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)) for op in node.ops):
             continue
-        if any(isinstance(s, ast.Call) and isinstance(s.func, ast.Name) and s.func.id == "type"
-               for s in sides):
-            found += [(node.lineno, s.id) for s in sides if isinstance(s, ast.Name)]
+        sides = [node.left, *node.comparators]
+        names = [s for s in sides if isinstance(s, ast.Name)]
+        if classes is None:
+            if any(isinstance(s, ast.Call) and isinstance(s.func, ast.Name)
+                   and s.func.id == "type" for s in sides):
+                found += [(node.lineno, s.id) for s in names]
+        else:
+            found += [(node.lineno, s.id) for s in names if s.id in classes]
     return found
 
 
 def test_exact_type_tests_live_with_the_class():
-    """``type(x) is C`` decides on a concrete class: only C's own module may ask it (the class
-    answers others through a method, e.g. ``FlatModel.is_softmax_regression``)."""
+    """``type(x) is C`` or ``cls is C`` decides on a concrete class: only C's own module may ask
+    it (the class answers others through a method or attribute, e.g.
+    ``FlatModel.is_softmax_regression``, ``Runner.plays_batched``)."""
     owners = _classes_by_module()
-    found = [f"{path.relative_to(PACKAGE)}:{line}: type(...) is {name}"
-             for path in _modules() for line, name in _exact_type_tests(path.read_text())
-             if name in owners and path not in owners[name]]
+    found = [f"{path.relative_to(PACKAGE)}:{line}: ... is {name}"
+             for path in _modules() for line, name in _exact_type_tests(path.read_text(), owners)
+             if path not in owners[name]]
     assert not found, "\n".join(found)
 
 
 def test_the_type_test_finder_sees_every_form():
     src = ("a = type(x) is Foo\nb = type(y) is not Foo\nc = Bar == type(z)\n"
-           "d = type(w) != Baz\ne = x is Foo\n")
+           "d = type(w) != Baz\ne = x is Foo\nf = runner_class(r) is Foo\ng = x is None\n"
+           "h = isinstance(x, Foo)\n")
     assert [n for _, n in _exact_type_tests(src)] == ["Foo", "Foo", "Bar", "Baz"]
+    assert [n for _, n in _exact_type_tests(src, {"Foo", "Bar", "Baz"})] == [
+        "Foo", "Foo", "Bar", "Baz", "Foo", "Foo"]
 
 
 def _run_time_nodes(tree: ast.AST):

@@ -206,6 +206,8 @@ class Orchestration:
     that (``_arguments``)."""
 
     CONFIG = "config.json"
+    #: Whether it runs many runs as one program, whose threads default to the idle cores.
+    fills_idle_cores = False
     out: Optional[Path]
     checkpoint_every: int
     progress: bool
