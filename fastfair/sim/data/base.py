@@ -18,14 +18,14 @@ TRAIN_FRACTION = 0.8
 def take_rows(t: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """``t[index]`` for ``t [N, *rest]`` and integer ``index [*shape]``: ``[*shape, *rest]``.
     Through ``index_select`` of the flattened index: the same copy as advanced indexing, which
-    on the CPU computes every element's address and runs 2.5x slower on rows of 60 floats."""
+    on the CPU computes every element's address and runs slower on short rows."""
     return t.index_select(0, index.reshape(-1)).view(*index.shape, *t.shape[1:])
 
 
 class HostBuffer:
     """A host array that a data set generates each cohort into, handed out again once no tensor
-    uses it, so that a round's fresh cohort does not fault in and zero new pages: a 36 MB batch
-    costs 13 ms of page faults on a fresh allocation and 0.8 ms in memory already mapped.
+    uses it, so that a round's fresh cohort does not fault in and zero new pages
+    (docs/benchmarks.md, design measurements).
 
     The tensor :meth:`take` returns is built on a NumPy view of one array, and the tensor (with
     every tensor that shares its memory) keeps that view alive; the buffer keeps only a weak
