@@ -220,7 +220,7 @@ class Simulation(Runner):
             inputs = self._round_inputs(objective, state, updates, m)
             if bound.clips:
                 scales = bound.scales(self.dist.gather(_row_norms(updates), m))
-                inputs = _clipped_inputs(inputs, scales)
+                inputs = bound.clipped_inputs(inputs, scales)
         coef = np.asarray(self.rule.weights(ids, losses, num_samples=counts, **inputs),
                           dtype=np.float64)
         return coef, (coef if scales is None else coef * scales), losses
@@ -277,18 +277,6 @@ def _row_norms(updates: torch.Tensor, rows: int = 0) -> np.ndarray:
     for i in range(0, n, rows):
         block = updates[i:i + rows].double()
         out[i:i + rows] = block.pow_(2).sum(1).sqrt_().cpu().numpy()
-    return out
-
-
-def _clipped_inputs(inputs: Dict[str, Any], scales: np.ndarray) -> Dict[str, Any]:
-    """The rule's round inputs of the clipped updates ``s_i X_i``: ``sq_norms`` times
-    ``s_i^2``, ``updates`` rows times ``s_i``; reported inputs unchanged."""
-    out = dict(inputs)
-    if "sq_norms" in out:
-        out["sq_norms"] = np.asarray(out["sq_norms"], dtype=np.float64) * scales ** 2
-    if "updates" in out:
-        u = out["updates"]
-        out["updates"] = u * torch.from_numpy(scales).to(u.device, u.dtype)[:, None]
     return out
 
 
