@@ -2,14 +2,16 @@
 batched local training of thousands of clients at once, fairness metrics, and experiments that
 run several rules on identical data, client samples and seeds (:class:`Experiment`), and sweeps
 of rules x seeds x hyperparameter grids as one batched program with their statistics
-(:class:`Sweep`).
+(:class:`Sweep`). The public names below load on first use, so that ``fastfair --help`` and the
+option checks import neither torch nor the training code.
 
 The sub-packages are the layers, each importing only those before it:
 
-- top-level modules: :mod:`~fastfair.sim.config` (every option), :mod:`~fastfair.sim.seeding`
-  (every random stream), :mod:`~fastfair.sim.distributed`, :mod:`~fastfair.sim.process`
-  (threads, allocator), :mod:`~fastfair.sim.checkpoint` (safe state files),
-  :mod:`~fastfair.sim.products` (affine products of m models);
+- top-level modules: :mod:`~fastfair.sim.registry` and :mod:`~fastfair.sim.names` (every data
+  set and model by name, with NumPy alone), :mod:`~fastfair.sim.config` (every option),
+  :mod:`~fastfair.sim.seeding` (every random stream), :mod:`~fastfair.sim.distributed`,
+  :mod:`~fastfair.sim.process` (threads, allocator), :mod:`~fastfair.sim.checkpoint` (safe
+  state files), :mod:`~fastfair.sim.products` (affine products of m models);
 - :mod:`~fastfair.sim.data`: every data set by name;
 - :mod:`~fastfair.sim.models`: flat models, any ``nn.Module``, the papers' networks;
 - :mod:`~fastfair.sim.training`: a cohort's local training and evaluation;
