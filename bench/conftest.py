@@ -259,13 +259,14 @@ def mean_cross_entropy(logits, y):
 
 def femnist_cnn():
     """LEAF's FEMNIST CNN (dense 2048, 62 outputs; 6.6M parameters) as the simulator builds it."""
-    from fastfair.sim.models.zoo import BUILDERS
+    from fastfair.sim.names import get_model_builder
 
-    return BUILDERS["femnist-cnn"][0](SimpleNamespace(sample_shape=(1, 28, 28), num_classes=62))
+    return get_model_builder("femnist-cnn")(
+        SimpleNamespace(sample_shape=(1, 28, 28), num_classes=62), 64)
 
 
 def char_lstm():
     """LEAF's char-LSTM (0.82M parameters) for a vocabulary and classes of 80."""
-    from fastfair.sim.models.zoo import BUILDERS
+    from fastfair.sim.names import get_model_builder
 
-    return BUILDERS["char-lstm"][0](SimpleNamespace(vocab_size=80, num_classes=80))
+    return get_model_builder("char-lstm")(SimpleNamespace(vocab_size=80, num_classes=80), 64)

@@ -13,10 +13,24 @@ with ``torch.save`` (read back by ``torch.load``'s weights-only default) or with
 :func:`save_state` / :func:`load_state`, NumPy alone (:mod:`fastfair.state`).
 """
 
-from fastfair import aggregators, ops, reference
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from fastfair import aggregators, ops
 from fastfair._C import build_info, get_num_threads, set_num_threads
 from fastfair.state import StateDict, load_state, save_state
+
+if TYPE_CHECKING:
+    from fastfair import reference
 
 __version__ = "0.1.0"
 __all__ = ["aggregators", "ops", "reference", "StateDict", "build_info", "get_num_threads",
            "load_state", "save_state", "set_num_threads", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    # The oracles load on first use (``fastfair.reference``): the command line, which imports
+    # this package for its rules, starts without them.
+    if name == "reference":
+        return importlib.import_module("fastfair.reference")
+    raise AttributeError(f"module 'fastfair' has no attribute {name!r}")

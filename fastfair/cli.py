@@ -29,6 +29,9 @@ DEFAULT_RULES = ("fedavg", "fairavg", "aaggff-d", "fedmaba")
 #: The seeds of the default comparison (no --rule, --compare, --seed or --seeds given).
 DEFAULT_SEEDS = "0,1,2"
 LOG_LEVELS = ("debug", "info", "warning", "error")
+#: The packages of the ``sim`` extra that ``simulate`` and ``sweep`` import; without one, the
+#: command says what to install (``help``, ``rules`` and the option checks need NumPy alone).
+SIM_PACKAGES = ("torch", "sklearn", "scipy", "tqdm", "matplotlib")
 #: The commands' messages (banner, files written, errors); their results go to standard output.
 LOG = logging.getLogger("fastfair")
 
@@ -232,7 +235,7 @@ def _experiment(args: argparse.Namespace, dist: Any) -> Any:
     from fastfair.sim.process import idle_cores
 
     if args.resume is not None:
-        sweep = run_folder.kind(args.resume) is Sweep
+        sweep = run_folder.kind(args.resume).fills_idle_cores
         return run_folder.resume(args.resume, progress=not args.quiet, dist=dist,
                                  threads=args.threads or idle_cores() if sweep else args.threads,
                                  callbacks=_callbacks(args, args.resume))
@@ -288,10 +291,7 @@ def _clients(args: argparse.Namespace, dataset: str) -> int:
 def simulate(args: argparse.Namespace) -> int:
     """``fastfair simulate`` and ``fastfair sweep``: runs the experiment (or sweep) and prints its
     summary table."""
-    from tqdm.contrib.logging import logging_redirect_tqdm
-
-    from fastfair.sim.data.registry import default_model_note
-    from fastfair.sim.distributed import Distributed
+    from fastfair.sim.names import default_model_note
 
     others = sorted(getattr(args, "typed", set()) - RESUME_COMPANIONS)
     if args.resume is not None and others:
@@ -302,6 +302,14 @@ def simulate(args: argparse.Namespace) -> int:
         from fastfair.sim.config import SimulationConfig
 
         apply_file(args, args.config, getattr(args, "typed", set()), SimulationConfig)
+    try:
+        from tqdm.contrib.logging import logging_redirect_tqdm
+
+        from fastfair.sim.distributed import Distributed
+    except ModuleNotFoundError:
+        if args.resume is None:  # the options are checked all the same, with NumPy alone
+            _config(args, _rules(args), _seeds(args)[0])
+        raise
     dist = Distributed.from_environment(_device(args))
     try:
         experiment = _experiment(args, dist)
@@ -378,6 +386,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 print("methods (their options: --rule-option; see fastfair.methods):")
                 print("  " + ", ".join(METHODS))
                 return 0
+        except ModuleNotFoundError as exc:
+            missing = (exc.name or "").partition(".")[0]
+            if missing not in SIM_PACKAGES:
+                raise
+            LOG.error("fastfair %s: error: the simulator's packages are not all installed (%s "
+                      "is missing): pip install 'fastfair[sim]'", args.command, missing)
+            return 2
         except (ValueError, TypeError, OSError, MemoryError) as exc:
             # OSError: a full disk names the file; MemoryError: NumPy's names the size asked.
             LOG.error("fastfair %s: error: %s", args.command, exc)

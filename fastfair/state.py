@@ -21,10 +21,13 @@ import copy
 import io
 import json
 import os
+import sys
 from collections import OrderedDict
 from typing import Any, Dict, List, Tuple, Union
 
 import numpy as np
+
+from fastfair._files import atomic
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -33,30 +36,31 @@ SKELETON = "__fastfair_state__"
 _ARRAY = "__array__"
 
 
-#: The pickle protocol ``torch.save`` writes with by default (``pickle_protocol=2``).
-TORCH_SAVE_PROTOCOL = 2
+def _pickled_by_torch_save() -> bool:
+    """Whether the pickler now calling a ``__reduce_ex__`` is ``torch.save``'s.
+
+    The C pickler calls ``__reduce_ex__`` with no Python frame of its own in between, so the
+    caller's frame (two up from here) is the one that called ``Pickler.dump``: for
+    ``torch.save``, a function of ``torch.serialization``; for ``pickle.dumps``, ``copy``,
+    ``multiprocessing`` (at any protocol), the user's code or the standard library."""
+    frame = sys._getframe(2)
+    return frame.f_globals.get("__name__") == "torch.serialization"
 
 
 class StateDict(dict):
     """A ``dict`` (what every ``state_dict()`` returns) whose pickled form suits ``torch.save``:
-    at torch.save's protocol (:data:`TORCH_SAVE_PROTOCOL`) its NumPy arrays travel as torch
-    tensors (copies) inside plain dicts and an ``OrderedDict``, the types torch's weights-only
-    loader accepts, so ``torch.load(path)`` with torch's defaults reads it. The loaded value is
-    an ``OrderedDict`` with tensors where the arrays were; every ``load_state_dict`` of
-    fastfair takes it as it takes the original. Other pickling (``pickle.dumps``'s default
-    protocol, ``multiprocessing``) and copies keep the NumPy arrays, as does pickling without
-    torch installed."""
+    pickled by ``torch.save`` its NumPy arrays travel as torch tensors (copies) inside plain
+    dicts and an ``OrderedDict``, the types torch's weights-only loader accepts, so
+    ``torch.load(path)`` with torch's defaults reads it. The loaded value is an ``OrderedDict``
+    with tensors where the arrays were; every ``load_state_dict`` of fastfair takes it as it
+    takes the original. Every other pickling (``pickle.dumps`` at any protocol,
+    ``multiprocessing``) and copies keep the NumPy arrays: unpickled, it is a plain ``dict``
+    equal to the original."""
 
     def __reduce_ex__(self, protocol: Any) -> Tuple[Any, ...]:
-        # torch.save pickles at protocol 2 (its default); pickle, copy and multiprocessing use
-        # 4 or 5 and keep the arrays, so only torch's files hold tensors.
-        if protocol == TORCH_SAVE_PROTOCOL:
-            try:
-                import torch
-            except ImportError:
-                pass
-            else:
-                return (OrderedDict, ([(k, _as_torch(v, torch)) for k, v in self.items()],))
+        torch = sys.modules.get("torch")
+        if torch is not None and _pickled_by_torch_save():
+            return (OrderedDict, ([(k, _as_torch(v, torch)) for k, v in self.items()],))
         return (dict, (dict(self),))
 
     def __copy__(self) -> "StateDict":
@@ -85,8 +89,9 @@ def save_state(path: PathLike, state: Dict[str, Any]) -> None:
     (NumPy, or any DLPack tensor on the CPU) as entries ``a0``, ``a1``, ..., everything else
     (dicts, lists, strings, numbers, None) as one JSON skeleton. :func:`load_state` reads it
     back exactly (arrays keep dtype and shape; tuples come back as lists, which every
-    ``load_state_dict`` takes). Written to ``path + ".tmp"`` and renamed, so an interrupted
-    save leaves an earlier file whole.
+    ``load_state_dict`` takes). Written atomically (:func:`fastfair._files.atomic`), so an
+    interrupted save leaves an earlier file whole and a full disk raises
+    :class:`~fastfair._files.FileWriteError` naming ``path``.
 
     Raises
     ------
@@ -98,14 +103,8 @@ def save_state(path: PathLike, state: Dict[str, Any]) -> None:
     skeleton = _skeleton(state, arrays, "state")
     payload: Dict[str, Any] = {f"a{i}": a for i, a in enumerate(arrays)}
     payload[SKELETON] = np.frombuffer(json.dumps(skeleton, allow_nan=True).encode(), np.uint8)
-    tmp = os.fspath(path) + ".tmp"
-    try:
-        with open(tmp, "wb") as f:
-            np.savez(f, **payload)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    with atomic(path) as f:
+        np.savez(f, **payload)
 
 
 def _skeleton(value: Any, arrays: List[np.ndarray], where: str) -> Any:

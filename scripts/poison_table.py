@@ -1,5 +1,5 @@
 """Prints (or writes into docs/aggregators.md) what one poisoning client does to a round under every
-rule, without and with the opt-in bound of :mod:`fastfair.aggregators.bounds` (issue 28).
+rule, without and with the opt-in bound of :mod:`fastfair.aggregators.bounds`.
 
     python scripts/poison_table.py                           # print the tables
     python scripts/poison_table.py --write docs/aggregators.md   # rewrite them between markers

@@ -47,36 +47,65 @@ def _classes_by_module():
     return owners
 
 
-def _exact_type_tests(source: str):
-    """``(line, class name)`` of every ``type(x) is C``, ``type(x) is not C``, ``type(x) == C``
-    and ``type(x) != C`` in ``source`` (either side)."""
+def _exact_type_tests(source: str, classes=None):
+    """``(line, class name)`` of every comparison that decides on a concrete class by identity
+    or equality, ``type(x) is C``, ``cls is C``, ``runner_class(name) is not C``, ``C == type(z)``
+    (either side). ``classes``: the class names to look for (None: any name compared with a
+    ``type(...)`` call)."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if not isinstance(node, ast.Compare):
             continue
-        sides = [node.left, *node.comparators]
         if not any(isinstance(op, (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)) for op in node.ops):
             continue
-        if any(isinstance(s, ast.Call) and isinstance(s.func, ast.Name) and s.func.id == "type"
-               for s in sides):
-            found += [(node.lineno, s.id) for s in sides if isinstance(s, ast.Name)]
+        sides = [node.left, *node.comparators]
+        names = [s for s in sides if isinstance(s, ast.Name)]
+        if classes is None:
+            if any(isinstance(s, ast.Call) and isinstance(s.func, ast.Name)
+                   and s.func.id == "type" for s in sides):
+                found += [(node.lineno, s.id) for s in names]
+        else:
+            found += [(node.lineno, s.id) for s in names if s.id in classes]
     return found
 
 
 def test_exact_type_tests_live_with_the_class():
-    """``type(x) is C`` decides on a concrete class: only C's own module may ask it (the class
-    answers others through a method, e.g. ``FlatModel.is_softmax_regression``)."""
+    """``type(x) is C`` or ``cls is C`` decides on a concrete class: only C's own module may ask
+    it (the class answers others through a method or attribute, e.g.
+    ``FlatModel.is_softmax_regression``, ``Runner.plays_batched``)."""
     owners = _classes_by_module()
-    found = [f"{path.relative_to(PACKAGE)}:{line}: type(...) is {name}"
-             for path in _modules() for line, name in _exact_type_tests(path.read_text())
-             if name in owners and path not in owners[name]]
+    found = [f"{path.relative_to(PACKAGE)}:{line}: ... is {name}"
+             for path in _modules() for line, name in _exact_type_tests(path.read_text(), owners)
+             if path not in owners[name]]
     assert not found, "\n".join(found)
 
 
 def test_the_type_test_finder_sees_every_form():
     src = ("a = type(x) is Foo\nb = type(y) is not Foo\nc = Bar == type(z)\n"
-           "d = type(w) != Baz\ne = x is Foo\n")
+           "d = type(w) != Baz\ne = x is Foo\nf = runner_class(r) is Foo\ng = x is None\n"
+           "h = isinstance(x, Foo)\n")
     assert [n for _, n in _exact_type_tests(src)] == ["Foo", "Foo", "Bar", "Baz"]
+    assert [n for _, n in _exact_type_tests(src, {"Foo", "Bar", "Baz"})] == [
+        "Foo", "Foo", "Bar", "Baz", "Foo", "Foo"]
+
+
+def _run_time_nodes(tree: ast.AST):
+    """Every node of ``tree`` but those under ``if TYPE_CHECKING:`` (imports a type checker
+    reads and the interpreter never runs)."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) \
+                and node.test.id == "TYPE_CHECKING":
+            yield from (n for child in node.orelse for n in [child, *_run_time_nodes(child)])
+            continue
+        yield node
+        yield from _run_time_nodes(node)
+
+
+def test_the_import_walk_skips_type_checking_blocks():
+    tree = ast.parse("import a\nif TYPE_CHECKING:\n    import b\nelse:\n    import c\n"
+                     "def f():\n    import d\n")
+    assert [a.name for n in _run_time_nodes(tree) if isinstance(n, ast.Import)
+            for a in n.names] == ["a", "c", "d"]
 
 
 def test_no_import_cycle():
@@ -84,7 +113,7 @@ def test_no_import_cycle():
     for path in _modules():
         me = _name(path)
         deps = set()
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in _run_time_nodes(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
             elif isinstance(node, ast.Import):
@@ -116,3 +145,20 @@ def test_no_import_cycle():
 def test_no_module_is_over_about_400_lines():
     sizes = {str(p.relative_to(PACKAGE)): len(p.read_text().splitlines()) for p in _modules()}
     assert {k: v for k, v in sizes.items() if v > 420} == {}
+
+
+def test_lazy_packages_show_type_checkers_the_names_they_export():
+    """A package that imports its names on first use (``fastfair._lazy``) lists each under
+    ``if TYPE_CHECKING:`` as well, from the same module, so type checkers see what runs."""
+    lazy = [path for path in _modules() if "lazy_exports(__name__, _EXPORTS)" in path.read_text()]
+    assert len(lazy) >= 5
+    for path in lazy:
+        tree = ast.parse(path.read_text())
+        checked = {(node.module, alias.name) for top in tree.body
+                   if isinstance(top, ast.If) and getattr(top.test, "id", "") == "TYPE_CHECKING"
+                   for node in top.body if isinstance(node, ast.ImportFrom)
+                   for alias in node.names}
+        exports = next(ast.literal_eval(node.value) for node in tree.body
+                       if isinstance(node, ast.Assign)
+                       and getattr(node.targets[0], "id", "") == "_EXPORTS")
+        assert checked == {(m, n) for m, names in exports.items() for n in names}, path

@@ -31,10 +31,11 @@ nothing.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional
 
 import numpy as np
 
+from fastfair._arrays import dtype_name, from_host
 from fastfair.aggregators._checks import check_choice, check_scalar, host_array
 
 #: The references of ``max_update_norm``.
@@ -218,6 +219,40 @@ class UpdateBound:
     def counts(self, num_samples: Any) -> np.ndarray:
         """:func:`cap_counts` with these options: ``[m]`` capped counts."""
         return cap_counts(num_samples, self.max_samples_per_client)
+
+    @staticmethod
+    def clipped_inputs(inputs: Dict[str, Any], scales: np.ndarray) -> Dict[str, Any]:
+        r"""A rule's round inputs of the clipped updates :math:`s_i X_i` from those of the
+        updates :math:`X_i`: ``sq_norms [m]`` times :math:`s_i^2`, ``updates`` times
+        :math:`s_i` (rows ``[m, P]`` of any framework, scaled in their dtype, or per client a
+        list of arrays, as the Flower strategy holds them); other inputs unchanged. The
+        simulator and the Flower strategy both clip through this.
+
+        Parameters
+        ----------
+        inputs
+            Round input name -> value.
+        scales
+            ``[m]`` float64 factors (:meth:`scales`).
+
+        Returns
+        -------
+        dict
+            A new dict; ``inputs`` is left as it was.
+        """
+        s = np.asarray(scales, dtype=np.float64)
+        out = dict(inputs)
+        if "sq_norms" in out:
+            out["sq_norms"] = np.asarray(out["sq_norms"], dtype=np.float64) * s ** 2
+        if "updates" in out:
+            u = out["updates"]
+            if isinstance(u, (list, tuple)):
+                out["updates"] = [[a * np.asarray(k, dtype=a.dtype) if a.dtype.kind == "f"
+                                   else a * k for a in arrays] for arrays, k in zip(u, s)]
+            else:
+                column = from_host(s.astype(np.dtype(dtype_name(u))), u)
+                out["updates"] = u * column[:, None]
+        return out
 
     def __repr__(self) -> str:
         return (f"UpdateBound(max_update_norm={self.max_update_norm!r}, "

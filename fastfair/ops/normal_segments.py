@@ -47,13 +47,13 @@ def normal_segments(keys: Array, offsets: Array, out: Optional[Array] = None, *,
     so :math:`|z| \le \sqrt{66\ln 2} = 6.76`. The values are computed in the output's precision
     by the fixed sequence of IEEE operations written out in
     ``csrc/include/fastfair/normal_segments.h``: float64 within 1e-15 of the exact Box-Muller
-    values, float32 within 4 ulp of them (single-precision ln, cos and sin: 2.3x faster than
-    float64 with AVX-512, and not the float64 values rounded, as NumPy's float32 generators give
-    other numbers than its float64 ones). The results are bit-identical whatever the thread
-    count, the CPU's instruction set, CPU or CUDA, and however the segments are split into
-    calls, and equal :func:`fastfair.reference.normal_segments` in the same dtype: a segment's
-    numbers depend only on its key and length (a longer segment extends a shorter one with the
-    same key).
+    values, float32 within 4 ulp of them (single-precision ln, cos and sin, faster than float64
+    with AVX-512, and not the float64 values rounded, as NumPy's float32 generators give other
+    numbers than its float64 ones; docs/benchmarks.md, design measurements). The results are
+    bit-identical whatever the thread count, the CPU's instruction set, CPU or CUDA, and however
+    the segments are split into calls, and equal :func:`fastfair.reference.normal_segments` in
+    the same dtype: a segment's numbers depend only on its key and length (a longer segment
+    extends a shorter one with the same key).
 
     Parameters
     ----------

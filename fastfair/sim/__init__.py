@@ -2,14 +2,16 @@
 batched local training of thousands of clients at once, fairness metrics, and experiments that
 run several rules on identical data, client samples and seeds (:class:`Experiment`), and sweeps
 of rules x seeds x hyperparameter grids as one batched program with their statistics
-(:class:`Sweep`).
+(:class:`Sweep`). The public names below load on first use, so that ``fastfair --help`` and the
+option checks import neither torch nor the training code.
 
 The sub-packages are the layers, each importing only those before it:
 
-- top-level modules: :mod:`~fastfair.sim.config` (every option), :mod:`~fastfair.sim.seeding`
-  (every random stream), :mod:`~fastfair.sim.distributed`, :mod:`~fastfair.sim.process`
-  (threads, allocator), :mod:`~fastfair.sim.checkpoint` (safe state files),
-  :mod:`~fastfair.sim.products` (affine products of m models);
+- top-level modules: :mod:`~fastfair.sim.registry` and :mod:`~fastfair.sim.names` (every data
+  set and model by name, with NumPy alone), :mod:`~fastfair.sim.config` (every option),
+  :mod:`~fastfair.sim.seeding` (every random stream), :mod:`~fastfair.sim.distributed`,
+  :mod:`~fastfair.sim.process` (threads, allocator), :mod:`~fastfair.sim.checkpoint` (safe
+  state files), :mod:`~fastfair.sim.products` (affine products of m models);
 - :mod:`~fastfair.sim.data`: every data set by name;
 - :mod:`~fastfair.sim.models`: flat models, any ``nn.Module``, the papers' networks;
 - :mod:`~fastfair.sim.training`: a cohort's local training and evaluation;
@@ -19,34 +21,59 @@ The sub-packages are the layers, each importing only those before it:
 - :mod:`~fastfair.sim.experiments`: experiments and sweeps, their run folders and checkpoints.
 """
 
-from fastfair.sim.config import SimulationConfig
-from fastfair.sim.data import (
-    ArrayDataset,
-    ClientBatch,
-    FederatedDataset,
-    SyntheticDataset,
-    digits_dataset,
-)
-from fastfair.sim.distributed import Distributed
-from fastfair.sim.experiments import Experiment, ExperimentResult, Sweep, SweepResult
-from fastfair.sim.models import MLP, LogisticRegression, ModuleModel, make_model
-from fastfair.sim.reporting import (
-    CSVLogger,
-    LoggingCallback,
-    RoundCallback,
-    SweepRun,
-    TensorBoardLogger,
-    WandbLogger,
-    fairness_metrics,
-)
-from fastfair.sim.rounds import FedEvgSimulation, Simulation, SuperFedSimulation, make_runner
-from fastfair.sim.training import LocalTrainingConfig, evaluate_clients, train_clients
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "ArrayDataset", "CSVLogger", "ClientBatch", "Distributed", "Experiment", "ExperimentResult",
-    "FedEvgSimulation", "FederatedDataset", "LocalTrainingConfig", "LoggingCallback",
-    "LogisticRegression", "MLP", "ModuleModel", "RoundCallback", "Simulation",
-    "SimulationConfig", "SuperFedSimulation", "Sweep", "SweepResult", "SweepRun",
-    "SyntheticDataset", "TensorBoardLogger", "WandbLogger", "digits_dataset",
-    "evaluate_clients", "fairness_metrics", "make_model", "make_runner", "train_clients",
-]
+from fastfair._lazy import lazy_exports
+
+if TYPE_CHECKING:  # the names as type checkers see them (tests/test_layout.py: the same)
+    from fastfair.sim.config import SimulationConfig  # noqa: F401
+    from fastfair.sim.data.arrays import ArrayDataset, digits_dataset  # noqa: F401
+    from fastfair.sim.data.base import ClientBatch, FederatedDataset  # noqa: F401
+    from fastfair.sim.data.synthetic import SyntheticDataset  # noqa: F401
+    from fastfair.sim.distributed import Distributed  # noqa: F401
+    from fastfair.sim.experiments.experiment import Experiment, ExperimentResult  # noqa: F401
+    from fastfair.sim.experiments.sweep import Sweep, SweepResult  # noqa: F401
+    from fastfair.sim.models.flat import MLP, LogisticRegression, make_model  # noqa: F401
+    from fastfair.sim.models.module import ModuleModel  # noqa: F401
+    from fastfair.sim.reporting.callbacks import (  # noqa: F401
+        CSVLogger,
+        LoggingCallback,
+        RoundCallback,
+        TensorBoardLogger,
+        WandbLogger,
+    )
+    from fastfair.sim.reporting.metrics import fairness_metrics  # noqa: F401
+    from fastfair.sim.reporting.stats import SweepRun  # noqa: F401
+    from fastfair.sim.rounds.engine import Simulation  # noqa: F401
+    from fastfair.sim.rounds.fedevg import FedEvgSimulation  # noqa: F401
+    from fastfair.sim.rounds.registry import make_runner  # noqa: F401
+    from fastfair.sim.rounds.superfed import SuperFedSimulation  # noqa: F401
+    from fastfair.sim.training.evaluate import evaluate_clients  # noqa: F401
+    from fastfair.sim.training.local import train_clients  # noqa: F401
+    from fastfair.sim.training.schedule import LocalTrainingConfig  # noqa: F401
+
+#: Each submodule and the public names it defines, imported on first use (PEP 562).
+_EXPORTS = {
+    "fastfair.sim.config": ("SimulationConfig",),
+    "fastfair.sim.data.arrays": ("ArrayDataset", "digits_dataset"),
+    "fastfair.sim.data.base": ("ClientBatch", "FederatedDataset"),
+    "fastfair.sim.data.synthetic": ("SyntheticDataset",),
+    "fastfair.sim.distributed": ("Distributed",),
+    "fastfair.sim.experiments.experiment": ("Experiment", "ExperimentResult"),
+    "fastfair.sim.experiments.sweep": ("Sweep", "SweepResult"),
+    "fastfair.sim.models.flat": ("MLP", "LogisticRegression", "make_model"),
+    "fastfair.sim.models.module": ("ModuleModel",),
+    "fastfair.sim.reporting.callbacks": (
+        "CSVLogger", "LoggingCallback", "RoundCallback", "TensorBoardLogger", "WandbLogger"),
+    "fastfair.sim.reporting.metrics": ("fairness_metrics",),
+    "fastfair.sim.reporting.stats": ("SweepRun",),
+    "fastfair.sim.rounds.engine": ("Simulation",),
+    "fastfair.sim.rounds.fedevg": ("FedEvgSimulation",),
+    "fastfair.sim.rounds.registry": ("make_runner",),
+    "fastfair.sim.rounds.superfed": ("SuperFedSimulation",),
+    "fastfair.sim.training.evaluate": ("evaluate_clients",),
+    "fastfair.sim.training.local": ("train_clients",),
+    "fastfair.sim.training.schedule": ("LocalTrainingConfig",),
+}
+__all__ = sorted(name for names in _EXPORTS.values() for name in names)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

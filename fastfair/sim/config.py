@@ -9,24 +9,27 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from fastfair._options import check_options, dataclass_options
 from fastfair.aggregators.bounds import NORM_REFERENCES, check_bound
 from fastfair.aggregators.compose import check_objective_options
 from fastfair.aggregators.over_groups import PRIORS, SHARES
-from fastfair.sim.data import registry
+from fastfair.sim import names
 from fastfair.sim.lr_schedule import parse_lr_schedule, round_lr
 
-DATASETS = tuple(registry.DATASETS)
-MODELS = tuple(registry.MODELS)
+if TYPE_CHECKING:
+    from fastfair.sim.data.base import FederatedDataset
+
+DATASETS = tuple(names.list_datasets())
+MODELS = tuple(names.list_models())
 DEVICE = re.compile(r"cpu|cuda(:\d+)?")
 PARTITIONS = ("iid", "dirichlet", "pathological")
 FAIR_OVER = ("clients", "groups")
 #: The values of ``precision``: the arithmetic of local training's forward and backward passes.
 PRECISIONS = ("fp32", "bf16", "fp16")
-GENERATED = tuple(n for n, s in registry.DATASETS.items() if s.family == "generated")
-VISION = tuple(n for n, s in registry.DATASETS.items() if s.family == "vision")
+GENERATED = tuple(n for n in DATASETS if names.get_dataset(n).family == "generated")
+VISION = tuple(n for n in DATASETS if names.get_dataset(n).family == "vision")
 #: The sections fields are listed under (``fastfair simulate --help`` shows one per section).
 RULES, DATA, TRAINING = "rules", "population and data", "model and training"
 EVALUATION, EXECUTION = "evaluation and output", "execution"
@@ -59,7 +62,7 @@ class SimulationConfig:
     server step of the rules, with ``server_options`` and learning rate ``server_lr`` (None:
     the optimiser's own default). Data sets read from files take
     ``data_dir`` (vision ones may ``download`` missing files); ``model`` None is the data set's
-    default (:data:`fastfair.sim.data.registry.DATASETS`). Every value is checked here:
+    default (:func:`fastfair.sim.names.get_dataset`). Every value is checked here:
     a wrong type is a ``TypeError`` and a value out of range a ``ValueError``, both naming the
     field.
     """
@@ -136,7 +139,7 @@ class SimulationConfig:
     # model and local training
     model: Optional[str] = field(default=None, metadata=doc(
         TRAINING, "None: the data set's default (" + ", ".join(
-            f"{n}: {s.default_model}" for n, s in registry.DATASETS.items()) + ")",
+            f"{n}: {names.get_dataset(n).default_model}" for n in DATASETS) + ")",
         choices=MODELS))
     hidden: int = field(default=64, metadata=doc(TRAINING, "MLP hidden width"))
     epochs: int = field(default=1, metadata=doc(TRAINING, "local epochs E"))
@@ -279,8 +282,8 @@ class SimulationConfig:
             from fastfair.sim.population.selection import Policy
 
             Policy(self.policy, self.over_select, self.deadline)
-        registry.check_pair(self.dataset, self.model)
-        family = registry.DATASETS[self.dataset].family
+        names.check_pair(self.dataset, self.model)
+        family = names.get_dataset(self.dataset).family
         if family != "generated" and not (self.data_dir and os.path.isdir(self.data_dir)):
             raise ValueError(f"dataset {self.dataset!r} is read from files: data_dir "
                              f"(--data-dir) must be an existing folder; got {self.data_dir!r} "
@@ -289,7 +292,7 @@ class SimulationConfig:
     def _check_used(self) -> None:
         """Refuses a non-default value of a field the other fields make unused."""
         changed = self.non_default_fields()
-        family = registry.DATASETS[self.dataset].family
+        family = names.get_dataset(self.dataset).family
         split = self.dataset == "digits" or family in ("vision", "images", "table")
         unused = {
             "synthetic_alpha": self.dataset != "synthetic", "synthetic_beta":
@@ -301,7 +304,7 @@ class SimulationConfig:
             "partition": not split,
             "dirichlet_alpha": not split or self.partition != "dirichlet",
             "classes_per_client": not split or self.partition != "pathological",
-            "hidden": (self.model or registry.DATASETS[self.dataset].default_model) != "mlp",
+            "hidden": (self.model or names.get_dataset(self.dataset).default_model) != "mlp",
             "group_prior": self.fair_over != "groups", "group_share": self.fair_over != "groups",
             "group_by_class": not split,
             "epochs": self.local_steps is not None,
@@ -341,7 +344,7 @@ class SimulationConfig:
             raise ValueError(f"unknown configuration keys: {', '.join(unknown)}")
         return cls(**d)
 
-    def with_clients_of(self, dataset: Any) -> "SimulationConfig":
+    def with_clients_of(self, dataset: Optional[FederatedDataset]) -> "SimulationConfig":
         """This configuration for a run on ``dataset``, a data set given in place of
         ``self.dataset`` (e.g. an :class:`~fastfair.sim.data.arrays.ArrayDataset`): ``clients``
         left at its default becomes the data set's ``num_clients``; one set otherwise stays

@@ -34,7 +34,8 @@ def kept_heap() -> Iterator[None]:
     """Runs the block with the C allocator (glibc's malloc) keeping freed memory for reuse:
     nothing is handed back to the OS and no block gets a mapping of its own. A round allocates
     its cohort's tensors anew, and glibc maps every block above 32 MB fresh, so the first touch
-    of each page faults and zeroes it (21,000 faults, 15 ms of a 97 ms round of 1000 clients).
+    of each page faults and zeroes it (a sixth of a round of 1000 clients; docs/benchmarks.md,
+    design measurements).
     Process-wide while it lasts: memory held at the peak is reused, not returned. After it,
     glibc's limits are set back to their defaults and the kept memory is released
     (``malloc_trim``). Without glibc, the block runs as it is. It holds for the main arena: a
@@ -69,8 +70,7 @@ def run_tuned(threads: Optional[int], run: Callable[[], R]) -> R:
 def idle_cores(limit: int = 4) -> int:
     """The cores no other process keeps busy now: the CPUs this process may run on less the
     one-minute load average, between 1 and ``limit``. More torch threads than idle cores make
-    every op wait for a descheduled thread (a 30-run sweep took 46 s instead of 8 s with 2
-    threads beside one busy process on 2 cores)."""
+    every op wait for a descheduled thread (docs/benchmarks.md, design measurements)."""
     import os
 
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()

@@ -49,9 +49,9 @@ class _TransposedAffine(torch.autograd.Function):
 def affine(x: torch.Tensor, W: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``x W + b`` for m models at once: ``x [m, B, F]``, ``W [m, F, C]``, ``b [m, C]`` ->
     ``[m, B, C]``. With fewer outputs than rows (C <= B) as :math:`(W^\top x^\top + b)^\top`:
-    BLAS runs a product whose output rows are long three times faster (``[C,
-    F] x [F, B]`` rather than ``[B, F] x [F, C]`` at C = 10, B = 32, forward and backward), and
-    the other way round when C > B."""
+    BLAS runs a product whose output rows are long faster (``[C, F] x [F, B]`` rather than
+    ``[B, F] x [F, C]``, forward and backward; docs/benchmarks.md, design measurements), and the
+    other way round when C > B."""
     if W.shape[2] <= x.shape[1]:
         return _TransposedAffine.apply(x, W, b)
     return torch.baddbmm(b.unsqueeze(1), x, W)

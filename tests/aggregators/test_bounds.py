@@ -1,5 +1,5 @@
 """The opt-in bound of :mod:`fastfair.aggregators.bounds` (update-norm clip, sample-count cap),
-the two-phase round (``propose`` / ``commit``) and the cap on ``num_clients`` (issue 28).
+the two-phase round (``propose`` / ``commit``) and the cap on ``num_clients``.
 
 The tables of the poisoning case in docs/aggregators.md are measured by scripts/poison_table.py
 (``python scripts/poison_table.py --write docs/aggregators.md`` rewrites them); the test fails
@@ -184,3 +184,21 @@ def test_docs_table_is_the_measured_one():
     assert match.group(1) == poison.tables(), (
         "docs/aggregators.md's poison tables are stale: run "
         "python scripts/poison_table.py --write docs/aggregators.md")
+
+
+def test_clipped_inputs_scale_every_form_of_updates_alike():
+    """One helper serves the simulator (rows [m, P]) and the Flower strategy (per client a list
+    of arrays): sq_norms times s^2, updates times s in their own dtype, other inputs kept."""
+    scales = np.array([0.5, 1.0])
+    rows = np.arange(6, dtype=np.float32).reshape(2, 3)
+    inputs = {"sq_norms": np.array([4.0, 9.0]), "updates": rows, "losses_sent": np.ones(2)}
+    out = UpdateBound.clipped_inputs(inputs, scales)
+    np.testing.assert_array_equal(out["sq_norms"], [1.0, 9.0])
+    assert out["updates"].dtype == np.float32
+    np.testing.assert_array_equal(out["updates"], [[0.0, 0.5, 1.0], [3.0, 4.0, 5.0]])
+    assert out["losses_sent"] is inputs["losses_sent"] and inputs["updates"] is rows
+    lists = [[rows[0], np.array([2, 4])], [rows[1], np.array([1, 3])]]
+    listed = UpdateBound.clipped_inputs({"updates": lists}, scales)["updates"]
+    np.testing.assert_array_equal(listed[0][0], out["updates"][0])
+    np.testing.assert_array_equal(listed[0][1], [1.0, 2.0])
+    np.testing.assert_array_equal(listed[1][0], out["updates"][1])

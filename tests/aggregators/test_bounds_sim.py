@@ -1,4 +1,4 @@
-"""The simulator's side of the opt-in bound (issue 28): ``SimulationConfig(max_update_norm=...,
+"""The simulator's side of the opt-in bound: ``SimulationConfig(max_update_norm=...,
 update_norm_reference=..., max_samples_per_client=...)`` takes the server step the shared
 functions of :mod:`fastfair.aggregators.bounds` give (the same as the Flower strategy's), for
 every rule, on the 1000x round of docs/aggregators.md."""

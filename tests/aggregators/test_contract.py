@@ -10,7 +10,6 @@ import re
 
 import numpy as np
 import pytest
-import torch
 
 from fastfair import aggregators as A
 
@@ -374,6 +373,7 @@ def test_load_rejects_wrong_state_shape():
 
 @pytest.mark.parametrize("name", sorted(RULES))
 def test_torch_inputs_give_torch_coefficients(name):
+    torch = pytest.importorskip("torch")
     factory, extra = RULES[name]
     a, b = factory(), factory()
     ids = list(np.random.default_rng(0).permutation(K)) if getattr(a, "full_participation",

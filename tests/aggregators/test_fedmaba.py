@@ -183,7 +183,7 @@ def test_random_rounds_match_reference(rng, options):
 
 @pytest.mark.parametrize("big", [1e3, 1e30, 1e100, 1e200, 1e308])
 def test_a_poisoned_loss_far_above_the_others_stays_in_the_kl_ball(big):
-    """Issue 28: one reply's loss 1e100 put the root tau* ~ 1e-100, beyond what halving from
+    """One reply's loss 1e100 put the root tau* ~ 1e-100, beyond what halving from
     tau = 1 reaches in 100 passes; the projection then gave that client all of pi (KL log m,
     above rho). g depends on tau only through tau * a, so pi is the same at every scale."""
     a = np.array([0.1, 0.5, 0.3, 0.5 * big])

@@ -1,4 +1,4 @@
-"""``Aggregator.invalid_loss`` (issue 28): the per-client part of each rule's loss checks, which
+"""``Aggregator.invalid_loss``: the per-client part of each rule's loss checks, which
 the Flower strategy uses to drop one reply instead of refusing the round, says exactly what
 ``weights`` refuses."""
 
@@ -12,7 +12,7 @@ CONFIGS = {name: {} for name in registry.RULES if name != "aaggff-s"}
 CONFIGS.update({"qfedavg-half": ("qfedavg", {"q": 0.5}),
                 "qfedavg-eg": ("qfedavg", {"form": "eg"}),
                 "propfair-eg": ("propfair", {"weighting": "eg", "M": 2.0}),
-                # factors that take a finite loss beyond 2**1000 (issue 28: the round was refused
+                # factors that take a finite loss beyond 2**1000 (once, the round was refused
                 # instead of that one reply dropped)
                 "term-tilt": ("term", {"tilt": 1e10}), "term-negative": ("term", {"tilt": -1e10}),
                 "afl-step": ("afl", {"step_size": 1e10}),

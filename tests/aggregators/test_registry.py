@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from fastfair import aggregators as A
 from fastfair.aggregators import registry
@@ -113,6 +112,7 @@ def test_rules_without_objective_and_a_plain_config():
 
 
 def test_one_objective_serves_a_cohort_and_one_client():
+    torch = pytest.importorskip("torch")
     prox = A.FedProx(3, mu=0.5).client_objective()
     params, glob = torch.ones(2, 4), torch.zeros(4)
     cohort = prox(torch.tensor([1.0, 2.0]), params, glob)

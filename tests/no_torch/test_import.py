@@ -24,7 +24,10 @@ import fastfair
 CORE = ["fastfair", "fastfair.ops", "fastfair.aggregators", "fastfair.aggregators.registry",
         "fastfair.aggregators.server_opt", "fastfair.aggregators.objectives",
         "fastfair.reference", "fastfair.reference.aggregators", "fastfair.reference.superfed",
-        "fastfair.methods", "fastfair.methods.superfed", "fastfair.integrations"]
+        "fastfair.methods", "fastfair.methods.superfed", "fastfair.integrations",
+        # the command line's front door: its options, names and config files
+        "fastfair.cli", "fastfair.sim", "fastfair.sim.config", "fastfair.sim.names",
+        "fastfair.sim.experiments.config_file"]
 
 TORCH_HINT = r'needs PyTorch \(torch\).*pip install "fastfair\[torch\]"'
 

@@ -1,4 +1,4 @@
-"""Fairness over groups in the simulator (issue 31): groups in the data (the grouped workload,
+"""Fairness over groups in the simulator: groups in the data (the grouped workload,
 ArrayDataset(groups=), npz-clients' group entries, a client,group CSV, dominant classes), runs
 with ``fair_over="groups"`` and both priors, their checkpoints, the per-group metrics and the
 refusals."""

@@ -314,7 +314,8 @@ class FastFairStrategy(_ReplyChecks, SelectsReplies, _FlowerFedAvg):
             scales = self.bound.scales(np.sqrt(sq_norms))
         inputs = {name: np.array([r.inputs[name] for r in usable])
                   for name in self.round_input_keys}
-        inputs.update(self._computed_inputs(sent, usable, sq_norms, scales))
+        computed = self._computed_inputs(sent, usable, sq_norms)
+        inputs.update(computed if scales is None else self.bound.clipped_inputs(computed, scales))
         metrics = self._train_metrics(usable, counts)
         groups = getattr(self.aggregator, "groups", None)
         # The groups of this round's replies, for a rule over reported groups.
@@ -384,22 +385,16 @@ class FastFairStrategy(_ReplyChecks, SelectsReplies, _FlowerFedAvg):
 
     # ------------------------------------------------------------------ helpers
     def _computed_inputs(self, sent: List[np.ndarray], usable: List[_Reply],
-                         sq_norms: Optional[np.ndarray], scales: Optional[np.ndarray]
-                         ) -> Dict[str, Any]:
+                         sq_norms: Optional[np.ndarray]) -> Dict[str, Any]:
         """The round inputs the rule declares that come from the replies' models: ``sq_norms``
         (squared update norms, measured without forming the updates) and ``updates``
-        (``w - w_i``), both of the clipped updates :math:`s_i (w - w_i)` under a bound."""
+        (``w - w_i``), of the updates before any clip (``UpdateBound.clipped_inputs``)."""
         inputs: Dict[str, Any] = {}
         if "sq_norms" in self._computed:
             assert sq_norms is not None  # measured: inputs computed from the models need it
-            inputs["sq_norms"] = sq_norms if scales is None else sq_norms * scales ** 2
+            inputs["sq_norms"] = sq_norms
         if "updates" in self._computed:
-            if scales is None:
-                inputs["updates"] = [[g - a for g, a in zip(sent, r.arrays)] for r in usable]
-            else:
-                inputs["updates"] = [[(g - a) * np.asarray(s, dtype=g.dtype) if g.dtype.kind == "f"
-                                      else (g - a) * s for g, a in zip(sent, r.arrays)]
-                                     for r, s in zip(usable, scales)]
+            inputs["updates"] = [[g - a for g, a in zip(sent, r.arrays)] for r in usable]
         return inputs
 
     # ------------------------------------------------------------------ checkpoints

@@ -4,8 +4,8 @@ train/test prefix split of a client's generated samples (:class:`PrefixSplit`)."
 
 from __future__ import annotations
 
-import sys
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Tuple
 
@@ -18,23 +18,26 @@ TRAIN_FRACTION = 0.8
 def take_rows(t: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """``t[index]`` for ``t [N, *rest]`` and integer ``index [*shape]``: ``[*shape, *rest]``.
     Through ``index_select`` of the flattened index: the same copy as advanced indexing, which
-    on the CPU computes every element's address and runs 2.5x slower on rows of 60 floats."""
+    on the CPU computes every element's address and runs slower on short rows."""
     return t.index_select(0, index.reshape(-1)).view(*index.shape, *t.shape[1:])
 
 
 class HostBuffer:
     """A host array that a data set generates each cohort into, handed out again once no tensor
-    uses it, so that a round's fresh cohort does not fault in and zero new pages: a 36 MB batch
-    costs 13 ms of page faults on a fresh allocation and 0.8 ms in memory already mapped.
+    uses it, so that a round's fresh cohort does not fault in and zero new pages
+    (docs/benchmarks.md, design measurements).
 
-    The tensors :meth:`take` returns are views of one NumPy array; each holds a reference to it
-    until the last view is gone, so the array is written again only when nothing can see it.
-    Otherwise (the previous batch still alive) a new array is taken and the old one left to its
-    holders. Holds at most one array, 1/8 larger than the largest request, between calls.
+    The tensor :meth:`take` returns is built on a NumPy view of one array, and the tensor (with
+    every tensor that shares its memory) keeps that view alive; the buffer keeps only a weak
+    reference to it, so the array is written again only once the view is gone, which the
+    language guarantees happens no earlier than the last holder lets go. Otherwise (the previous
+    batch still alive) a new array is taken and the old one left to its holders. Holds at most
+    one array, 1/8 larger than the largest request, between calls.
     """
 
     def __init__(self) -> None:
         self._array: Optional[np.ndarray] = None
+        self._handed: Optional["weakref.ReferenceType[np.ndarray]"] = None  # the last view out
         self._lock = threading.Lock()  # the check and the view it hands out, as one step
 
     def __reduce__(self) -> Tuple[type, Tuple[()]]:
@@ -44,11 +47,13 @@ class HostBuffer:
         """A CPU tensor ``[n]`` of ``dtype`` (contents undefined) in memory no other tensor
         uses."""
         with self._lock:
-            # 2: self._array and getrefcount's own argument. More: a view is still alive.
+            in_use = self._handed is not None and self._handed() is not None
             if (self._array is None or self._array.size < n
-                    or self._array.dtype != np.dtype(dtype) or sys.getrefcount(self._array) > 2):
+                    or self._array.dtype != np.dtype(dtype) or in_use):
                 self._array = np.empty(n + n // 8, dtype)
-            return torch.from_numpy(self._array[:n])
+            view = self._array[:n]
+            self._handed = weakref.ref(view)
+            return torch.from_numpy(view)
 
 
 @dataclass

@@ -1,10 +1,15 @@
-"""Every data set of the simulator by name (:data:`DATASETS`): the generated ones of
-:mod:`fastfair.sim.data.base` and :mod:`fastfair.sim.data.grouped` (built by
-:func:`fastfair.sim.data.catalog.build_dataset`, which dispatches every name) and those read from
-files in their standard formats, LEAF JSON (:mod:`~fastfair.sim.data.leaf`), torchvision's
-layouts (:mod:`~fastfair.sim.data.vision`), a folder of per-client ``.npz`` files
-(:mod:`~fastfair.sim.data.npz`), image files in class folders
-(:mod:`~fastfair.sim.data.image_folder`) and UCI Adult (:mod:`~fastfair.sim.data.adult`).
+"""Every data set of the simulator, registered by name on its builder
+(:func:`fastfair.sim.names.register_dataset`): the generated ones (:mod:`.synthetic`,
+:mod:`.grouped`, scikit-learn's digits in :mod:`.arrays`) and those read from files in their
+standard formats, LEAF JSON (:mod:`.leaf`), torchvision's layouts (:mod:`.vision`), a folder
+of per-client ``.npz`` files (:mod:`.npz`), image files in class folders (:mod:`.image_folder`)
+and UCI Adult (:mod:`.adult`). The builders import their loaders (and torch) when
+they run, so the names cost nothing to list.
+
+A builder takes the run's configuration (the fields of
+:class:`~fastfair.sim.config.SimulationConfig` it reads) and returns a
+:class:`~fastfair.sim.data.base.FederatedDataset`. Adding a data set is one decorated builder
+here (its loader may live in a module of its own).
 
 .. code-block:: python
 
@@ -18,24 +23,206 @@ from __future__ import annotations
 
 import glob
 import os
-from typing import Any, Dict, Optional, Tuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Protocol, Tuple
 
-from fastfair.sim.data.arrays import digits_dataset
-from fastfair.sim.data.base import (
-    FederatedDataset,
-    dominant_classes,
-    read_groups_file,
-    with_groups,
+from fastfair.sim.registry import (
+    DATASETS,
+    MODELS,
+    DatasetSpec,
+    get_dataset,
+    get_dataset_builder,
+    get_dataset_counter,
+    register_dataset,
 )
-from fastfair.sim.data.grouped import GroupedSyntheticDataset
-from fastfair.sim.data.registry import DATASETS, MODELS, DatasetSpec
-from fastfair.sim.data.synthetic import SyntheticDataset
 
-__all__ = ["DATASETS", "MODELS", "DatasetSpec", "check_files", "count_clients", "open_files"]
+if TYPE_CHECKING:
+    from fastfair.sim.config import SimulationConfig
+    from fastfair.sim.data.base import FederatedDataset
 
+__all__ = ["DATASETS", "MODELS", "DatasetSpec", "FileOptions", "build_dataset", "check_files",
+           "count_clients", "open_files"]
+
+
+class FileConfig(Protocol):
+    """What a data set read from files is opened with: the fields of
+    :class:`~fastfair.sim.config.SimulationConfig` (or :class:`FileOptions`) of that name."""
+
+    dataset: str
+    data_dir: Optional[str]
+    clients: Optional[int]
+    seed: int
+    partition: str
+    dirichlet_alpha: float
+    classes_per_client: int
+    download: bool
+
+
+@dataclass
+class FileOptions:
+    """The options :func:`open_files` opens a data set with, under the names of
+    :class:`~fastfair.sim.config.SimulationConfig`'s fields (``clients`` None: every user of a
+    data set with its own clients)."""
+
+    dataset: str
+    data_dir: Optional[str]
+    clients: Optional[int]
+    seed: int = 0
+    partition: str = "dirichlet"
+    dirichlet_alpha: float = 0.3
+    classes_per_client: int = 2
+    download: bool = False
+
+
+# ------------------------------------------------------------------------- generated
+@register_dataset(DatasetSpec("synthetic", "generated", "logreg", False, "features",
+                              "Synthetic(alpha, beta), generated per client"))
+def _synthetic(config: SimulationConfig) -> FederatedDataset:
+    from fastfair.sim.data.synthetic import SyntheticDataset
+
+    return SyntheticDataset(config.clients, config.synthetic_alpha, config.synthetic_beta,
+                            seed=config.seed, max_samples=config.max_samples)
+
+
+@register_dataset(DatasetSpec("grouped", "generated", "logreg", False, "features",
+                              "latent groups of power-law sizes, each a shift of a common "
+                              "model"))
+def _grouped(config: SimulationConfig) -> FederatedDataset:
+    from fastfair.sim.data.grouped import GroupedSyntheticDataset
+
+    return GroupedSyntheticDataset(config.clients, num_groups=config.groups,
+                                   group_power=config.group_power, shift=config.group_shift,
+                                   max_samples=config.max_samples, seed=config.seed)
+
+
+@register_dataset(DatasetSpec("digits", "generated", "logreg", False, "features",
+                              "scikit-learn's digits, split by --partition"))
+def _digits(config: SimulationConfig) -> FederatedDataset:
+    from fastfair.sim.data.arrays import digits_dataset
+
+    return digits_dataset(config.clients, config.partition, seed=config.seed,
+                          alpha=config.dirichlet_alpha,
+                          classes_per_client=config.classes_per_client)
+
+
+# ------------------------------------------------------------------------- read from files
 _OPENED: Dict[Tuple[Any, ...], FederatedDataset] = {}
 
 
+def _opened(options: FileConfig, patterns: Tuple[str, ...],
+            open_dataset: Callable[[str], FederatedDataset]) -> FederatedDataset:
+    """``open_dataset(data_dir)``, reused by later calls with the same options while the files
+    of ``patterns`` (under ``data_dir``) keep their paths, sizes and modification times, so the
+    rules of an experiment share one data set and the clients it has read."""
+    data_dir = options.data_dir
+    if data_dir is None or not os.path.isdir(data_dir):
+        raise ValueError(f"data_dir {data_dir!r} is not a folder")
+    paths = sorted(p for pattern in patterns for p in glob.glob(os.path.join(data_dir, pattern)))
+    signature = tuple((p, s.st_size, s.st_mtime_ns) for p in paths for s in [os.stat(p)])
+    key = (options.dataset, os.path.realpath(data_dir), options.clients, options.seed,
+           options.partition, options.dirichlet_alpha, options.classes_per_client, signature)
+    if key not in _OPENED:
+        _OPENED[key] = open_dataset(data_dir)
+    return _OPENED[key]
+
+
+def _leaf_users(data_dir: str, partition: str) -> int:
+    from fastfair.sim.data.leaf import count_users
+
+    return count_users(data_dir)
+
+
+@register_dataset(
+    DatasetSpec("femnist", "leaf", "femnist-cnn", True, "image",
+                "LEAF FEMNIST: 28x28 characters of 62 classes, one client per writer"),
+    DatasetSpec("shakespeare", "leaf", "char-lstm", True, "next-token",
+                "LEAF Shakespeare: next character of 80-character lines, one client per role"),
+    DatasetSpec("celeba", "leaf", "celeba-cnn", True, "image",
+                "LEAF CelebA: smiling or not from 84x84 faces, one client per celebrity"),
+    DatasetSpec("sent140", "leaf", "sent140-lstm", True, "tokens",
+                "LEAF Sent140: tweet sentiment from 25 words, one client per user"),
+    count=_leaf_users)
+def _leaf(config: FileConfig) -> FederatedDataset:
+    from fastfair.sim.data.leaf import LeafDataset
+
+    return _opened(config, ("train/*.json", "test/*.json", "*.json"),
+                   lambda data_dir: LeafDataset(config.dataset, data_dir, config.clients,
+                                                seed=config.seed))
+
+
+@register_dataset(
+    DatasetSpec("mnist", "vision", "femnist-cnn", False, "image",
+                "MNIST (torchvision's IDX files), split by --partition"),
+    DatasetSpec("fmnist", "vision", "femnist-cnn", False, "image",
+                "Fashion-MNIST (torchvision's IDX files), split by --partition"),
+    DatasetSpec("cifar10", "vision", "cifar-cnn", False, "image",
+                "CIFAR-10 (torchvision's python pickles), split by --partition"),
+    DatasetSpec("cifar100", "vision", "resnet8", False, "image",
+                "CIFAR-100, fine labels (torchvision's python pickles), split by --partition"))
+def _vision(config: FileConfig) -> FederatedDataset:
+    from fastfair.sim.data.vision import VisionDataset
+
+    clients = _split_clients(config)
+    return _opened(config, ("*", "*/*", "*/raw/*"), lambda data_dir: VisionDataset(
+        config.dataset, data_dir, clients, partition=config.partition,
+        alpha=config.dirichlet_alpha, classes_per_client=config.classes_per_client,
+        seed=config.seed, download_missing=config.download))
+
+
+def _npz_files(data_dir: str, partition: str) -> int:
+    from fastfair.sim.data.npz import npz_paths
+
+    return len(npz_paths(data_dir))
+
+
+@register_dataset(DatasetSpec("npz-clients", "npz", "mlp", True, None,
+                              "a folder of one .npz per client (x, y, optional x_test, y_test)"),
+                  count=_npz_files)
+def _npz(config: FileConfig) -> FederatedDataset:
+    from fastfair.sim.data.npz import NpzClients
+
+    return _opened(config, ("*.npz",),
+                   lambda data_dir: NpzClients(data_dir, config.clients, seed=config.seed))
+
+
+def _split_clients(config: FileConfig) -> int:
+    """``config.clients``, which a data set split across clients requires."""
+    if config.clients is None:
+        raise ValueError(f"{config.dataset} is split across clients: give their number")
+    return config.clients
+
+
+@register_dataset(DatasetSpec("image-folder", "images", "cifar-cnn", False, "image",
+                              "your images in class subfolders (train/<class>/*, "
+                              "test/<class>/*), split by --partition"))
+def _image_folder(config: FileConfig) -> FederatedDataset:
+    from fastfair.sim.data.image_folder import ImageFolder
+
+    clients = _split_clients(config)
+    return _opened(config, ("*/*", "*/*/*"), lambda data_dir: ImageFolder(
+        data_dir, clients, partition=config.partition, alpha=config.dirichlet_alpha,
+        classes_per_client=config.classes_per_client, seed=config.seed))
+
+
+def _adult_clients(data_dir: str, partition: str) -> int:
+    from fastfair.sim.data.adult import count_adult_clients
+
+    return count_adult_clients(data_dir, partition)
+
+
+@register_dataset(DatasetSpec("adult", "table", "logreg", False, "features",
+                              "UCI Adult: income over 50K from census columns (one-hot), split "
+                              "by --partition (column:education=Doctorate: AFL's two clients)"),
+                  count=_adult_clients)
+def _adult(config: FileConfig) -> FederatedDataset:
+    from fastfair.sim.data.adult import AdultDataset
+
+    return _opened(config, ("adult.*",), lambda data_dir: AdultDataset(
+        data_dir, config.clients, partition=config.partition, alpha=config.dirichlet_alpha,
+        classes_per_client=config.classes_per_client, seed=config.seed))
+
+
+# ------------------------------------------------------------------------- by name
 def open_files(name: str, data_dir: str, clients: Optional[int] = None, *, seed: int = 0,
                partition: str = "dirichlet", dirichlet_alpha: float = 0.3,
                classes_per_client: int = 2, download: bool = False) -> FederatedDataset:
@@ -46,121 +233,57 @@ def open_files(name: str, data_dir: str, clients: Optional[int] = None, *, seed:
     ``clients`` (required) by ``partition``; ``adult``: by ``partition``, whose ``column:...``
     forms fix the number of clients (``clients`` None or that number). ``download`` fetches
     missing files with torchvision's downloader. An open
-    data set is reused by later calls with the same arguments while its files are unchanged
-    (:func:`_signature`), so the rules of an experiment share one and the clients it has read.
+    data set is reused by later calls with the same arguments while its files are unchanged,
+    so the rules of an experiment share one and the clients it has read.
     """
     spec = DATASETS.get(name)
     if spec is None or spec.family == "generated":
         files = [n for n, s in DATASETS.items() if s.family != "generated"]
         raise ValueError(f"unknown data set {name!r} on disk; choose from {', '.join(files)}")
-    if not os.path.isdir(data_dir):
-        raise ValueError(f"data_dir {data_dir!r} is not a folder")
-    key = (name, os.path.realpath(data_dir), clients, seed, partition, dirichlet_alpha,
-           classes_per_client, _signature(spec.family, data_dir))
-    if key not in _OPENED:
-        if spec.family == "leaf":
-            from fastfair.sim.data.leaf import LeafDataset
-            _OPENED[key] = LeafDataset(name, data_dir, clients, seed=seed)
-        elif spec.family == "npz":
-            from fastfair.sim.data.npz import NpzClients
-            _OPENED[key] = NpzClients(data_dir, clients, seed=seed)
-        elif spec.family == "table":
-            from fastfair.sim.data.adult import AdultDataset
-            _OPENED[key] = AdultDataset(data_dir, clients, partition=partition,
-                                        alpha=dirichlet_alpha,
-                                        classes_per_client=classes_per_client, seed=seed)
-        elif spec.family == "images":
-            from fastfair.sim.data.image_folder import ImageFolder
-            if clients is None:
-                raise ValueError(f"{name} is split across clients: give their number")
-            _OPENED[key] = ImageFolder(data_dir, clients, partition=partition,
-                                       alpha=dirichlet_alpha,
-                                       classes_per_client=classes_per_client, seed=seed)
-        else:
-            from fastfair.sim.data.vision import VisionDataset
-            if clients is None:
-                raise ValueError(f"{name} is split across clients: give their number")
-            _OPENED[key] = VisionDataset(name, data_dir, clients, partition=partition,
-                                         alpha=dirichlet_alpha,
-                                         classes_per_client=classes_per_client, seed=seed,
-                                         download_missing=download)
-    return _OPENED[key]
-
-
-def _signature(family: str, data_dir: str) -> Tuple[Tuple[str, int, int], ...]:
-    """Path, size and modification time of the files a data set opens with (LEAF's JSON, the
-    .npz files, whatever sits in a vision data set's folders)."""
-    patterns = {"leaf": ["train/*.json", "test/*.json", "*.json"], "npz": ["*.npz"],
-                "vision": ["*", "*/*", "*/raw/*"], "table": ["adult.*"],
-                "images": ["*/*", "*/*/*"]}[family]
-    paths = sorted(p for pattern in patterns for p in glob.glob(os.path.join(data_dir, pattern)))
-    return tuple((p, s.st_size, s.st_mtime_ns) for p in paths for s in [os.stat(p)])
+    options = FileOptions(name, data_dir, clients, seed, partition, dirichlet_alpha,
+                          classes_per_client, download)
+    dataset: FederatedDataset = get_dataset_builder(name)(options)
+    return dataset
 
 
 def count_clients(name: str, data_dir: str, partition: str = "dirichlet") -> int:
     """The number of users of a data set with its own clients (LEAF: reads the train files'
     headers; ``npz-clients``: counts the files), or of the clients ``adult``'s ``column:...``
     ``partition`` makes."""
-    family = DATASETS[name].family
-    if family == "table" and partition.startswith("column:"):
-        from fastfair.sim.data.adult import count_adult_clients
-        return count_adult_clients(data_dir, partition)
-    if family == "leaf":
-        from fastfair.sim.data.leaf import count_users
-        return count_users(data_dir)
-    if family == "npz":
-        from fastfair.sim.data.npz import npz_paths
-        return len(npz_paths(data_dir))
-    raise ValueError(f"{name} has no clients of its own: it is split into --clients")
+    return get_dataset_counter(name)(data_dir, partition)
 
 
-def check_files(config: Any) -> None:
+def check_files(config: SimulationConfig) -> None:
     """Refuses, before anything runs, a configuration whose data cannot be there: a data set
     with its own clients and fewer users than ``config.clients``, vision files missing
     without ``download``, an image folder without images, or Adult's files missing."""
-    spec = DATASETS[config.dataset]
+    spec = get_dataset(config.dataset)
     if spec.natural_split:
-        users = count_clients(config.dataset, config.data_dir)
+        users = count_clients(config.dataset, str(config.data_dir))
         if config.clients > users:
             raise ValueError(f"clients ({config.clients}) exceeds the {users} users of "
                              f"{config.dataset} in {config.data_dir}")
     elif spec.family == "vision" and not config.download:
         from fastfair.sim.data.vision import find_files
-        find_files(config.dataset, config.data_dir)
+        find_files(config.dataset, str(config.data_dir))
     elif spec.family == "images":
         from fastfair.sim.data.image_folder import list_images
-        list_images(config.data_dir)
+        list_images(str(config.data_dir))
     elif spec.family == "table":
         from fastfair.sim.data.adult import find_files as find_adult
-        find_adult(config.data_dir)
+        find_adult(str(config.data_dir))
 
 
-def build_dataset(config: Any) -> FederatedDataset:
-    """The data set a :class:`~fastfair.sim.config.SimulationConfig` names: generated
-    (``synthetic``, ``grouped``, ``digits``) or read from ``config.data_dir``, with the clients'
-    groups of ``config.groups_file`` (a CSV of ``client,group``) or, with
-    ``config.group_by_class``, their most frequent training label."""
-    dataset = _build_dataset(config)
+def build_dataset(config: SimulationConfig) -> FederatedDataset:
+    """The data set a :class:`~fastfair.sim.config.SimulationConfig` names (its registered
+    builder), with the clients' groups of ``config.groups_file`` (a CSV of ``client,group``)
+    or, with ``config.group_by_class``, their most frequent training label."""
+    from fastfair.sim.data.base import dominant_classes, read_groups_file, with_groups
+
+    dataset: FederatedDataset = get_dataset_builder(config.dataset)(config)
     if getattr(config, "groups_file", None) is not None:
         dataset = with_groups(dataset, read_groups_file(config.groups_file, dataset),
                               config.groups_file)
     elif getattr(config, "group_by_class", False):
         dataset = with_groups(dataset, dominant_classes(dataset), "dominant classes")
     return dataset
-
-
-def _build_dataset(config: Any) -> FederatedDataset:
-    if DATASETS[config.dataset].family != "generated":
-        return open_files(config.dataset, config.data_dir, config.clients, seed=config.seed,
-                          partition=config.partition, dirichlet_alpha=config.dirichlet_alpha,
-                          classes_per_client=config.classes_per_client, download=config.download)
-    if config.dataset == "synthetic":
-        return SyntheticDataset(config.clients, config.synthetic_alpha, config.synthetic_beta,
-                                seed=config.seed, max_samples=config.max_samples)
-    if config.dataset == "grouped":
-        return GroupedSyntheticDataset(config.clients, num_groups=config.groups,
-                                       group_power=config.group_power, shift=config.group_shift,
-                                       max_samples=config.max_samples, seed=config.seed)
-    return digits_dataset(config.clients, config.partition, seed=config.seed,
-                          alpha=config.dirichlet_alpha,
-                          classes_per_client=config.classes_per_client)

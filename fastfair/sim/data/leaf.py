@@ -44,7 +44,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from fastfair.sim.checkpoint import loads_json, open_regular
+from fastfair._files import loads_json, open_regular
 from fastfair.sim.data.base import check_finite
 from fastfair.sim.data.client_files import ClientFiles, choose_clients
 from fastfair.sim.data.leaf_json import LeafFile, parse_unit_pixels

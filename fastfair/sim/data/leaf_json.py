@@ -25,7 +25,7 @@ from typing import Any, AnyStr, Dict, List, Tuple
 
 import numpy as np
 
-from fastfair.sim.checkpoint import loads_json, open_regular
+from fastfair._files import loads_json, open_regular
 
 _SPACE = re.compile(rb"\s*")
 _WINDOW = 1 << 18

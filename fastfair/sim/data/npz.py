@@ -22,7 +22,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from fastfair.sim.checkpoint import open_regular
+from fastfair._files import open_regular
 from fastfair.sim.data.base import check_finite, check_groups, split_sizes
 from fastfair.sim.data.client_files import ClientFiles, choose_clients
 

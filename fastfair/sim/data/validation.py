@@ -62,3 +62,11 @@ class ValidationSplit(FederatedDataset):
 
     def groups(self, ids: np.ndarray) -> Optional[np.ndarray]:
         return self.base.groups(ids)
+
+
+def with_validation(dataset: FederatedDataset, fraction: float) -> FederatedDataset:
+    """``dataset`` with a :class:`~fastfair.sim.data.validation.ValidationSplit` of ``fraction``
+    (unchanged for 0, or when it already holds that split)."""
+    if not fraction or (isinstance(dataset, ValidationSplit) and dataset.fraction == fraction):
+        return dataset
+    return ValidationSplit(dataset, fraction)

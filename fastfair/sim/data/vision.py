@@ -29,7 +29,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from fastfair.sim.checkpoint import open_regular, read_regular_file
+from fastfair._files import open_regular, read_regular_file
 from fastfair.sim.data.arrays import partition_labels
 from fastfair.sim.data.base import check_labels
 from fastfair.sim.data.client_files import ClientFiles

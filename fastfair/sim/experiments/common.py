@@ -36,6 +36,7 @@ from typing import (
 
 import torch
 
+from fastfair import _files as files
 from fastfair.sim import checkpoint
 from fastfair.sim.distributed import Distributed
 from fastfair.sim.reporting import report
@@ -115,9 +116,10 @@ def open_folder(out: Path, name: str, config: Dict[str, Any]) -> None:
         raise ValueError(f"out {out} is a file, not a folder; pick a new folder")
     if out.exists() and any(out.iterdir()):
         raise ValueError(f"out folder {out} is not empty; pick a new folder or resume it")
-    with checkpoint.writing(out / name):
+    with files.writing(out):
         out.mkdir(parents=True, exist_ok=True)
-        (out / name).write_text(json.dumps(config, indent=1))
+    with files.atomic(out / name, text=True) as f:
+        f.write(json.dumps(config, indent=1))
 
 
 def read_config(out: Path, name: str) -> Dict[str, Any]:
@@ -127,7 +129,7 @@ def read_config(out: Path, name: str) -> Dict[str, Any]:
     if not os.path.lexists(out / name):
         raise ValueError(f"{out} holds no {name}: it is not a fastfair run folder of this kind "
                          "(an experiment's holds config.json, a sweep's sweep.json)")
-    saved = checkpoint.read_json_file(out / name, "run configuration")
+    saved = files.read_json_file(out / name, "run configuration")
     if not isinstance(saved, dict):
         raise ValueError(f"{out / name} is not a valid run configuration (not an object)")
     return saved
@@ -219,6 +221,8 @@ class Orchestration:
     that (``_arguments``)."""
 
     CONFIG = "config.json"
+    #: Whether it runs many runs as one program, whose threads default to the idle cores.
+    fills_idle_cores = False
     out: Optional[Path]
     checkpoint_every: int
     progress: bool

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
+from fastfair._files import read_regular_file
 from fastfair._options import OptionSpec, check_options, dataclass_options
-from fastfair.sim.checkpoint import read_regular_file
 from fastfair.sim.config import SimulationConfig
 
 #: File name endings and the format each is read as.

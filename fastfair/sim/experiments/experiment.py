@@ -23,13 +23,14 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 
+from fastfair import _files as files
 from fastfair.sim import checkpoint
 from fastfair.sim.config import SimulationConfig
 from fastfair.sim.data.base import FederatedDataset
-from fastfair.sim.data.registry import DATASETS
 from fastfair.sim.distributed import Distributed
 from fastfair.sim.experiments import common
 from fastfair.sim.models.flat import FlatModel
+from fastfair.sim.names import DATASETS
 from fastfair.sim.population.report import tier_table, write_participation
 from fastfair.sim.process import run_tuned
 from fastfair.sim.reporting import report
@@ -204,11 +205,10 @@ class Experiment(common.Orchestration):
         assert self.out is not None  # run() writes only into an output folder
         report.write_metrics(self.out, histories)
         report.write_final_accuracy(self.out, finals, eval_ids)
-        with checkpoint.writing(self.out / MODELS_FILE):
-            torch.save(models, self.out / MODELS_FILE)
+        checkpoint.save(self.out / MODELS_FILE, models)
         b = self.base
         model = b.model or DATASETS[b.dataset].default_model
         title = f"{b.dataset}, K={b.clients}, m={b.per_round}, {model}, seed {b.seed}"
         report.plot(self.out, histories, finals, title)
-        with checkpoint.writing(self.out / "summary.json"):
-            (self.out / "summary.json").write_text(json.dumps(summary, indent=1))
+        with files.atomic(self.out / "summary.json", text=True) as f:
+            f.write(json.dumps(summary, indent=1))

@@ -45,6 +45,7 @@ from fastfair.sim import checkpoint
 from fastfair.sim.config import SimulationConfig
 from fastfair.sim.data.base import FederatedDataset
 from fastfair.sim.data.catalog import build_dataset
+from fastfair.sim.data.validation import with_validation
 from fastfair.sim.distributed import Distributed
 from fastfair.sim.experiments.common import (
     Orchestration,
@@ -69,7 +70,7 @@ from fastfair.sim.reporting.stats import (
     selectable_metrics,
     summarize,
 )
-from fastfair.sim.rounds.engine import Simulation, evaluate_runs, play_round, with_validation
+from fastfair.sim.rounds.engine import Simulation, evaluate_runs, play_round
 from fastfair.sim.rounds.registry import make_runner, runner_class
 from fastfair.sim.rounds.runner import Runner
 
@@ -194,6 +195,7 @@ class Sweep(Orchestration):
     """
 
     CONFIG = CONFIG
+    fills_idle_cores = True
 
     def __init__(self, config: SimulationConfig, rules: Sequence[str],
                  seeds: Sequence[int] = (0,),
@@ -275,7 +277,7 @@ class Sweep(Orchestration):
                     continue
                 names = [s.name for s in group]
                 resumed = current if current is not None and current["names"] == names else None
-                if runner_class(group[0].rule) is Simulation:
+                if runner_class(group[0].rule).plays_batched:
                     self._play_batched(group, datasets, finished, hooks, resumed, started)
                 else:
                     self._play_alone(group[0], datasets, finished, hooks, resumed, started)
@@ -300,7 +302,7 @@ class Sweep(Orchestration):
     def _groups(self) -> List[List[RunSpec]]:
         """The runs in the order they are played: the engine's runs as one batched group (or
         one by one without ``batched``), then each method run alone."""
-        batchable = [s for s in self.specs if runner_class(s.rule) is Simulation]
+        batchable = [s for s in self.specs if runner_class(s.rule).plays_batched]
         groups = [batchable] if self.batched else [[s] for s in batchable]
         return [g for g in groups if g] + [[s] for s in self.specs if s not in batchable]
 

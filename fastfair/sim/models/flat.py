@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 
 #: Bytes of parameters that one training pass steps together on the CPU. Every step reads and
 #: writes the pass's parameters and gradients: while they stay in the caches a step costs its
-#: arithmetic, beyond them its memory traffic (100 copies of LEAF's 6.6M-parameter CNN, 2.6 GB,
-#: trained 1.9x slower together than client by client).
+#: arithmetic, beyond them its memory traffic (many copies of a large CNN train slower together
+#: than client by client; docs/benchmarks.md, design measurements).
 CPU_PASS_BYTES = 16 << 20
 
 

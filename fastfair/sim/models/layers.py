@@ -34,8 +34,8 @@ class CohortMode(TorchFunctionMode):
     client's 0-dim int64 key of this step and ``valid`` its ``[B]`` bool mask of real minibatch
     rows. With ``channels_last`` (alone training on the CPU), 4-d inputs of 2-d convolutions
     and max pooling are passed in ``channels_last`` memory format (the values are the same):
-    oneDNN's kernels for it run faster, max pooling 20x (0.42 against 8.5 ms on a
-    ``[32, 32, 28, 28]`` input, one thread), and the layers after keep the format."""
+    oneDNN's kernels for it run faster (docs/benchmarks.md, design measurements), and the
+    layers after keep the format."""
 
     def __init__(self, key: torch.Tensor, valid: torch.Tensor,
                  channels_last: bool = False) -> None:

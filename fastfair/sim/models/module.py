@@ -23,8 +23,8 @@ INIT_MODES = ("seed", "given")
 COHORT_MODES = ("auto", "vmap", "alone")
 #: ``cohort="auto"`` trains copies alone on the CPU when fewer than this many fit in one
 #: training pass (:meth:`~fastfair.sim.models.flat.FlatModel.rows_per_pass`), i.e. above
-#: ``CPU_PASS_BYTES / 8`` bytes of parameters (512K float32 parameters): FedAvg's 1.66M-parameter
-#: CNN trained 1.43x slower as 2 copies in one ``vmap`` program than each copy alone.
+#: ``CPU_PASS_BYTES / 8`` bytes of parameters (512K float32 parameters): so few copies of a
+#: large model train slower in one ``vmap`` program than each alone (docs/benchmarks.md).
 ALONE_BELOW = 8
 
 _OTHER_RANDOMNESS = ("the module calls a random operation other than dropout (or, trained "
@@ -83,7 +83,7 @@ class ModuleModel(FlatModel):
     channels_last
         Whether alone training runs 2-d convolutions and max pooling on ``channels_last``
         inputs (default: on; :class:`~fastfair.sim.models.layers.CohortMode`), for which
-        oneDNN's kernels run faster (max pooling 20x); the values are the same, the rounding
+        oneDNN's kernels run faster; the values are the same, the rounding
         of the convolutions may differ.
     """
 
@@ -241,9 +241,9 @@ class ModuleModel(FlatModel):
         than dropout, which could not be reproduced per client)."""
         # The parameters train in a buffer of their own, each tensor at a 64-byte boundary
         # (torch's CPU allocator aligns the buffer): in the flat row a tensor starts wherever
-        # the sizes before it end (the char-LSTM's first LSTM weight 8 floats off), and a
-        # product x [10, 3136] @ W [3136, 2048] took 1.25x as long with W 20 bytes off a 64-byte
-        # boundary, an in-place update 1.17x (one thread, this machine). The buffers train in
+        # the sizes before it end (the char-LSTM's first LSTM weight 8 floats off), and products
+        # and in-place updates run slower on a misaligned tensor (docs/benchmarks.md, design
+        # measurements). The buffers train in
         # a copy of their own too: sharing the parameters' version counter, batch norm's update
         # in the forward pass would invalidate the tensors saved for the backward one. Both go
         # back to the row after the block.

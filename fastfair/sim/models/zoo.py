@@ -1,38 +1,15 @@
-"""The models of the papers, each the default of its data set, built for the data set's sample
-shape and classes and trained batched across the cohort as
-:class:`~fastfair.sim.models.module.ModuleModel`.
-
-========================  ==================================================================
-``femnist-cnn``           LEAF's FEMNIST CNN: two 5x5 convolutions (32, 64 channels, same
-                          padding) each with ReLU and 2x2 max pooling, a 2048-unit ReLU layer
-``cifar-cnn``             the same two-convolution network with a 512-unit layer (FedAvg's CNN)
-                          for 32x32 colour images
-``resnet8``               a small ResNet: a 3x3 stem and three stages of one basic block
-                          (16, 32, 64 channels, batch norm), global average pooling
-``celeba-cnn``            LEAF's CelebA CNN: four blocks of 3x3 convolution (32 channels),
-                          batch norm, 2x2 max pooling and ReLU, then one linear layer
-``char-lstm``             LEAF's Shakespeare model: an 8-dimensional character embedding, two
-                          LSTM layers of 256 units and a linear layer at every position
-``sent140-lstm``          LEAF's Sent140 model: a 100-dimensional word embedding (learned;
-                          LEAF loads GloVe), two LSTM layers of 100 units, the last position's
-                          output through a 128-unit ReLU layer and a linear layer
-========================  ==================================================================
-
-``logreg`` and ``mlp`` (:mod:`fastfair.sim.models.flat`) take any float samples, flattened.
-"""
+"""The papers' networks, each registered by name in :mod:`fastfair.sim.models.catalog` as the
+default model of its data set and trained batched across the cohort as
+:class:`~fastfair.sim.models.module.ModuleModel`."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Optional, Tuple
 
 import torch
 from torch import nn
 
 from fastfair.sim.data.base import FederatedDataset
-from fastfair.sim.data.registry import MODELS
-from fastfair.sim.models.flat import FlatModel, check_model, make_model
-from fastfair.sim.models.module import ModuleModel
-from fastfair.sim.seeding import Stream, raw_seed
 
 
 class Dense(nn.Module):
@@ -100,7 +77,10 @@ def _image(shape: Tuple[int, ...], model: str) -> Tuple[int, int, int]:
     return shape
 
 
-def _two_conv_cnn(shape, num_classes: int, hidden: int, model: str) -> nn.Module:
+def two_conv_cnn(shape: Tuple[int, ...], num_classes: int, hidden: int, model: str) -> nn.Module:
+    """Two 5x5 convolutions (32, 64 channels, same padding), each with ReLU and 2x2 max
+    pooling, a ``hidden``-unit ReLU layer and a linear layer, for images ``shape = [C, H, W]``
+    (``model`` names the model in errors)."""
     c, h, w = _image(shape, model)
     return nn.Sequential(
         nn.Conv2d(c, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
@@ -126,14 +106,18 @@ class _Block(nn.Module):
         return torch.relu(self.bn2(self.conv2(out)) + self.skip(x))
 
 
-def _resnet8(shape, num_classes: int) -> nn.Module:
+def resnet8(shape: Tuple[int, ...], num_classes: int) -> nn.Module:
+    """A 3x3 stem, three stages of one basic block (16, 32, 64 channels), global average
+    pooling and a linear layer, for images ``shape = [C, H, W]``."""
     c, _, _ = _image(shape, "resnet8")
     return nn.Sequential(nn.Conv2d(c, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
                          _Block(16, 16, 1), _Block(16, 32, 2), _Block(32, 64, 2),
                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), Dense(64, num_classes))
 
 
-def _celeba_cnn(shape, num_classes: int) -> nn.Module:
+def celeba_cnn(shape: Tuple[int, ...], num_classes: int) -> nn.Module:
+    """Four blocks of 3x3 convolution (32 channels), batch norm, 2x2 max pooling and ReLU, then
+    a linear layer, for images ``shape = [C, H, W]``."""
     c, h, w = _image(shape, "celeba-cnn")
     layers = []
     for k in range(4):
@@ -170,47 +154,9 @@ class SentimentLSTM(nn.Module):
         return self.head(self.lstm(self.embed(ids))[:, -1])
 
 
-def _tokens(dataset, model: str) -> int:
+def vocabulary(dataset: FederatedDataset, model: str) -> int:
+    """The data set's ``vocab_size`` (ValueError naming ``model`` for float samples)."""
     if dataset.vocab_size is None:
         raise ValueError(f"model {model!r} takes token ids; the data set's samples are float "
                          "features")
     return dataset.vocab_size
-
-
-#: name -> (builder(dataset) -> module, samples per evaluation forward pass)
-BUILDERS: Dict[str, Tuple[Callable[[Any], nn.Module], int]] = {
-    "femnist-cnn": (lambda d: _two_conv_cnn(d.sample_shape, d.num_classes, 2048,
-                                            "femnist-cnn"), 1024),
-    "cifar-cnn": (lambda d: _two_conv_cnn(d.sample_shape, d.num_classes, 512, "cifar-cnn"), 512),
-    "resnet8": (lambda d: _resnet8(d.sample_shape, d.num_classes), 256),
-    "celeba-cnn": (lambda d: _celeba_cnn(d.sample_shape, d.num_classes), 128),
-    "char-lstm": (lambda d: CharLSTM(_tokens(d, "char-lstm"), d.num_classes), 256),
-    "sent140-lstm": (lambda d: SentimentLSTM(_tokens(d, "sent140-lstm"), d.num_classes), 1024),
-}
-assert set(BUILDERS) | {"logreg", "mlp"} == set(MODELS)
-
-
-def build_model(name: str, dataset: FederatedDataset, *, hidden: int = 64,
-                seed: int = 0) -> FlatModel:
-    """Model ``name`` for ``dataset`` (its sample shape, classes, vocabulary), checked against
-    it (:func:`~fastfair.sim.models.flat.check_model`).
-
-    ``logreg`` / ``mlp`` (``hidden`` units) take float samples of any shape; the others are
-    :class:`~fastfair.sim.models.module.ModuleModel` around the networks above, whose initial
-    weights come from ``seed`` (the ``MODEL_INIT`` stream).
-    """
-    if name in ("logreg", "mlp"):
-        if dataset.vocab_size is not None:
-            raise ValueError(f"model {name!r} takes float features; the data set's samples are "
-                             "token ids: choose a sequence model")
-        model = make_model(name, dataset.num_features, dataset.num_classes, hidden=hidden)
-    elif name in BUILDERS:
-        build, eval_rows = BUILDERS[name]
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(raw_seed(seed, Stream.MODEL_INIT))
-            # Built under the seed already: its weights are the run's initial model.
-            model = ModuleModel(build(dataset), init="given", eval_rows=eval_rows)
-    else:
-        raise ValueError(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
-    check_model(model, dataset)
-    return model

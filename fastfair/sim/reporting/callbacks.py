@@ -26,8 +26,8 @@ import re
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
+from fastfair._files import write_error
 from fastfair._options import check_name
-from fastfair.sim.checkpoint import write_error
 
 #: The logger of per-round messages; only the command line attaches handlers to it.
 LOGGER = logging.getLogger("fastfair.sim")
@@ -95,7 +95,7 @@ class CSVLogger(RoundCallback):
     opened at the first run's start, appended to when it exists (a resumed run adds its new
     rounds; rounds after its last checkpoint then appear twice, the later row being the replay),
     and flushed after every round, so a crashed run leaves what it logged. A write that fails
-    (a full disk) raises :class:`~fastfair.sim.checkpoint.FileWriteError` ("no space left on
+    (a full disk) raises :class:`~fastfair._files.FileWriteError` ("no space left on
     device while writing PATH") and closes the file."""
 
     COLUMNS = ("run", "round", "metric", "value")

@@ -168,3 +168,16 @@ def auroc_metrics(per_client: ArrayLike, counts: ArrayLike, scores: ArrayLike,
     if both.any():
         out.update({f"auroc_{k}": v for k, v in fairness_metrics(a[both], n[both]).items()})
     return out
+
+
+def mixture_summary(mixture: np.ndarray) -> Dict[str, float]:
+    r"""What a round's mixing weights ``mixture [m]`` (the rule's ``last_mixture``: each client's
+    share of the combined direction, on the simplex, for every rule alike, where raw
+    coefficients are step sizes in q-FedAvg and 1/norm-scaled in FedMGDA) say: ``max_share``
+    (:math:`\max_k w_k`, 1/m when uniform) and ``effective_clients``
+    (:math:`1 / \sum_k w_k^2`, m when uniform, 1 when one client takes everything); NaN and 0
+    for a round that takes no step."""
+    w = np.asarray(mixture, dtype=np.float64)
+    if not w.sum() > 0:
+        return {"max_share": float("nan"), "effective_clients": 0.0}
+    return {"max_share": float(w.max()), "effective_clients": float(1.0 / np.dot(w, w))}

@@ -10,7 +10,7 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
-from fastfair.sim.checkpoint import writing
+from fastfair._files import atomic, writing
 
 SUMMARY_COLUMNS = [("acc_mean", "mean acc"), ("acc_weighted_mean", "weighted"),
                    ("acc_worst10", "worst 10%"), ("acc_worst5", "worst 5%"),
@@ -27,26 +27,25 @@ AUROC_COLUMNS = [("auroc_mean", "AUC mean"), ("auroc_weighted_mean", "AUC wtd"),
 
 def write_metrics(out: Path, histories: Dict[str, List[dict]]) -> None:
     """``metrics.csv`` (one row per rule and round) and ``metrics.json`` ({rule: [records]}).
-    A failed write (a full disk) raises :class:`~fastfair.sim.checkpoint.FileWriteError`
+    A failed write (a full disk) raises :class:`~fastfair._files.FileWriteError`
     naming the file."""
     rows = [{"rule": rule, **rec} for rule, hist in histories.items() for rec in hist]
     columns: List[str] = []
     for row in rows:
         columns += [c for c in row if c not in columns]
-    with writing(out / "metrics.csv"), open(out / "metrics.csv", "w", newline="") as f:
+    with atomic(out / "metrics.csv", text=True) as f:
         writer = csv.DictWriter(f, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
     text = json.dumps(histories, indent=1)
-    with writing(out / "metrics.json"), open(out / "metrics.json", "w") as f:
+    with atomic(out / "metrics.json", text=True) as f:
         f.write(text)
 
 
 def write_final_accuracy(out: Path, finals: Dict[str, np.ndarray], client_ids: np.ndarray) -> None:
     """``final_accuracy.csv``: the final per-client test accuracy of every rule."""
     rules = list(finals)
-    with writing(out / "final_accuracy.csv"), \
-            open(out / "final_accuracy.csv", "w", newline="") as f:
+    with atomic(out / "final_accuracy.csv", text=True) as f:
         writer = csv.writer(f)
         writer.writerow(["client", *rules])
         for k, cid in enumerate(client_ids):

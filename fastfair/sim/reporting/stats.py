@@ -133,8 +133,8 @@ def mean_ci(values: Union[Sequence[float], np.ndarray],
 
 @functools.lru_cache(maxsize=None)
 def _t_quantile(q: float, dof: int) -> float:
-    # scipy.special's stdtrit, not scipy.stats' t.ppf: importing scipy.stats takes 0.8 s and
-    # t.ppf about a millisecond a call, while a summary asks for a handful of (q, dof) pairs.
+    # scipy.special's stdtrit, not scipy.stats' t.ppf: importing scipy.stats and calling t.ppf
+    # cost far more than the handful of (q, dof) pairs a summary asks for.
     from scipy.special import stdtrit
 
     return float(stdtrit(dof, q))

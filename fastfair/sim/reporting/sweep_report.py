@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from fastfair.sim import checkpoint
+from fastfair import _files as files
 from fastfair.sim.reporting.stats import (
     SummaryRow,
     SweepRun,
@@ -119,12 +119,12 @@ def write_sweep(out: Path, runs: Sequence[SweepRun], rows: Sequence[SummaryRow],
     out = Path(out)
     paths = [out / "sweep_summary.csv", out / "sweep_summary.json", out / "sweep_runs.csv"]
     records = [_row_record(r, metrics) for r in rows]
-    with checkpoint.writing(paths[0]), open(paths[0], "w", newline="") as f:
+    with files.atomic(paths[0], text=True) as f:
         writer = csv.DictWriter(f, fieldnames=list(records[0]))
         writer.writeheader()
         writer.writerows(records)
-    with checkpoint.writing(paths[1]):
-        paths[1].write_text(json.dumps(
+    with files.atomic(paths[1], text=True) as f:
+        f.write(json.dumps(
             {"baseline": baseline, "select": select_metric,
              "select_on": validation_metric(select_metric), "confidence": CONFIDENCE,
              "metrics": list(metrics),
@@ -134,9 +134,9 @@ def write_sweep(out: Path, runs: Sequence[SweepRun], rows: Sequence[SummaryRow],
     _write_runs(paths[2], runs)
     chosen = {r.point for r in rows if r.selected}
     mine = [run for run in runs if run.point in chosen]
-    with checkpoint.writing(out / "tradeoff.png"):
+    with files.writing(out / "tradeoff.png"):
         paths.append(plot_tradeoff(out / "tradeoff.png", mine))
-    with checkpoint.writing(out / "curves.png"):
+    with files.writing(out / "curves.png"):
         paths.append(plot_curves(out / "curves.png", mine))
     return paths
 
@@ -163,7 +163,7 @@ def _write_runs(path: Path, runs: Sequence[SweepRun]) -> None:
     for run in runs:
         for record in run.history:
             columns += [k for k in record if k not in _NOT_METRICS and k not in columns]
-    with checkpoint.writing(path), open(path, "w", newline="") as f:
+    with files.atomic(path, text=True) as f:
         writer = csv.writer(f)
         writer.writerow(["rule", "point", "options", "seed", "seconds", *columns])
         for run in runs:

@@ -11,9 +11,9 @@ from fastfair.aggregators.over_groups import check_group_form
 from fastfair.aggregators.server_opt import ServerOptimizer
 from fastfair.sim.config import SimulationConfig
 from fastfair.sim.data.base import FederatedDataset
-from fastfair.sim.data.registry import DATASETS
+from fastfair.sim.models.catalog import build_model
 from fastfair.sim.models.flat import FlatModel
-from fastfair.sim.models.zoo import build_model
+from fastfair.sim.names import DATASETS
 
 
 def check_rule(config: SimulationConfig) -> None:

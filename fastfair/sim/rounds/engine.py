@@ -27,9 +27,10 @@ from fastfair.aggregators.compose import choose_objective, round_objective
 from fastfair.aggregators.objectives import ClientObjective
 from fastfair.sim.config import SimulationConfig
 from fastfair.sim.data.base import ClientBatch, FederatedDataset, concat_batches
-from fastfair.sim.data.validation import ValidationSplit
+from fastfair.sim.data.validation import with_validation
 from fastfair.sim.distributed import Distributed
 from fastfair.sim.models.flat import FlatModel, check_model
+from fastfair.sim.reporting.metrics import mixture_summary
 from fastfair.sim.rounds.build import build_rule, build_server_optimizer, check_rule, server_lr
 from fastfair.sim.rounds.runner import Runner
 from fastfair.sim.seeding import CohortKeys, Stream, torch_seed
@@ -46,6 +47,8 @@ class Simulation(Runner):
     model on the evaluation clients, ``state_dict()`` captures everything needed to continue.
     Several runs on one model play their rounds as one batched program through :func:`play_round` (a
     sweep, :class:`~fastfair.sim.experiments.sweep.Sweep`); a run alone is its one lane."""
+
+    plays_batched = True
 
     model: FlatModel  # Runner._model builds one for every run (model_for)
     val_ids: Optional[np.ndarray]
@@ -224,7 +227,7 @@ class Simulation(Runner):
             inputs = self._round_inputs(objective, state, updates, m)
             if bound.clips:
                 scales = bound.scales(self.dist.gather(_row_norms(updates), m))
-                inputs = _clipped_inputs(inputs, scales)
+                inputs = bound.clipped_inputs(inputs, scales)
         coef = np.asarray(self.rule.weights(ids, losses, num_samples=counts, **inputs),
                           dtype=np.float64)
         return coef, (coef if scales is None else coef * scales), losses
@@ -284,18 +287,6 @@ def _row_norms(updates: torch.Tensor, rows: int = 0) -> np.ndarray:
     return out
 
 
-def _clipped_inputs(inputs: Dict[str, Any], scales: np.ndarray) -> Dict[str, Any]:
-    """The rule's round inputs of the clipped updates ``s_i X_i``: ``sq_norms`` times
-    ``s_i^2``, ``updates`` rows times ``s_i``; reported inputs unchanged."""
-    out = dict(inputs)
-    if "sq_norms" in out:
-        out["sq_norms"] = np.asarray(out["sq_norms"], dtype=np.float64) * scales ** 2
-    if "updates" in out:
-        u = out["updates"]
-        out["updates"] = u * torch.from_numpy(scales).to(u.device, u.dtype)[:, None]
-    return out
-
-
 def _check_diverged(losses: np.ndarray, ids: np.ndarray, config: SimulationConfig) -> None:
     """Raises ValueError naming the step sizes when a client's loss of the received model is not
     finite: the global model diverged in an earlier round (the rules would refuse the losses
@@ -334,27 +325,6 @@ def evaluate_runs(sims: Sequence[Simulation]) -> List[Any]:
             out[r] = ((test[0][j], test[1][j], test[2]),
                       None if val is None else (val[0][j], val[1][j], val[2]))
     return out
-
-
-def mixture_summary(mixture: np.ndarray) -> Dict[str, float]:
-    r"""What a round's mixing weights ``mixture [m]`` (the rule's ``last_mixture``: each client's
-    share of the combined direction, on the simplex, for every rule alike, where raw
-    coefficients are step sizes in q-FedAvg and 1/norm-scaled in FedMGDA) say: ``max_share``
-    (:math:`\max_k w_k`, 1/m when uniform) and ``effective_clients``
-    (:math:`1 / \sum_k w_k^2`, m when uniform, 1 when one client takes everything); NaN and 0
-    for a round that takes no step."""
-    w = np.asarray(mixture, dtype=np.float64)
-    if not w.sum() > 0:
-        return {"max_share": float("nan"), "effective_clients": 0.0}
-    return {"max_share": float(w.max()), "effective_clients": float(1.0 / np.dot(w, w))}
-
-
-def with_validation(dataset: FederatedDataset, fraction: float) -> FederatedDataset:
-    """``dataset`` with a :class:`~fastfair.sim.data.validation.ValidationSplit` of ``fraction``
-    (unchanged for 0, or when it already holds that split)."""
-    if not fraction or (isinstance(dataset, ValidationSplit) and dataset.fraction == fraction):
-        return dataset
-    return ValidationSplit(dataset, fraction)
 
 
 def play_round(sims: Sequence[Simulation], t: int,

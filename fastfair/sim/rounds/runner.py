@@ -46,11 +46,13 @@ class Runner:
     ``unused`` names the configuration fields a runner does not use, each with what to do
     instead; a run that sets one of them to a non-default value is refused before it starts
     (:meth:`check_config`). ``takes_model``: whether a user's model may replace
-    ``config.model``."""
+    ``config.model``. ``plays_batched``: whether a sweep may play several runs of this runner
+    as one batched program (:func:`fastfair.sim.rounds.engine.play_round`)."""
 
     version = 2
     unused: Dict[str, str] = {}
     takes_model = True
+    plays_batched = False
     config: Any
     history: List[Dict[str, Any]]
     round: int

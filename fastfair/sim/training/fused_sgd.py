@@ -21,9 +21,8 @@ class FusedDenseSGD:
 
     (``W.addmm_(X.T, dY, alpha=-lr)``, ``X [B, in]`` the layer's input and ``Y = X W + b`` its
     output, both flattened to rows). The backward pass then computes no ``dW``, and the step
-    neither writes the gradient nor reads it back: LEAF's FEMNIST CNN (6.4M of its 6.6M
-    parameters in one dense layer), one model, batch 32, one thread, trains an epoch of 3,800
-    samples in 3.45 s against 3.92 s for ``dW`` then ``W.sub_(dW, alpha=lr)``. The product
+    neither writes the gradient nor reads it back, which pays where one dense layer holds most
+    parameters (LEAF's FEMNIST CNN; docs/benchmarks.md, design measurements). The product
     rounds once where the two steps round the gradient first, so the bits differ from them;
     they depend on the client's own data alone.
 

@@ -133,7 +133,7 @@ def keyed_schedule(counts: np.ndarray, config: LocalTrainingConfig, client_keys:
             owner = seg[chosen]
             u = shuffle_uniforms(client_keys[owner], (t // per_epoch)[owner], r - offsets[owner])
             # Sorted by client + u through the bit patterns of those positive doubles, which
-            # order as the doubles do: an integer sort (radix), 4x faster than a floating one.
+            # order as the doubles do: an integer sort (radix), faster than a floating one.
             key = (owner.double() + u).view(torch.int64)
             perm[r] = r[torch.sort(key, stable=True).indices]
         pos = within.unsqueeze(1) * B + lanes  # position inside the client's epoch order

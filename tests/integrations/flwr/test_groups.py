@@ -1,4 +1,4 @@
-"""The Flower strategy fair over groups (issue 31): an OverGroups rule with its group map, or
+"""The Flower strategy fair over groups: an OverGroups rule with its group map, or
 with the groups the clients report in their ``fastfair-group`` metric; a reply without a valid
 group is dropped and the round equals the rule's own on the same replies."""
 

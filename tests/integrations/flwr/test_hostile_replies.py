@@ -1,4 +1,4 @@
-"""Issue 28 at the Flower strategy: every field of a reply is untrusted (a bad reply is dropped
+"""At the Flower strategy every field of a reply is untrusted (a bad reply is dropped
 with a log line naming the node and the field, never a raw ValueError/OverflowError), a round
 commits entirely or not at all (rule, optimiser, node numbering and round counter), the opt-in
 bound (update-norm clip, sample-count cap), and a fuzz test of the round."""

@@ -692,6 +692,7 @@ def _server_main(grid, context):
                        train_config=ConfigRecord({"misbehave": name == "fedmaba"}))
 
 
+@pytest.mark.slow  # starts Ray's processes
 def test_flower_simulation_per_rule_family():
     pytest.importorskip("torch")  # the clients train with autograd
     from flwr.clientapp import ClientApp

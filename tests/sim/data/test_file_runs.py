@@ -12,7 +12,7 @@ import torch
 from fastfair.cli import main
 from fastfair.sim import Experiment, SimulationConfig
 from fastfair.sim.data.catalog import open_files
-from fastfair.sim.data.registry import DATASETS
+from fastfair.sim.names import DATASETS
 from fastfair.sim.rounds.build import model_for
 from tests.helpers import sim_files as sf
 

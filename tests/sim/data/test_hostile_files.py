@@ -1,4 +1,4 @@
-"""Hostile data files (issue 28, classes 5 and 8): every bad file is refused with one
+"""Hostile data files: every bad file is refused with one
 ValueError naming the file (and the client, field and sample where there is one), before it
 can change a result; nothing blocks on a named pipe; valid files of any JSON escaping read."""
 
@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 
+from fastfair import _files as files
 from fastfair.sim import checkpoint
 from fastfair.sim.data import ArrayDataset
 from fastfair.sim.data.catalog import count_clients, open_files
@@ -181,23 +182,23 @@ def test_named_pipes_in_place_of_run_files_are_refused(tmp_path, no_hang):
         checkpoint.load(tmp_path / "checkpoint.pt")
     _fifo(tmp_path / "config.json")
     with pytest.raises(ValueError, match="config.json is not a regular file"):
-        checkpoint.read_regular_file(tmp_path / "config.json", "run configuration")
+        files.read_regular_file(tmp_path / "config.json", "run configuration")
     with pytest.raises(ValueError, match="config.json is not a regular file"):
-        checkpoint.check_regular_file(tmp_path / "config.json")
+        files.check_regular_file(tmp_path / "config.json")
     os.mkdir(tmp_path / "dir.json")
     with pytest.raises(ValueError, match="dir.json is not a regular file .*directory"):
-        checkpoint.read_json_file(tmp_path / "dir.json", "run configuration")
+        files.read_json_file(tmp_path / "dir.json", "run configuration")
     with pytest.raises(ValueError, match="missing.json does not exist"):
-        checkpoint.read_regular_file(tmp_path / "missing.json", "run configuration")
+        files.read_regular_file(tmp_path / "missing.json", "run configuration")
     (tmp_path / "ok.json").write_text('{"a": [1, "\\u00e9"]}')
-    assert checkpoint.read_json_file(tmp_path / "ok.json", "run configuration") == {
+    assert files.read_json_file(tmp_path / "ok.json", "run configuration") == {
         "a": [1, "\u00e9"]}
     (tmp_path / "deep.json").write_text("[" * 100000 + "]" * 100000)
     with pytest.raises(ValueError, match="deep.json .*nested too deeply"):
-        checkpoint.read_json_file(tmp_path / "deep.json", "run configuration")
+        files.read_json_file(tmp_path / "deep.json", "run configuration")
     (tmp_path / "latin.json").write_bytes(b'{"a": "caf\xe9"}')
     with pytest.raises(ValueError, match="latin.json .*UTF-8"):
-        checkpoint.read_json_file(tmp_path / "latin.json", "run configuration")
+        files.read_json_file(tmp_path / "latin.json", "run configuration")
 
 
 # ---------------------------------------------------------------------- NaN and inf

@@ -1,6 +1,6 @@
 """A run folder's files: a named pipe in place of the saved configuration is refused without
-blocking, an --out that is a file is refused, and a full disk while writing a sweep's outputs says
-so, naming the file."""
+blocking, an --out that is a file is refused, and a full disk while writing an experiment's or a
+sweep's outputs says so, naming the file."""
 
 from __future__ import annotations
 
@@ -52,14 +52,36 @@ def test_out_that_is_a_file_is_refused(tmp_path, capsys):
     assert path.read_text() == "x"
 
 
+def _full_disk_for(monkeypatch, name):
+    """Every write of the output file ``name`` (through fastfair's one atomic writer) fails
+    with ENOSPC; other files are written."""
+    import builtins
+
+    from fastfair import _files
+
+    def fake_open(file, mode="r", *args, **kwargs):
+        if os.path.basename(file) == name + ".tmp":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return builtins.open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(_files, "open", fake_open, raising=False)
+
+
 def test_a_full_disk_names_the_sweep_file(tmp_path, monkeypatch):
-    import fastfair.sim.reporting.sweep_report as sweep_report
-
-    def full(*args, **kwargs):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(sweep_report, "open", full, raising=False)  # the module's files only
+    _full_disk_for(monkeypatch, "sweep_summary.csv")
     sweep = Sweep(SimulationConfig(rounds=2, clients=8, per_round=4), ["fedavg"], [0],
                   out=tmp_path / "s")
     with pytest.raises(OSError, match="no space left on device while writing .*sweep_summary.csv"):
         sweep.run()
+
+
+@pytest.mark.parametrize("name", ["models.pt", "metrics.json", "summary.json"])
+def test_a_full_disk_under_an_experiment_is_the_command_line_error(tmp_path, monkeypatch,
+                                                                      capsys, name):
+    """Every output of an experiment goes through the one writer: the command line reports a
+    full disk as an error naming the file (exit 2), whichever file it was."""
+    _full_disk_for(monkeypatch, name)
+    out = tmp_path / "e"
+    assert main(["simulate", "--rule", "fedavg", *TINY, "--out", str(out)]) == 2
+    assert f"no space left on device while writing {out / name}" in capsys.readouterr().err
+    assert not (out / (name + ".tmp")).exists()

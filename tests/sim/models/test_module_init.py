@@ -113,14 +113,15 @@ def test_the_zoo_networks_draw_every_weight_from_the_seed(network):
     global generator anywhere) starts from weights of the seed alone, with their bounds."""
     from types import SimpleNamespace
 
-    from fastfair.sim.models.zoo import BUILDERS, LSTM, Dense
+    from fastfair.sim.models.zoo import LSTM, Dense
+    from fastfair.sim.names import get_model_builder
 
     shape = SimpleNamespace(sample_shape=(1, 28, 28), num_classes=62, vocab_size=80)
-    build = BUILDERS[network][0]
+    build = get_model_builder(network)
     firsts = []
     for state in (1, 2):
         torch.manual_seed(state)
-        model = ModuleModel(build(shape))
+        model = ModuleModel(build(shape, 64))
         firsts.append(model.init(_generator(0)))
     assert torch.equal(firsts[0], firsts[1])
     assert not torch.equal(firsts[0], model.init(_generator(1)))

@@ -1,0 +1,48 @@
+"""Packages whose public names are imported on first use (PEP 562), so that importing a package
+for one light module (its name tables, its options) does not import the heavy ones beside it
+(torch, through the simulator's training code)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any, Callable, Dict, List, Tuple
+
+
+def lazy_exports(package: str, exports: Dict[str, Tuple[str, ...]]) -> Tuple[
+        Callable[[str], Any], Callable[[], List[str]]]:
+    """The module ``__getattr__`` and ``__dir__`` of ``package`` whose public names live in
+    its submodules: ``exports`` maps each submodule to the names it defines.
+
+    ``package.NAME`` imports the submodule that defines ``NAME`` on first use and keeps the value
+    in the package's namespace, so later uses cost a dictionary lookup; ``from package import
+    NAME`` goes through the same hook. A name in no submodule raises ``AttributeError`` as a
+    plain module does.
+
+    Parameters
+    ----------
+    package
+        The package's ``__name__``.
+    exports
+        Each module (absolute name) -> the public names it defines.
+
+    Returns
+    -------
+    (__getattr__, __dir__)
+        To assign to the package's module-level ``__getattr__`` and ``__dir__``.
+    """
+
+    where = {name: module for module, names in exports.items() for name in names}
+
+    def __getattr__(name: str) -> Any:
+        module = where.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        setattr(sys.modules[package], name, value)
+        return value
+
+    def __dir__() -> List[str]:
+        return sorted(set(vars(sys.modules[package])) | set(where))
+
+    return __getattr__, __dir__

@@ -1,0 +1,175 @@
+"""The registries of the simulator's data sets and models, filled where each builder is defined:
+:func:`register_dataset` and :func:`register_model` put a builder and its :class:`DatasetSpec` or
+:class:`ModelSpec` here. :mod:`fastfair.sim.names` reads them, after importing the catalogs
+that register every built-in one (:mod:`fastfair.sim.data.catalog`,
+:mod:`fastfair.sim.models.catalog`). Plain data: importing this costs nothing.
+
+.. code-block:: python
+
+    from fastfair.sim.registry import DatasetSpec, register_dataset
+
+    @register_dataset(DatasetSpec("my-data", "generated", "logreg", False, "features",
+                                  "what it is, in one line"))
+    def _my_data(config):
+        from my_package import MyFederatedDataset   # imported when the data set is built
+
+        return MyFederatedDataset(config.clients, seed=config.seed)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, TypeVar
+
+from fastfair._options import check_name
+
+Builder = TypeVar("Builder", bound=Callable[..., Any])
+
+
+class DatasetSpec(NamedTuple):
+    """A data set: ``family`` is ``generated`` (synthetic, grouped, digits), ``leaf`` (LEAF JSON),
+    ``vision`` (torchvision's layouts, split across ``clients`` by a partition scheme),
+    ``npz`` (one file per client), ``images`` (image files in class folders) or ``table``
+    (UCI Adult's CSV files); ``natural_split``: the clients are the data set's users;
+    ``inputs``: what its samples are (``features``, ``image``, ``tokens`` with one label,
+    ``next-token`` with a label per position; None: known once the files are read)."""
+
+    name: str
+    family: str
+    default_model: str
+    natural_split: bool
+    inputs: Optional[str]
+    summary: str
+
+
+class ModelSpec(NamedTuple):
+    """A model: ``inputs``, the kinds of samples it takes (those of :class:`DatasetSpec`);
+    ``eval_rows``, the samples per evaluation forward pass of a network (None: a flat model,
+    which chooses its own); ``summary``, one line for listings."""
+
+    name: str
+    inputs: Tuple[str, ...]
+    eval_rows: Optional[int]
+    summary: str
+
+
+#: Every data set by its public name (``--dataset``), in registration order.
+DATASETS: Dict[str, DatasetSpec] = {}
+#: Every model by its public name (``--model``) with the inputs it takes, in registration order.
+MODELS: Dict[str, Tuple[str, ...]] = {}
+_DATASET_BUILDERS: Dict[str, Callable[..., Any]] = {}
+_DATASET_COUNTERS: Dict[str, Callable[[str, str], int]] = {}
+_MODEL_SPECS: Dict[str, ModelSpec] = {}
+_MODEL_BUILDERS: Dict[str, Callable[..., Any]] = {}
+
+
+def _unique(kind: str, name: str, table: Dict[str, Any]) -> None:
+    if name in table:
+        raise ValueError(f"{kind} {name!r} is registered twice; give the second one another name")
+
+
+def register_dataset(*specs: DatasetSpec,
+                     count: Optional[Callable[[str, str], int]] = None
+                     ) -> Callable[[Builder], Builder]:
+    """Registers the decorated function as the builder of each data set of ``specs``, in
+    their order (one builder may serve several data sets: the LEAF ones share one).
+
+    The builder takes a :class:`~fastfair.sim.config.SimulationConfig` (or any object with the
+    fields it reads) whose ``dataset`` is one of the names and returns a
+    :class:`~fastfair.sim.data.base.FederatedDataset`.
+
+    Parameters
+    ----------
+    specs
+        The data sets' :class:`DatasetSpec`; each ``default_model`` must be a registered model
+        when the data set is used.
+    count
+        For data sets with their own clients: ``count(data_dir, partition)``, the number of
+        users on disk, read cheaply (headers), or of the clients a ``partition`` that fixes
+        them makes (``adult``'s ``column:...``); None otherwise.
+
+    Returns
+    -------
+    decorator
+        Returns the builder unchanged.
+    """
+    def register(build: Builder) -> Builder:
+        for spec in specs:
+            _unique("data set", spec.name, DATASETS)
+        for spec in specs:
+            DATASETS[spec.name] = spec
+            _DATASET_BUILDERS[spec.name] = build
+            if count is not None:
+                _DATASET_COUNTERS[spec.name] = count
+        return build
+
+    return register
+
+
+def register_model(spec: ModelSpec) -> Callable[[Builder], Builder]:
+    """Registers the decorated function as the builder of the model ``spec`` describes.
+
+    The builder takes ``(dataset, hidden)``, a
+    :class:`~fastfair.sim.data.base.FederatedDataset` and the MLP width, and returns either a
+    :class:`~fastfair.sim.models.flat.FlatModel` or a ``torch.nn.Module`` for the data set's
+    sample shape, classes and vocabulary; :func:`fastfair.sim.models.catalog.build_model` draws a
+    module's weights from the run's seed and trains it as a
+    :class:`~fastfair.sim.models.module.ModuleModel` that evaluates ``spec.eval_rows`` samples
+    per forward pass.
+
+    Returns
+    -------
+    decorator
+        Returns the builder unchanged.
+    """
+    def register(build: Builder) -> Builder:
+        _unique("model", spec.name, MODELS)
+        MODELS[spec.name] = tuple(spec.inputs)
+        _MODEL_SPECS[spec.name] = spec
+        _MODEL_BUILDERS[spec.name] = build
+        return build
+
+    return register
+
+
+def list_datasets() -> List[str]:
+    """The names of every registered data set, in registration order."""
+    return list(DATASETS)
+
+
+def list_models() -> List[str]:
+    """The names of every registered model, in registration order."""
+    return list(MODELS)
+
+
+def get_dataset(name: str) -> DatasetSpec:
+    """The :class:`DatasetSpec` of data set ``name`` (ValueError listing the names if
+    unknown)."""
+    check_name("dataset", name, list(DATASETS))
+    return DATASETS[name]
+
+
+def get_model(name: str) -> ModelSpec:
+    """The :class:`ModelSpec` of model ``name`` (ValueError listing the names if unknown)."""
+    check_name("model", name, list(MODELS))
+    return _MODEL_SPECS[name]
+
+
+def get_dataset_builder(name: str) -> Callable[..., Any]:
+    """The registered builder of data set ``name`` (:func:`register_dataset`)."""
+    get_dataset(name)
+    return _DATASET_BUILDERS[name]
+
+
+def get_dataset_counter(name: str) -> Callable[[str, str], int]:
+    """``count(data_dir, partition)`` of a data set with its own clients, or whose partitions
+    may fix them (ValueError for one split into ``--clients``)."""
+    if name not in _DATASET_COUNTERS:
+        get_dataset(name)
+        raise ValueError(f"{name} has no clients of its own: it is split into --clients")
+    return _DATASET_COUNTERS[name]
+
+
+def get_model_builder(name: str) -> Callable[..., Any]:
+    """The registered builder of model ``name`` (:func:`register_model`)."""
+    get_model(name)
+    return _MODEL_BUILDERS[name]
