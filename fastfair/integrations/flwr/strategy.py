@@ -6,6 +6,7 @@ server step is a fastfair server optimiser (the round is described in
 from __future__ import annotations
 
 import copy
+import threading
 from logging import INFO, WARNING
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
@@ -19,7 +20,7 @@ from flwr.supercore import log
 from fastfair.aggregators.base import FORMAT_VERSION, UPDATE_INPUTS, Aggregator
 from fastfair.aggregators.bounds import UpdateBound
 from fastfair.aggregators.server_opt import SGD, ServerOptimizer
-from fastfair.integrations.flwr.aggregate import propose_server_step
+from fastfair.integrations.flwr.aggregate import check_model_dtypes, propose_server_step
 from fastfair.integrations.flwr.arrays import array_to_numpy, numpy_to_array
 from fastfair.integrations.flwr.client import RECEIVED_LOSS_KEY, client_config
 from fastfair.integrations.flwr.replies import (
@@ -115,7 +116,8 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
     and only then are the rule, the optimiser's step count and the node numbering committed. A
     round that cannot be aggregated (every count 0, a metrics function that raises, a step
     that overflows) is logged and returns no new arrays, with nothing changed; a rule that
-    rejects the round raises ``AggregationError``, with nothing changed.
+    rejects the round raises ``AggregationError``, with nothing changed. Rounds called from
+    several threads are taken one at a time (a lock), each committing whole.
     """
 
     def __init__(self, aggregator: Aggregator, *,
@@ -189,6 +191,21 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
         self._out: Optional[List[np.ndarray]] = None
         #: Coefficients, client ids and node ids of the last aggregated round (for inspection).
         self.last_round: Optional[Dict[str, np.ndarray]] = None
+        # One round at a time: a round reads the model sent, proposes and commits under it, so
+        # rounds from several threads each commit whole (the rule, the optimiser, the numbering)
+        # or change nothing.
+        self._lock = threading.RLock()
+
+    def __getstate__(self) -> Dict[str, Any]:
+        """The strategy without its lock (a lock cannot be copied or pickled)."""
+        state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        """A copied or unpickled strategy, with a lock of its own."""
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ Flower hooks
     def summary(self) -> None:
@@ -209,7 +226,10 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
         """Flower's sampling and messages, with the rule's client config added; remembers the
         model sent (viewed in place) for the server step."""
         keys = list(arrays.keys())
-        self._sent = (keys, [array_to_numpy(arrays[k]) for k in keys])
+        sent = [array_to_numpy(arrays[k]) for k in keys]
+        check_model_dtypes(keys, sent)
+        with self._lock:
+            self._sent = (keys, sent)
         for key, value in client_config(self.aggregator).items():
             config[key] = value
         return super().configure_train(server_round, arrays, config, grid)
@@ -224,8 +244,15 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
         ``fastfair-coef-min``/``-max``/``-sum``, ``fastfair-dropped`` (replies left out) and,
         with ``max_update_norm``, ``fastfair-clipped``. ``(None, None)``, with a log line
         saying why and nothing changed, when no reply is usable or the round cannot be
-        aggregated (see the class docstring).
+        aggregated (see the class docstring). Rounds from several threads are taken one at a
+        time.
         """
+        with self._lock:
+            return self._aggregate_train(server_round, replies)
+
+    def _aggregate_train(self, server_round: int, replies: Iterable[Message]
+                         ) -> Tuple[Optional[ArrayRecord], Optional[MetricRecord]]:
+        """:meth:`aggregate_train` under the strategy's lock."""
         if self._sent is None:
             raise AggregationError("aggregate_train was called before configure_train: the "
                                    "strategy needs the model it sent")
@@ -337,8 +364,13 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
                            "model's dtype); bound them with max_update_norm")
         record = ArrayRecord({k: numpy_to_array(a) for k, a in zip(keys, new)})
 
-        # Everything is checked: nothing below can fail.
-        commit_rule()
+        # Everything is checked. The rule's commit refuses (changing nothing) when its state was
+        # changed behind the strategy's back since the proposal; nothing after it can fail.
+        try:
+            commit_rule()
+        except RuntimeError as exc:
+            raise AggregationError(f"rule {self.aggregator.name!r} could not commit round "
+                                   f"{server_round}: {exc}") from exc
         commit_step()
         self._node_index.update(new_nodes)
         metrics["fastfair-clients"] = [int(i) for i in ids]
@@ -396,19 +428,21 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
         state_dicts and the node-to-client numbering. ``torch.save`` it (``torch.load`` with
         torch's defaults reads it), save it with :func:`fastfair.save_state` (NumPy only) or
         pickle it; restore with :meth:`load_state_dict`."""
-        nodes = sorted(self._node_index, key=self._node_index.__getitem__)
-        return StateDict(format_version=FORMAT_VERSION, rule=self.aggregator.state_dict(),
-                         optimizer=self.server_optimizer.state_dict(),
-                         node_ids=[int(n) for n in nodes])
+        with self._lock:
+            nodes = sorted(self._node_index, key=self._node_index.__getitem__)
+            return StateDict(format_version=FORMAT_VERSION, rule=self.aggregator.state_dict(),
+                             optimizer=self.server_optimizer.state_dict(),
+                             node_ids=[int(n) for n in nodes])
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
         """Restores :meth:`state_dict` (the rule's and the optimiser's own checks apply: same
         rule, optimiser, population and configuration); on any mismatch raises and changes
         nothing."""
-        nodes = checked_node_ids(state_dict, self.aggregator.num_clients)
-        # Each load checks before it changes anything; the rule's part is checked on a copy
-        # first, so that a failure in either part leaves both untouched.
-        copy.deepcopy(self.aggregator).load_state_dict(state_dict["rule"])
-        self.server_optimizer.load_state_dict(state_dict["optimizer"])
-        self.aggregator.load_state_dict(state_dict["rule"])
-        self._node_index = {n: i for i, n in enumerate(nodes)}
+        with self._lock:
+            nodes = checked_node_ids(state_dict, self.aggregator.num_clients)
+            # Each load checks before it changes anything; the rule's part is checked on a copy
+            # first, so that a failure in either part leaves both untouched.
+            copy.deepcopy(self.aggregator).load_state_dict(state_dict["rule"])
+            self.server_optimizer.load_state_dict(state_dict["optimizer"])
+            self.aggregator.load_state_dict(state_dict["rule"])
+            self._node_index = {n: i for i, n in enumerate(nodes)}
