@@ -142,8 +142,6 @@ class AFL(Aggregator):
             coef = old / total if total > 0.0 else np.full(m, 1.0 / m)
 
         def commit() -> None:
-            if start is not None:
-                self._lam.reset(start)
-            self._lam.scatter(ids, new)
+            self._lam.scatter(ids, new, fill=start)
 
         return coef, commit

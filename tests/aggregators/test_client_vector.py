@@ -188,3 +188,20 @@ def test_reads_beside_a_concurrent_writer_see_whole_states(monkeypatch):
     for t in readers:
         t.join()
     assert not errors, errors[:3]
+
+
+@pytest.mark.parametrize("fill", [None, -2.0], ids=["write", "reset-and-write"])
+def test_a_scatter_that_fails_to_allocate_changes_nothing(fill, monkeypatch):
+    """The commit of a round writes its vector all or nothing: a write that must grow the store
+    and fails (memory) leaves the entries already stored, and the fill, as they were."""
+    vec = cv.ClientVector(10**9, -1.0)
+    vec.scatter(np.array([1, 5], dtype=np.int64), np.array([1.0, 5.0]))
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(cv.np, "insert", no_memory)
+    with pytest.raises(MemoryError):
+        vec.scatter(np.array([1, 7], dtype=np.int64), np.array([10.0, 70.0]), fill=fill)
+    np.testing.assert_array_equal(vec.gather(np.array([1, 5, 7, 8], dtype=np.int64)),
+                                  [1.0, 5.0, -1.0, -1.0])
