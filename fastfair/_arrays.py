@@ -98,6 +98,14 @@ def is_floating(x: Any) -> bool:
     return dtype.kind == "f" or dtype_name(x) == "bfloat16"
 
 
+def read_only(a: np.ndarray) -> np.ndarray:
+    """``a`` with writes refused (``ValueError: assignment destination is read-only``): how a
+    rule exposes a fresh array computed from its state, so that a write into it cannot seem to
+    change the state."""
+    a.setflags(write=False)
+    return a
+
+
 def detach(x: Any) -> Any:
     """Drops autograd history from torch tensors (DLPack cannot export them); others unchanged."""
     if framework(x) == "torch" and x.requires_grad:
