@@ -4,13 +4,21 @@ A parsed document (YAML, JSON, TOML) is checked as parsed, without expanding its
 a YAML alias is one node however often it is referred to, so a few hundred bytes can stand for
 billions of values (nine levels of nine aliases are 9**9 leaves). :func:`check_tree` counts the
 values the document holds once every alias is expanded, in time linear in its distinct nodes,
-and refuses it, naming the file, before anything walks or copies it.
+and refuses it, naming the file, before anything walks or copies it. An ``.npz`` array's header
+is checked against the bytes its zip entry and the file can hold (:func:`npz_array_header`)
+before the array is allocated.
 """
 
 from __future__ import annotations
 
+import math
+import zipfile
 from typing import Any, Dict, List, Tuple
 
+import numpy as np
+
+#: The most a deflated zip entry can expand (deflate's limit is about 1032 to 1).
+MAX_DEFLATE_RATIO = 1100
 #: Most values (scalars, lists and tables, each alias expanded) in one configuration document.
 MAX_VALUES = 100_000
 #: Deepest nesting of lists and tables in one configuration document.
@@ -101,3 +109,47 @@ def check_declared_bytes(declared: int, available: int, where: str, what: str) -
     if declared > available:
         raise ValueError(f"{where}: {what} declares {declared} bytes of data, but the file "
                          f"holds {available}; the file is truncated or corrupt")
+
+
+def npz_array_header(zf: zipfile.ZipFile, member: str, where: str,
+                     file_bytes: int) -> Tuple[Tuple[int, ...], np.dtype]:
+    """Shape and dtype of array ``member`` of an open ``.npz``, read from its header alone and
+    checked against the sizes the file can hold, before anything allocates the array.
+
+    The zip entry ``member + ".npy"`` must not declare more compressed bytes than the file
+    (``file_bytes``) holds, nor more uncompressed bytes than its compression can give
+    (stored: equal; deflated: at most :data:`MAX_DEFLATE_RATIO` times); the ``.npy`` header's
+    ``prod(shape) * itemsize`` must equal the entry's bytes after the header.
+
+    Returns
+    -------
+    ``(shape, dtype)`` of the array.
+
+    Raises
+    ------
+    ValueError
+        Naming ``where`` and the entry: sizes that cannot be true of the file (a 200-byte file
+        declaring terabytes), or an array of Python objects.
+    """
+    info = zf.getinfo(member + ".npy")
+    if info.compress_size > file_bytes or (
+            info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size) \
+            or (info.compress_type == zipfile.ZIP_DEFLATED
+                and info.file_size > MAX_DEFLATE_RATIO * info.compress_size + 4096):
+        raise ValueError(f"{where}: its zip entry {member}.npy declares {info.file_size} bytes "
+                         f"from {info.compress_size}; the file is corrupted")
+    with zf.open(info) as f:
+        version = np.lib.format.read_magic(f)
+        read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                else np.lib.format.read_array_header_2_0)
+        shape, _, dtype = read(f)
+        start = f.tell()
+    shape = tuple(int(d) for d in shape)
+    if dtype.hasobject:
+        raise ValueError(f"{where}: {member} holds Python objects ({dtype}); it needs numbers "
+                         "(it is never unpickled)")
+    nbytes = math.prod(shape) * dtype.itemsize
+    if start + nbytes != info.file_size:
+        raise ValueError(f"{where}: {member} declares {list(shape)} {dtype} ({nbytes} bytes) "
+                         f"but its entry holds {info.file_size - start}; the file is corrupted")
+    return shape, dtype
