@@ -74,11 +74,17 @@ def with_fairness(config: Any, fair_over: Optional[str],
     return dataclasses.replace(config, **given) if given else config
 
 
+#: Most threads a run takes (``threads``, ``--threads``): far above any machine's cores, and
+#: below what makes OpenMP's thread pool exhaust memory.
+MAX_THREADS = 4096
+
+
 def check_threads(threads: Optional[int]) -> None:
-    """Raises ValueError unless ``threads`` is an integer >= 1 or None."""
+    """Raises ValueError unless ``threads`` is an integer in ``[1, MAX_THREADS]`` or None."""
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
-                                or threads < 1):
-        raise ValueError(f"threads must be an integer >= 1 or None; got {threads!r}")
+                                or not 1 <= threads <= MAX_THREADS):
+        raise ValueError(f"threads (--threads) must be an integer in [1, {MAX_THREADS}] or "
+                         f"None; got {threads!r}")
 
 
 def check_checkpoint_every(checkpoint_every: int, out: Any) -> None:
