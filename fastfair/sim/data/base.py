@@ -269,18 +269,18 @@ def read_groups_file(path: str, dataset: FederatedDataset) -> np.ndarray:
     """The ``[K]`` groups of a CSV of ``client,group`` rows (a header row is allowed).
 
     A client is its index in ``[0, K)`` or, for data sets of named users (LEAF), its user name.
-    A group is an integer in ``[0, MAX_GROUP_LABEL]``, kept as it is (``07`` and ``+7`` are group 7, so a run's
-    ``acc_group7`` is the file's group 7), or a name (a letter first), the names numbered in
-    sorted order; one file gives every group as integers or every group as names. Every client
-    needs exactly one row.
+    A group is an integer in ``[0, MAX_GROUP_LABEL]``, kept as it is (``07`` and ``+7`` are
+    group 7, so a run's ``acc_group7`` is the file's group 7), or a name (a letter first), the
+    names numbered in sorted order; one file gives every group as integers or every group as
+    names. Every client needs exactly one row.
 
     Raises
     ------
     ValueError
-        Naming the file and the row: a row without ``client,group``, a client outside
-        ``[0, K)`` or given twice, an integer group outside ``[0, MAX_GROUP_LABEL]``, a group that is neither an integer nor a
-        name, integers beside names, a client without a group, or a file that is not a
-        readable UTF-8 CSV.
+        Naming the file and the line: a row without ``client,group``, a client outside
+        ``[0, K)`` or given twice, an integer group outside ``[0, MAX_GROUP_LABEL]``, a group
+        that is neither an integer nor a name, integers beside names, a client without a
+        group, or a file that is not a readable UTF-8 CSV.
     """
     import csv
     import io

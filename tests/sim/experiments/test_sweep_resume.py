@@ -153,7 +153,8 @@ def test_resume_refuses_a_changed_or_foreign_folder(tmp_path):
     (dict(checkpoint_every=-1, out="x"), "checkpoint_every must be an integer >= 0"),
     (dict(checkpoint_every=True, out="x"), "checkpoint_every must be an integer >= 0"),
     (dict(threads=0), r"threads \(--threads\) must be an integer in \[1, 4096\]"),
-    (dict(threads=10**6), r"threads \(--threads\) must be an integer in \[1, 4096\] or None; got 10"),
+    (dict(threads=10**6), r"threads \(--threads\) must be an integer in \[1, 4096\] or "
+                          r"None; got 10"),
     (dict(rule_options={"afl": {}}), "rule_options names 'afl', which is not run"),
 ])
 def test_bad_settings_are_refused_before_anything_is_written(tmp_path, monkeypatch, kwargs,
