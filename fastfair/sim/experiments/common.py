@@ -38,6 +38,7 @@ import torch
 
 from fastfair.sim import checkpoint
 from fastfair.sim.distributed import Distributed
+from fastfair.sim.experiments import stopping
 from fastfair.sim.reporting import report
 from fastfair.sim.reporting.callbacks import CallbackList, RoundCallback
 from fastfair.sim.rounds.runner import Runner
@@ -194,12 +195,15 @@ def play_alone(runner: Runner, name: str, hooks: RoundCallback, bar: Any,
         advance(bar, record)
         if save is not None and checkpoint_every and runner.round % checkpoint_every == 0:
             save(time.perf_counter() - started)
+        stopping.check(name, runner.round, None if save is None or not checkpoint_every
+                       else lambda: save(time.perf_counter() - started))
     bar.close()
     return time.perf_counter() - started
 
 
 # ---------------------------------------------------------------------------------- the base
 _Run = TypeVar("_Run", bound="Orchestration")
+_Result = TypeVar("_Result")
 
 
 class Orchestration:
@@ -232,6 +236,7 @@ class Orchestration:
         self._state: Optional[Dict[str, Any]] = None
         self._fresh = True
         self._opened = False
+        self._lock: Optional[stopping.FolderLock] = None
 
     @classmethod
     def resume(cls: Type[_Run], out: Union[str, Path], *, progress: bool = False,
@@ -289,7 +294,29 @@ class Orchestration:
         run refused by then leaves no folder behind."""
         if self.dist.rank == 0 and self.out is not None and self._fresh and not self._opened:
             open_folder(self.out, self.CONFIG, self._saved_config())
+            if self._lock is not None:
+                self._lock.acquire()
         self._opened = True
+
+    def _owning(self, play: Callable[[], _Result]) -> _Result:
+        """``play()`` (a ``run()``) holding the run folder (:class:`~.stopping.FolderLock`:
+        from the start for a resumed run, from its opening for a fresh one); a run stopped by
+        a signal (:class:`~.stopping.Interrupted`) learns its folder, and the folder loses the
+        ``*.tmp`` files of writes cut short."""
+        self._lock = (stopping.FolderLock(self.out)
+                      if self.out is not None and self.dist.rank == 0 else None)
+        try:
+            if self._lock is not None and not self._fresh:
+                self._lock.acquire()
+            return play()
+        except stopping.Interrupted as stop:
+            stop.out = self.out
+            if self.out is not None and self.dist.rank == 0:
+                stopping.remove_partial_files(self.out)
+            raise
+        finally:
+            if self._lock is not None:
+                self._lock.release()
 
     def _start(self) -> bool:
         """Begins a ``run()`` (its folder not opened yet); whether this process writes."""

@@ -46,6 +46,7 @@ from fastfair.sim.config import SimulationConfig
 from fastfair.sim.data.base import FederatedDataset
 from fastfair.sim.data.catalog import build_dataset
 from fastfair.sim.distributed import Distributed
+from fastfair.sim.experiments import stopping
 from fastfair.sim.experiments.common import (
     Orchestration,
     check_named,
@@ -254,7 +255,7 @@ class Sweep(Orchestration):
         SweepResult
             Every run, the selected grid points and the summary rows.
         """
-        return run_tuned(self.threads, self._run)
+        return run_tuned(self.threads, lambda: self._owning(self._run))
 
     def _run(self) -> SweepResult:
         lead = self._start()
@@ -340,10 +341,15 @@ class Sweep(Orchestration):
                 hooks.on_round(name, sim.finish(t, records[r], t0,
                                                 None if evaluations is None else evaluations[r]))
             bar.update(1)
-            if self.dist.rank == 0 and self.checkpoint_every and t % self.checkpoint_every == 0:
+            def save() -> None:
                 self._save(finished, started, {
                     "names": names, "states": [sim.state_dict() for sim in sims],
                     "seconds": time.perf_counter() - group_started})
+
+            if self.dist.rank == 0 and self.checkpoint_every and t % self.checkpoint_every == 0:
+                save()
+            stopping.check(names[0] if len(names) == 1 else f"{len(names)} runs", t,
+                           save if self.dist.rank == 0 and self.checkpoint_every else None)
         bar.close()
         seconds = (time.perf_counter() - group_started) / len(sims)
         finals = evaluate_runs(sims)
