@@ -137,7 +137,8 @@ class FederatedDataset:
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
         if ids.size and (ids.min() < 0 or ids.max() >= self.num_clients):
             bad = int(ids[(ids < 0) | (ids >= self.num_clients)][0])
-            raise ValueError(f"client id {bad} is out of range [0, {self.num_clients})")
+            raise ValueError(f"client_ids: client id {bad} is out of range "
+                             f"[0, {self.num_clients})")
         return ids
 
 

@@ -51,8 +51,8 @@ def check_rules(rules: Sequence[str]) -> List[str]:
     """``rules`` as a list; raises ValueError unless they are distinct and at least one."""
     rules = list(rules)
     if not rules or len(set(rules)) != len(rules):
-        raise ValueError(f"rules must be distinct names, at least one; got {rules}: name each "
-                         "rule once")
+        raise ValueError(f"rules (--rule, --compare) must be distinct names, at least one; got "
+                         f"{rules}: name each rule once")
     return rules
 
 
@@ -93,9 +93,11 @@ def check_checkpoint_every(checkpoint_every: int, out: Any) -> None:
     output folder ``out``."""
     if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int) \
             or checkpoint_every < 0:
-        raise ValueError(f"checkpoint_every must be an integer >= 0; got {checkpoint_every!r}")
+        raise ValueError(f"checkpoint_every (--checkpoint-every) must be an integer >= 0; got "
+                         f"{checkpoint_every!r}")
     if checkpoint_every and out is None:
-        raise ValueError("checkpoint_every needs an output folder: pass out=")
+        raise ValueError("checkpoint_every (--checkpoint-every) needs an output folder: pass "
+                         "out= (--out)")
 
 
 # ---------------------------------------------------------------------------------- the folder

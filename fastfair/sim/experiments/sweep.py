@@ -207,12 +207,13 @@ class Sweep(Orchestration):
         rules, seeds = check_rules(rules), list(seeds)
         if not seeds or len(set(seeds)) != len(seeds) or not all(
                 isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
-            raise ValueError(f"seeds must be distinct integers >= 0, at least one; got {seeds}")
+            raise ValueError(f"seeds (--seeds) must be distinct integers >= 0, at least one; got "
+                             f"{seeds}")
         grid, fixed = dict(grid or {}), dict(rule_options or {})
         check_named(rules, grid=grid, rule_options=fixed)
         if baseline is not None and baseline not in rules:
-            raise ValueError(f"baseline {baseline!r} is not among the rules {rules}: pass one "
-                             "of them or None")
+            raise ValueError(f"baseline (--baseline) {baseline!r} is not among the rules "
+                             f"{rules}: pass one of them or None")
         self._settings(config.device, out, checkpoint_every, progress, dist, threads, callbacks)
         self.points = {r: grid_points(r, dict(fixed.get(r, {})), dict(grid.get(r, {})))
                        for r in rules}

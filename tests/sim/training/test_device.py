@@ -82,7 +82,7 @@ def test_threads_are_chosen_and_restored():
 
 
 def test_device_is_checked():
-    with pytest.raises(ValueError, match="device must be 'cpu', 'cuda' or 'cuda:N'"):
+    with pytest.raises(ValueError, match=r"device \(--device\) must be 'cpu', 'cuda' or 'cuda:N'"):
         SimulationConfig(device="gpu")
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="sees no CUDA GPU"):
