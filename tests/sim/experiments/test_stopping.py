@@ -12,6 +12,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from fastfair.sim import checkpoint as checkpoint_module
 from fastfair.sim.experiments.stopping import FolderLock
 from tests.helpers import ROOT
@@ -93,3 +95,47 @@ def test_a_folder_held_by_another_process_is_refused_naming_it_and_the_pid(tmp_p
     err = capsys.readouterr().err
     assert f"run folder {out} is in use by another fastfair process (pid {os.getpid()})" in err
     assert main(["simulate", "--resume", str(out), "--quiet"]) == 0  # released: it resumes
+
+
+class _SignalAt:
+    """Sends this process ``signum`` once, after round ``at`` of the first run whose name
+    starts with ``run`` (as Ctrl-C would, between two rounds' work; a second signal would end
+    the process at once)."""
+
+    def __init__(self, run, at, signum=signal.SIGINT):
+        self.run, self.at, self.signum, self.sent = run, at, signum, False
+
+    def on_run_start(self, run, config):
+        pass
+
+    def on_round(self, run, record):
+        if run.startswith(self.run) and record["round"] == self.at and not self.sent:
+            self.sent = True
+            os.kill(os.getpid(), self.signum)
+
+    def on_run_end(self, run, summary):
+        pass
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("batched", [True, False], ids=["batched", "one-at-a-time"])
+def test_a_stopped_sweep_saves_the_round_it_stopped_at_and_resumes_exactly(tmp_path, batched):
+    from fastfair.sim import SimulationConfig, Sweep
+    from fastfair.sim.experiments.stopping import Interrupted, graceful_signals
+
+    config = SimulationConfig(clients=30, per_round=6, rounds=6, eval_every=2)
+    rules, kwargs = ["fedavg", "aaggff-d"], dict(seeds=[0, 1], batched=batched)
+    whole = Sweep(config, rules, **kwargs, out=tmp_path / "whole").run()
+    out = tmp_path / "stopped"
+    with graceful_signals(), pytest.raises(Interrupted) as stop:
+        Sweep(config, rules, **kwargs, out=out, checkpoint_every=4,
+              callbacks=[_SignalAt("aaggff-d" if not batched else "fedavg", 3)]).run()
+    assert stop.value.round == 3 and stop.value.saved and stop.value.out == out
+    assert stop.value.exit_code == 130 and not list(out.glob("*.tmp"))
+    assert "Resume with: fastfair sweep --resume" in stop.value.describe("sweep")
+    resumed = Sweep.resume(out).run()
+    for a, b in zip(whole.runs, resumed.runs):
+        assert _without_times(a.history) == _without_times(b.history)
+        assert (a.final == b.final).all()
