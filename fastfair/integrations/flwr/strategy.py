@@ -191,21 +191,15 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
         self._out: Optional[List[np.ndarray]] = None
         #: Coefficients, client ids and node ids of the last aggregated round (for inspection).
         self.last_round: Optional[Dict[str, np.ndarray]] = None
-        # One round at a time: a round reads the model sent, proposes and commits under it, so
-        # rounds from several threads each commit whole (the rule, the optimiser, the numbering)
-        # or change nothing.
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # one round at a time: each commits whole or not at all
 
     def __getstate__(self) -> Dict[str, Any]:
-        """The strategy without its lock (a lock cannot be copied or pickled)."""
-        state = dict(self.__dict__)
-        del state["_lock"]
-        return state
+        """The strategy without its lock (a lock is not copied or pickled)."""
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         """A copied or unpickled strategy, with a lock of its own."""
-        self.__dict__.update(state)
-        self._lock = threading.RLock()
+        self.__dict__.update(state, _lock=threading.RLock())
 
     # ------------------------------------------------------------------ Flower hooks
     def summary(self) -> None:
@@ -244,8 +238,7 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
         ``fastfair-coef-min``/``-max``/``-sum``, ``fastfair-dropped`` (replies left out) and,
         with ``max_update_norm``, ``fastfair-clipped``. ``(None, None)``, with a log line
         saying why and nothing changed, when no reply is usable or the round cannot be
-        aggregated (see the class docstring). Rounds from several threads are taken one at a
-        time.
+        aggregated (see the class docstring). Rounds from several threads take turns.
         """
         with self._lock:
             return self._aggregate_train(server_round, replies)
@@ -364,8 +357,7 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
                            "model's dtype); bound them with max_update_norm")
         record = ArrayRecord({k: numpy_to_array(a) for k, a in zip(keys, new)})
 
-        # Everything is checked. The rule's commit refuses (changing nothing) when its state was
-        # changed behind the strategy's back since the proposal; nothing after it can fail.
+        # Checked: only the rule's commit can refuse (its state changed since), changing nothing.
         try:
             commit_rule()
         except RuntimeError as exc:
@@ -401,26 +393,6 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
             raise _Refused(f"train_metrics_aggr_fn returned {type(metrics).__name__}, not a "
                            "MetricRecord")
         return metrics
-
-    # ------------------------------------------------------------------ helpers
-    def _computed_inputs(self, sent: List[np.ndarray], usable: List[_Reply],
-                         sq_norms: Optional[np.ndarray], scales: Optional[np.ndarray]
-                         ) -> Dict[str, Any]:
-        """The round inputs the rule declares that come from the replies' models: ``sq_norms``
-        (squared update norms, measured without forming the updates) and ``updates``
-        (``w - w_i``), both of the clipped updates :math:`s_i (w - w_i)` under a bound."""
-        inputs: Dict[str, Any] = {}
-        if "sq_norms" in self._computed:
-            assert sq_norms is not None  # measured: inputs computed from the models need it
-            inputs["sq_norms"] = sq_norms if scales is None else sq_norms * scales ** 2
-        if "updates" in self._computed:
-            if scales is None:
-                inputs["updates"] = [[g - a for g, a in zip(sent, r.arrays)] for r in usable]
-            else:
-                inputs["updates"] = [[(g - a) * np.asarray(s, dtype=g.dtype) if g.dtype.kind == "f"
-                                      else (g - a) * s for g, a in zip(sent, r.arrays)]
-                                     for r, s in zip(usable, scales)]
-        return inputs
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> Dict[str, Any]:
