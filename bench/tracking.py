@@ -18,6 +18,12 @@ passes). BASELINE may be
 a folder (``bench/baselines``): the baseline recorded on the same CPU model (and GPU) as the new
 run is taken from it, and when there is none compare says so and exits 2; a baseline file from
 another machine is refused for ``--metric seconds`` (``--allow-other-machine``).
+
+``compare`` never passes on what it cannot read: a file that is not a bench run, a record
+without its names, a figure that is NaN, infinite, zero, negative or not a number, or a
+``--band`` that is not a finite number > 1 is one error line naming it, with exit status 2
+(distinct from a regression's 1); in a baselines folder, a file that is not a readable baseline
+is skipped with a warning naming it.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -149,17 +156,88 @@ def run(out: Path, smoke: bool, threads: int, keyword: Optional[str],
 # bench compare
 
 
+#: The text fields every record names its case by.
+RECORD_NAMES = ("device", "case", "impl")
+
+
 def load(path: Path) -> dict:
+    """The bench run document in ``path``, checked (:func:`check_document`).
+
+    Raises
+    ------
+    ValueError
+        Naming ``path`` and what is wrong: not UTF-8 JSON, or a document a comparison cannot
+        trust (see :func:`check_document`). Nothing unreadable is ever compared.
+    """
     try:
-        document = json.loads(Path(path).read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not a bench run's JSON ({exc})") from None
-    if document.get("schema") not in READABLE_SCHEMAS:
-        raise ValueError(f"{path}: schema {document.get('schema')!r}, expected one of "
-                         f"{', '.join(map(str, READABLE_SCHEMAS))}")
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise ValueError(f"{path}: not a bench run's JSON ({type(exc).__name__}: {exc})") \
+            from None
+    check_document(document, str(path))
     document.setdefault("machine", {})
     document["machine"].setdefault("key", machine_key(document["machine"]))
     return document
+
+
+def _figure(value: Any) -> bool:
+    """Whether ``value`` is a usable figure: None (not measured) or a finite number > 0."""
+    if value is None:
+        return True
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and value > 0)
+
+
+def check_document(document: Any, where: str) -> None:
+    """Refuses a bench run document that a comparison could misread.
+
+    Checked: an object at the top with a readable ``schema``; ``machine``, ``provenance`` and
+    ``tests`` objects where present (``tests.failed`` a list of objects with text ``test``,
+    ``when`` and ``message``); ``records`` a list of objects, each with text ``device``,
+    ``case`` and ``impl``, a boolean ``fastfair``, and every figure of :data:`METRICS` it
+    holds None or a finite number > 0 (a time or a ratio of times: NaN, infinities, zero,
+    negative numbers and text are refused, never compared).
+
+    Raises
+    ------
+    ValueError
+        ``"<where>: <what is wrong>"``, naming the record by its index and case.
+    """
+    if not isinstance(document, dict):
+        raise ValueError(f"{where}: a bench run is a JSON object at the top; got "
+                         f"{type(document).__name__}")
+    if document.get("schema") not in READABLE_SCHEMAS:
+        raise ValueError(f"{where}: schema {document.get('schema')!r}, expected one of "
+                         f"{', '.join(map(str, READABLE_SCHEMAS))}")
+    for part in ("machine", "provenance", "tests"):
+        if part in document and not isinstance(document[part], dict):
+            raise ValueError(f"{where}: {part} must be an object; got "
+                             f"{type(document[part]).__name__}")
+    failed = document.get("tests", {}).get("failed", [])
+    if not isinstance(failed, list) or not all(
+            isinstance(f, dict) and all(isinstance(f.get(k), str)
+                                        for k in ("test", "when", "message")) for f in failed):
+        raise ValueError(f"{where}: tests.failed must be a list of objects with text test, when "
+                         "and message")
+    records = document.get("records")
+    if not isinstance(records, list):
+        raise ValueError(f"{where}: records must be a list; got {type(records).__name__}")
+    for k, record in enumerate(records):
+        if not isinstance(record, dict):
+            raise ValueError(f"{where}: records[{k}] must be an object; got "
+                             f"{type(record).__name__}")
+        for name in RECORD_NAMES:
+            if not isinstance(record.get(name), str):
+                raise ValueError(f"{where}: records[{k}] has no text {name!r} (got "
+                                 f"{record.get(name)!r})")
+        if not isinstance(record.get("fastfair"), bool):
+            raise ValueError(f"{where}: records[{k}] ({record['case']} / {record['impl']}) "
+                             f"needs fastfair true or false; got {record.get('fastfair')!r}")
+        for metric in METRICS:
+            if metric in record and not _figure(record[metric]):
+                raise ValueError(f"{where}: records[{k}] ({record['case']} / "
+                                 f"{record['impl']}) has {metric} {record[metric]!r}; a figure "
+                                 "is a finite number > 0, or null when not measured")
 
 
 def pick_baseline(folder: Path, machine_desc: Dict[str, Any]) -> Tuple[Optional[Path], List[str]]:
@@ -170,7 +248,9 @@ def pick_baseline(folder: Path, machine_desc: Dict[str, Any]) -> Tuple[Optional[
     for path in sorted(Path(folder).glob("*.json")):
         try:
             stored = load(path)["machine"]["key"]
-        except (ValueError, KeyError, json.JSONDecodeError):
+        except (OSError, ValueError) as exc:  # another file in the folder: said, then skipped
+            print(f"bench compare: warning: skipping {path}, not a readable baseline: {exc}",
+                  file=sys.stderr)
             continue
         keys.append(f"{path.name}: {stored}")
         if stored == key and match is None:
@@ -206,8 +286,8 @@ def compare(base: dict, news: Sequence[dict], metric: str = DEFAULT_METRIC,
     run."""
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {', '.join(METRICS)}; got {metric!r}")
-    if band <= 1:
-        raise ValueError(f"band must be > 1; got {band}")
+    if not (math.isfinite(band) and band > 1):
+        raise ValueError(f"band must be a finite number > 1; got {band}")
     if not news:
         raise ValueError("compare needs at least one new run")
     a, b = _fastfair_figures([base], metric), _fastfair_figures(news, metric)
@@ -297,6 +377,17 @@ def _compare_main(args: argparse.Namespace) -> int:
     return status
 
 
+def _band(text: str) -> float:
+    """``--band``: a finite number > 1 (``nan`` and ``inf`` would pass every case)."""
+    try:
+        band = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number > 1; got {text!r}") from None
+    if not (math.isfinite(band) and band > 1):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 1; got {text!r}")
+    return band
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -320,7 +411,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                             "recorded on the new run's CPU model and GPU is used")
     p_cmp.add_argument("new", type=Path, nargs="+")
     p_cmp.add_argument("--metric", choices=METRICS, default=DEFAULT_METRIC)
-    p_cmp.add_argument("--band", type=float, default=DEFAULT_BAND,
+    p_cmp.add_argument("--band", type=_band, default=DEFAULT_BAND,
                        help=f"fail when a fastfair figure grows more than this factor "
                             f"(default {DEFAULT_BAND})")
     p_cmp.add_argument("--allow-missing", action="store_true",

@@ -88,6 +88,24 @@ def dtype_name(x: Any) -> str:
     return str(x.dtype).rsplit(".", 1)[-1]
 
 
+def is_floating(x: Any) -> bool:
+    """Whether ``x`` holds floating-point numbers, by its dtype's kind rather than its name
+    (NumPy's big-endian ``>f4`` is a float; torch dtypes say ``is_floating_point``; the
+    ``ml_dtypes`` bfloat16 of NumPy has no float kind and is recognised by name)."""
+    dtype = x.dtype
+    if framework_or_none(x) == "torch":
+        return bool(dtype.is_floating_point)
+    return dtype.kind == "f" or dtype_name(x) == "bfloat16"
+
+
+def read_only(a: np.ndarray) -> np.ndarray:
+    """``a`` with writes refused (``ValueError: assignment destination is read-only``): how a
+    rule exposes a fresh array computed from its state, so that a write into it cannot seem to
+    change the state."""
+    a.setflags(write=False)
+    return a
+
+
 def detach(x: Any) -> Any:
     """Drops autograd history from torch tensors (DLPack cannot export them); others unchanged."""
     if framework(x) == "torch" and x.requires_grad:

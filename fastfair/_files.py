@@ -75,15 +75,21 @@ def open_regular(path: PathLike) -> BinaryIO:
         raise
 
 
-def read_regular_file(path: PathLike, what: str = "file") -> bytes:
+def read_regular_file(path: PathLike, what: str = "file",
+                      max_bytes: Optional[int] = None) -> bytes:
     """The bytes of the regular file ``path`` (``what`` it is, for the message); ValueError
-    naming it when it is missing, not a regular file or unreadable."""
+    naming it when it is missing, not a regular file, unreadable, or longer than
+    ``max_bytes`` (None: no bound)."""
     with open_regular(path) as f:
         try:
-            return f.read()
+            data = f.read() if max_bytes is None else f.read(max_bytes + 1)
         except OSError as exc:
             raise ValueError(f"{os.fspath(path)} ({what}) cannot be read "
                              f"({exc.strerror or exc})") from None
+    if max_bytes is not None and len(data) > max_bytes:
+        raise ValueError(f"{os.fspath(path)} ({what}) is longer than {max_bytes} bytes, the "
+                         f"most a {what} may hold")
+    return data
 
 
 def loads_json(data: Union[bytes, str], where: str) -> Any:

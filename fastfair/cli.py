@@ -377,7 +377,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     with _console_logging(getattr(args, "log_level", None) or ("warning" if quiet else "info")):
         try:
             if args.command in ("simulate", "sweep"):
-                return simulate(args)
+                from fastfair.sim.experiments.stopping import Interrupted, graceful_signals
+
+                try:
+                    with graceful_signals():
+                        return simulate(args)
+                except Interrupted as stop:  # SIGINT/SIGTERM: stopped at a round boundary
+                    LOG.error("fastfair %s: %s", args.command, stop.describe(args.command))
+                    return stop.exit_code
             if args.command == "rules":
                 from fastfair.aggregators.registry import describe
                 from fastfair.methods import METHODS

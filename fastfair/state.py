@@ -22,12 +22,15 @@ import io
 import json
 import os
 import sys
+import zipfile
+import zlib
 from collections import OrderedDict
 from typing import Any, Dict, List, Tuple, Union
 
 import numpy as np
 
 from fastfair._files import atomic
+from fastfair._limits import npz_array_header
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -135,24 +138,41 @@ def load_state(path: PathLike) -> Dict[str, Any]:
     """The ``state_dict`` :func:`save_state` wrote into ``path``, with NumPy arrays; reads no
     pickle (``allow_pickle=False``), so loading cannot run code.
 
+    Every array's header is checked against the bytes the file holds before the array is
+    read (:func:`fastfair._limits.npz_array_header`), so a small file declaring terabytes is
+    refused without allocating them.
+
     Raises
     ------
     ValueError
-        ``path`` is not a file :func:`save_state` wrote (naming it and what is wrong).
+        ``path`` is not a file :func:`save_state` wrote (naming it and what is wrong): missing
+        or unreadable, not a zip archive (e.g. a plain ``.npy``), a damaged archive, sizes that
+        cannot be true of the file, or a skeleton nested too deeply.
     """
     name = os.fspath(path)
     try:
         with open(name, "rb") as f:
             data = f.read()
+        if not zipfile.is_zipfile(io.BytesIO(data)):
+            raise ValueError("it is not a zip archive (.npz); a plain .npy array holds no state")
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
             if SKELETON not in npz.files:
                 raise ValueError("it has no state skeleton")
+            for key in npz.files:
+                npz_array_header(npz.zip, key, name, len(data))
             skeleton = json.loads(npz[SKELETON].tobytes().decode())
             arrays = {k: npz[k] for k in npz.files if k != SKELETON}
-    except (OSError, ValueError, KeyError, EOFError) as exc:
+        return _filled(skeleton, arrays, name)
+    except RecursionError:
+        raise ValueError(f"{name} is not a state file written by fastfair.save_state (its "
+                         "skeleton is nested too deeply)") from None
+    except (OSError, ValueError, KeyError, EOFError, TypeError, zipfile.BadZipFile, zlib.error,
+            MemoryError, NotImplementedError) as exc:
+        text = str(exc)
+        if text.startswith(name):
+            text = text[len(name):].lstrip(": ")
         raise ValueError(f"{name} is not a state file written by fastfair.save_state "
-                         f"({exc})") from None
-    return _filled(skeleton, arrays, name)
+                         f"({type(exc).__name__}: {text})") from None
 
 
 def _filled(value: Any, arrays: Dict[str, np.ndarray], name: str) -> Any:

@@ -268,6 +268,8 @@ def test_an_option_for_every_rule_that_some_lack_suggests_the_rules_that_take_it
     (["--dataset", "grouped", "--group-shift", "-1"], "group_shift (--group-shift) must be >= 0"),
     (["--max-update-norm", "-1"], "max_update_norm (--max-update-norm) must be finite and in"),
     (["--max-samples-per-client", "0"], "max_samples_per_client (--max-samples-per-client) must"),
+    (["--threads", "1000000"], "threads (--threads) must be an integer in [1, 4096]"),
+    (["--threads", "0"], "threads (--threads) must be an integer in [1, 4096]"),
 ])
 def test_hostile_values_are_refused_naming_the_option(argv, message, tmp_path, capsys):
     out = tmp_path / "run"

@@ -115,6 +115,57 @@ def test_a_file_that_is_not_a_state_is_refused(tmp_path):
         fastfair.save_state(tmp_path / "y.npz", {"bad": object()})
 
 
+def _zip(path, entries):
+    """A zip archive holding ``entries`` ``{name: bytes}`` as stored members."""
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in entries.items():
+            z.writestr(name, data)
+    return path
+
+
+def _npy_header(shape, descr="<f8"):
+    import io
+
+    out = io.BytesIO()
+    np.lib.format.write_array_header_1_0(out, {"descr": descr, "fortran_order": False,
+                                               "shape": shape})
+    return out.getvalue()
+
+
+def _broken_state_files(tmp_path):
+    """``(label, path)`` of files that are not states, each once a raw error of another type."""
+    from fastfair.state import SKELETON
+
+    plain = tmp_path / "plain.npz"  # a .npy under an .npz name: np.load gives an array
+    with open(plain, "wb") as f:
+        np.save(f, np.zeros(3))
+    yield "plain .npy (TypeError)", plain
+    damaged = tmp_path / "damaged.npz"
+    fastfair.save_state(damaged, {"a": np.arange(50.0)})
+    data = bytearray(damaged.read_bytes())
+    data[-30:] = b"\0" * 30  # the central directory's end: BadZipFile
+    damaged.write_bytes(bytes(data))
+    yield "damaged zip (BadZipFile)", damaged
+    deep = ("[" * 50_000 + "]" * 50_000).encode()
+    yield "deep skeleton (RecursionError)", _zip(tmp_path / "deep.npz", {
+        SKELETON + ".npy": _npy_header((len(deep),), "|u1") + deep})
+    yield "8 TiB declared (MemoryError)", _zip(tmp_path / "huge.npz", {
+        SKELETON + ".npy": _npy_header((2,), "|u1") + b"{}",
+        "a0.npy": _npy_header((2**40,)) + b"\0" * 16})
+
+
+@pytest.mark.parametrize("case", range(4), ids=["plain-npy", "bad-zip", "deep", "8-tib"])
+def test_a_broken_or_forged_state_file_is_one_value_error_naming_it(tmp_path, case):
+    label, path = list(_broken_state_files(tmp_path))[case]
+    if case == 3:  # a few hundred bytes declare 8 TiB
+        assert path.stat().st_size < 1024, label
+    with pytest.raises(ValueError, match=rf"{path} is not a state file written by "
+                                         r"fastfair.save_state \("):
+        fastfair.load_state(path)
+
+
 class _Payload:
     """Unpickled, it would run code: appends to RAN."""
 

@@ -99,24 +99,34 @@ class ClientVector:
             out[hit] = store.values[pos[hit]]
         return out
 
-    def scatter(self, ids: np.ndarray, values: np.ndarray) -> None:
-        r""":math:`v_{ids} \leftarrow` ``values`` for distinct int64 ids ``[m]`` in ``[0, K)``."""
-        store = self._store
+    def scatter(self, ids: np.ndarray, values: np.ndarray, *,
+                fill: Optional[float] = None) -> None:
+        r""":math:`v_{ids} \leftarrow` ``values`` for distinct int64 ids ``[m]`` in ``[0, K)``;
+        with ``fill``, every other entry becomes ``fill`` in the same write.
+
+        All or nothing: everything that allocates (a grown or reset store) is built beside the
+        current one and replaces it in one assignment, so a failure (e.g. ``MemoryError``)
+        leaves the vector exactly as it was; only a write that grows nothing is in place.
+        """
+        store = self._store if fill is None else _sparse(fill, _NO_IDS, _NO_VALUES)
         if store.dense is not None:
             store.dense[ids] = values
             return
         n = store.ids.shape[0]
         pos = np.searchsorted(store.ids, ids)
         hit = store.ids[np.minimum(pos, n - 1)] == ids if n else np.zeros(ids.shape[0], bool)
-        store.values[pos[hit]] = values[hit]
         new = ~hit
         if not new.any():
+            store.values[pos[hit]] = values[hit]
+            self._store = store
             return
+        kept = store.values.copy()
+        kept[pos[hit]] = values[hit]
         order = np.argsort(ids[new], kind="stable")
         at, new_ids, new_values = pos[new][order], ids[new][order], values[new][order]
         # np.insert places equal positions in the order given, so the ids stay sorted.
         grown = _sparse(store.fill, np.insert(store.ids, at, new_ids),
-                        np.insert(store.values, at, new_values))
+                        np.insert(kept, at, new_values))
         self._store = _densified(grown, self.num_clients)
 
     def reset(self, fill: float) -> None:

@@ -32,6 +32,7 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 from fastfair import ops
+from fastfair._arrays import read_only
 from fastfair.aggregators._checks import StateSpec, check_choice, check_scalar
 from fastfair.aggregators._client_vector import ClientVector, check_state, upgrade
 from fastfair.aggregators.aaggff_responses import (
@@ -159,14 +160,14 @@ class AAggFFD(Aggregator):
 
     @property
     def D(self) -> np.ndarray:
-        """The state ``D`` ``[K]`` float64 (a new array; O(K), on demand)."""
-        return self._D.dense()
+        """The state ``D`` ``[K]`` float64 (a new read-only array; O(K), on demand)."""
+        return read_only(self._D.dense())
 
     @property
     def p(self) -> np.ndarray:
         r"""The full decision :math:`p^{(t+1)} = \mathrm{softmax}(-\eta D)` ``[K]`` (O(K), on
-        demand; uniform before the first round)."""
-        return ops.softmax(self._D.dense(), scale=-self.eta)
+        demand, read-only; uniform before the first round)."""
+        return read_only(ops.softmax(self._D.dense(), scale=-self.eta))
 
     def round_constants(self, m: int) -> Tuple[float, float, float]:
         """``(C, C1, C2)`` of a round with m participants: the sampling probability (nominal, or
@@ -327,7 +328,8 @@ class AAggFFS(Aggregator):
 
     @property
     def p(self) -> np.ndarray:
-        """The current decision :math:`p^{(t+1)}` ``[K]`` (a copy; ``1/K`` before any round)."""
+        """The current decision :math:`p^{(t+1)}` ``[K]`` (a read-only copy; ``1/K`` before any
+        round)."""
         return self._ons.p
 
     @property

@@ -27,6 +27,7 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 from fastfair import ops
+from fastfair._arrays import read_only
 from fastfair.aggregators._checks import (
     StateSpec,
     check_choice,
@@ -112,8 +113,8 @@ class AFL(Aggregator):
 
     @property
     def lam(self) -> np.ndarray:
-        """The state λ ``[K]`` float64 (a new array; O(K), on demand)."""
-        return self._lam.dense()
+        """The state λ ``[K]`` float64 (a new read-only array; O(K), on demand)."""
+        return read_only(self._lam.dense())
 
     def invalid_loss(self, loss: float) -> Optional[str]:
         """Losses whose ``step_size * loss`` is beyond ``+-2**1000`` (the projection
@@ -142,8 +143,6 @@ class AFL(Aggregator):
             coef = old / total if total > 0.0 else np.full(m, 1.0 / m)
 
         def commit() -> None:
-            if start is not None:
-                self._lam.reset(start)
-            self._lam.scatter(ids, new)
+            self._lam.scatter(ids, new, fill=start)
 
         return coef, commit

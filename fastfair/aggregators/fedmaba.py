@@ -28,6 +28,7 @@ from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 import numpy as np
 
+from fastfair._arrays import read_only
 from fastfair.aggregators._checks import (
     StateSpec,
     check_choice,
@@ -201,13 +202,14 @@ class FedMABA(Aggregator):
 
     @property
     def log_p(self) -> np.ndarray:
-        """The state ``log_p`` ``[K]`` float64 (a new array; O(K), on demand)."""
-        return self._log_p.dense()
+        """The state ``log_p`` ``[K]`` float64 (a new read-only array; O(K), on demand)."""
+        return read_only(self._log_p.dense())
 
     @property
     def p(self) -> np.ndarray:
-        """The full distribution ``exp(log_p)`` ``[K]`` (O(K); materialised on demand)."""
-        return np.exp(self._log_p.dense())
+        """The full distribution ``exp(log_p)`` ``[K]`` (O(K); materialised on demand,
+        read-only)."""
+        return read_only(np.exp(self._log_p.dense()))
 
     def invalid_loss(self, loss: float) -> Optional[str]:
         """Losses whose ``step_size * loss`` is beyond ``+-2**1000`` (the scores overflow)."""

@@ -257,17 +257,26 @@ class OverGroups(Aggregator):
         else:
             coef = self._tilted(coef_g, inv, within, counts, totals, sizes, m)
 
+        # The round's [G] records are allocated before anything commits: a G too large for
+        # memory refuses the round with the inner rule untouched.
+        try:
+            full = np.zeros(self.num_groups)
+            lost = np.full(self.num_groups, np.nan)
+        except MemoryError:
+            raise MemoryError(f"over groups: the round's group weights and losses need 2 x "
+                              f"num_groups = 2 x {self.num_groups} float64 values, more than "
+                              "memory holds; use fewer groups") from None
+        if losses_g is not None:
+            lost[present] = losses_g
+        tilted_mix = None if self.form == "direct" else np.bincount(inv, weights=coef,
+                                                                    minlength=n_groups)
+
         def commit() -> None:
             inner_commit()
-            mix_g = (self.rule.last_mixture if self.form == "direct"
-                     else np.bincount(inv, weights=coef, minlength=n_groups))
+            mix_g = self.rule.last_mixture if tilted_mix is None else tilted_mix
             assert mix_g is not None  # the inner commit sets its last mixture
-            full = np.zeros(self.num_groups)
             full[present] = mix_g
             self.last_group_weights = full
-            lost = np.full(self.num_groups, np.nan)
-            if losses_g is not None:
-                lost[present] = losses_g
             self.last_group_losses = lost
             self._next_mixture = (mix_g[inv] * within) if self.form == "direct" else None
 

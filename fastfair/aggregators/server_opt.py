@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Dict, List, Optional, Tuple, Type, cast
 
 import numpy as np
 
-from fastfair._arrays import dtype_name, framework_or_none, from_host
+from fastfair._arrays import framework_or_none, from_host, is_floating
 from fastfair.aggregators._checks import check_count, check_scalar
 from fastfair.aggregators.base import FORMAT_VERSION
 from fastfair.state import StateDict
@@ -200,7 +200,7 @@ class ServerOptimizer:
                             f"{type(value).__name__}")
         out = []
         for k, b in enumerate(value):
-            if framework_or_none(b) is None or not dtype_name(b).startswith(("float", "bfloat")):
+            if framework_or_none(b) is None or not is_floating(b):
                 raise TypeError(f"{name}[{k}] must be a floating-point array (NumPy, torch or "
                                 f"CuPy); got {type(b).__name__}")
             if not bool((abs(b) < float("inf")).all()):

@@ -29,6 +29,7 @@ from fastfair._arrays import (
     integer,
     is_cuda,
     numpy_array,
+    read_only,
     real,
 )
 
@@ -294,14 +295,14 @@ class OnlineNewtonStep:
 
     @property
     def p(self) -> np.ndarray:
-        """Current decision ``[K]`` (a copy)."""
-        return self._p.copy()
+        """Current decision ``[K]`` (a read-only copy)."""
+        return read_only(self._p.copy())
 
     @property
     def H(self) -> np.ndarray:
-        """Current ``H_t`` ``[K, K]`` (a copy)."""
+        """Current ``H_t`` ``[K, K]`` (a read-only copy)."""
         self._settle()
-        return self._H.copy()
+        return read_only(self._H.copy())
 
     def _settle(self) -> None:
         """Folds the pending rank-1 terms into the stored H and inverse (no change of the state

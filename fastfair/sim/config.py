@@ -228,7 +228,8 @@ class SimulationConfig:
             raise ValueError(f"{_named('local_steps')} must be >= 1 or None; got "
                              f"{self.local_steps}")
         if not DEVICE.fullmatch(self.device):
-            raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N'; got {self.device!r}")
+            raise ValueError(f"device (--device) must be 'cpu', 'cuda' or 'cuda:N'; got "
+                             f"{self.device!r}")
         if not 0 <= self.validation <= 0.5:
             raise ValueError(f"{_named('validation')} must be in [0, 0.5]; got "
                              f"{self.validation}")
@@ -242,8 +243,8 @@ class SimulationConfig:
         for name, choices in (("dataset", DATASETS), ("model", MODELS + (None,)),
                               ("partition", partitions), ("precision", PRECISIONS)):
             if getattr(self, name) not in choices:
-                raise ValueError(f"{name} must be one of {', '.join(map(str, choices))}; got "
-                                 f"{getattr(self, name)!r}")
+                raise ValueError(f"{_named(name)} must be one of "
+                                 f"{', '.join(map(str, choices))}; got {getattr(self, name)!r}")
         for name, ok, what in (
                 ("lr", self.lr > 0, "> 0"),
                 ("server_lr", self.server_lr is None or self.server_lr > 0, "> 0"),
@@ -259,7 +260,8 @@ class SimulationConfig:
                      "availability_options", "population_options"):
             options = getattr(self, name)
             if not isinstance(options, dict) or not all(isinstance(k, str) for k in options):
-                raise TypeError(f"{name} must be a dict of option names to values; got "
+                flag = "--" + name[:-1].replace("_", "-")  # rule_options: --rule-option
+                raise TypeError(f"{name} ({flag}) must be a dict of option names to values; got "
                                 f"{options!r}")
 
         check_bound(self.max_update_norm, self.update_norm_reference,

@@ -188,3 +188,40 @@ def test_reads_beside_a_concurrent_writer_see_whole_states(monkeypatch):
     for t in readers:
         t.join()
     assert not errors, errors[:3]
+
+
+@pytest.mark.parametrize("fill", [None, -2.0], ids=["write", "reset-and-write"])
+def test_a_scatter_that_fails_to_allocate_changes_nothing(fill, monkeypatch):
+    """The commit of a round writes its vector all or nothing: a write that must grow the store
+    and fails (memory) leaves the entries already stored, and the fill, as they were."""
+    vec = cv.ClientVector(10**9, -1.0)
+    vec.scatter(np.array([1, 5], dtype=np.int64), np.array([1.0, 5.0]))
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(cv.np, "insert", no_memory)
+    with pytest.raises(MemoryError):
+        vec.scatter(np.array([1, 7], dtype=np.int64), np.array([10.0, 70.0]), fill=fill)
+    np.testing.assert_array_equal(vec.gather(np.array([1, 5, 7, 8], dtype=np.int64)),
+                                  [1.0, 5.0, -1.0, -1.0])
+
+
+@pytest.mark.parametrize("make, attr", [
+    (lambda: A.AFL(6), "lam"), (lambda: A.AAggFFD(6), "D"), (lambda: A.AAggFFD(6), "p"),
+    (lambda: A.AAggFFS(6), "p"), (lambda: A.FedMABA(6), "log_p"), (lambda: A.FedMABA(6), "p"),
+], ids=["afl.lam", "aaggff-d.D", "aaggff-d.p", "aaggff-s.p", "fedmaba.log_p", "fedmaba.p"])
+def test_arrays_computed_from_the_state_refuse_writes(make, attr):
+    """A rule's per-client state is sparse; the dense arrays it exposes are fresh, so a write
+    into one would silently do nothing: they are read-only instead."""
+    rule = make()
+    rule.weights(np.arange(6), np.linspace(0.5, 1.5, 6))
+    before = copy.deepcopy(rule.state_dict())
+    exposed = getattr(rule, attr)
+    with pytest.raises(ValueError, match="assignment destination is read-only"):
+        exposed[:] = 0.25
+    with pytest.raises(ValueError, match="read-only"):
+        exposed += 1.0
+    after = rule.state_dict()
+    for key, value in before["state"].items():
+        np.testing.assert_array_equal(after["state"][key], value)

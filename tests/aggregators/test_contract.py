@@ -358,6 +358,23 @@ def test_optimizer_load_checks_every_state_value_and_changes_nothing_on_failure(
     _assert_same_state(valid, opt.state_dict())
 
 
+@pytest.mark.parametrize("name", sorted(n for n in A.SERVER_OPTIMIZERS if n != "sgd"))
+def test_optimizer_loads_buffers_of_either_byte_order(name):
+    # A float buffer is told by its dtype's kind: big-endian buffers (a state written on
+    # another machine) load, and keep stepping exactly like their native copy.
+    opt = _stepped_optimizer(A.SERVER_OPTIMIZERS[name], 2, seed=0)
+    sd = opt.state_dict()
+    for key, value in sd["state"].items():
+        if key != "steps":
+            sd["state"][key] = [b.astype(b.dtype.newbyteorder("S")) for b in value]
+    loaded = A.SERVER_OPTIMIZERS[name](lr=0.1)
+    loaded.load_state_dict(sd)
+    grad = [np.full((2, 3), 0.5), np.full(4, -0.25)]
+    expected = opt.step([np.zeros((2, 3)), np.zeros(4)], grad)
+    for got, want in zip(loaded.step([np.zeros((2, 3)), np.zeros(4)], grad), expected):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_load_rejects_wrong_state_shape():
     agg = A.FedMABA(K)
     sd = agg.state_dict()

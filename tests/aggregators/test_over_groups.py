@@ -279,3 +279,17 @@ def test_aaggff_d_step_scale_multiplies_its_decision_step():
     sd = base.state_dict()
     del sd["config"]["step_scale"]
     A.AAggFFD(20).load_state_dict(sd)
+
+
+def test_a_round_over_too_many_groups_for_memory_leaves_the_inner_rule_untouched():
+    # G = 10^12 groups: the round's [G] group weights cannot be allocated; the round is refused
+    # before the inner rule commits (AAggFF-D's eta and its per-group state stay).
+    rule = A.OverGroups("aaggff-d", lambda ids: ids % 3, num_clients=100, num_groups=10**12)
+    ids = np.array([1, 2, 3], dtype=np.int64)
+    before, eta = copy.deepcopy(rule.state_dict()), rule.rule.eta
+    with pytest.raises(MemoryError, match="num_groups = 2 x 1000000000000"):
+        rule.weights(ids, [1.0, 2.0, 3.0], num_samples=[1.0, 1.0, 1.0])
+    assert rule.rule.eta == eta and rule.round == rule.rule.round == 0
+    after = rule.state_dict()
+    for key, value in before["state"].items():
+        np.testing.assert_array_equal(after["state"][key], value)

@@ -6,6 +6,7 @@ baselines picked by CPU model and GPU."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -127,7 +128,7 @@ def test_main_exit_code_and_bad_input(tmp_path, capsys):
     assert tracking.main(["compare", str(base), str(base)]) == 0
     assert tracking.main(["compare", str(base), str(slow)]) == 1
     assert "cpu softmax K=1e6 / fastfair: 2.00x" in capsys.readouterr().out
-    with pytest.raises(ValueError, match="band must be > 1"):
+    with pytest.raises(ValueError, match="band must be a finite number > 1"):
         tracking.compare(_run(BASE), [_run(BASE)], band=1.0)
     old = tmp_path / "old.json"
     old.write_text(json.dumps({"schema": 0, "records": []}))
@@ -358,3 +359,133 @@ def test_compare_of_a_missing_or_unreadable_file_is_one_error_line(tmp_path, cap
         err = capsys.readouterr().err
         assert err.startswith("bench compare: error: ") and str(base) in err, err
         assert len(err.strip().splitlines()) == 1
+
+
+# ------------------------------------------------------------------ unreadable input
+
+
+def _edited(edit):
+    doc = _run(BASE)
+    edit(doc)
+    return doc
+
+
+UNREADABLE = {
+    "nan-new": ("new", lambda d: d["records"][0].update(seconds=float("nan"))),
+    "nan-baseline": ("base", lambda d: d["records"][0].update(seconds=float("nan"))),
+    "negative": ("new", lambda d: d["records"][0].update(seconds=-1e-3)),
+    "zero": ("base", lambda d: d["records"][0].update(seconds=0.0)),
+    "infinite": ("new", lambda d: d["records"][0].update(ratio_to_reference=float("inf"))),
+    "string-timing": ("new", lambda d: d["records"][0].update(seconds="2e-3")),
+    "boolean-timing": ("base", lambda d: d["records"][0].update(seconds=True)),
+    "no-device": ("new", lambda d: d["records"][0].pop("device")),
+    "fastfair-not-bool": ("new", lambda d: d["records"][0].update(fastfair="yes")),
+    "machine-not-object": ("new", lambda d: d.update(machine="fast")),
+    "records-not-list": ("base", lambda d: d.update(records={"a": 1})),
+    "record-not-object": ("new", lambda d: d["records"].append(3)),
+    "failed-not-objects": ("new", lambda d: d["tests"].update(failed=["x"])),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNREADABLE))
+def test_compare_fails_loudly_on_a_file_it_cannot_trust(tmp_path, capsys, name):
+    side, edit = UNREADABLE[name]
+    base, new = tmp_path / "base.json", tmp_path / "new.json"
+    base.write_text(json.dumps(_edited(edit) if side == "base" else _run(BASE)))
+    new.write_text(json.dumps(_edited(edit) if side == "new" else _run(BASE)))
+    assert tracking.main(["compare", str(base), str(new)]) == 2
+    err = capsys.readouterr().err
+    bad = base if side == "base" else new
+    assert err.startswith(f"bench compare: error: {bad}: ") and len(err.splitlines()) == 1, err
+
+
+def test_a_top_level_list_is_refused(tmp_path, capsys):
+    path = tmp_path / "list.json"
+    path.write_text(json.dumps([_run(BASE)]))
+    assert tracking.main(["compare", str(path), str(path)]) == 2
+    assert "a bench run is a JSON object at the top; got list" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("band", ["nan", "inf", "1", "0.5", "x"])
+def test_a_band_that_cannot_gate_is_refused(tmp_path, capsys, band):
+    base, slow = tmp_path / "base.json", tmp_path / "slow.json"
+    base.write_text(json.dumps(_run(BASE)))
+    slow.write_text(json.dumps(_run({k: v * 50 for k, v in BASE.items()})))
+    with pytest.raises(SystemExit) as exit_:
+        tracking.main(["compare", str(base), str(slow), "--band", band])
+    assert exit_.value.code == 2
+    assert "--band: must be" in capsys.readouterr().err
+
+
+def test_a_stray_file_in_the_baselines_folder_is_named_and_skipped(tmp_path, capsys):
+    folder = tmp_path / "baselines"
+    folder.mkdir()
+    (folder / "cpu-test.json").write_text(json.dumps(_run(BASE)))
+    for stray, text in (("notes.json", json.dumps(["not", "a", "run"])),
+                        ("broken.json", "{"), ("other.json", json.dumps({"schema": 2}))):
+        (folder / stray).write_text(text)
+    new = tmp_path / "new.json"
+    new.write_text(json.dumps(_run(BASE)))
+    assert tracking.main(["compare", str(folder), str(new)]) == 0
+    out = capsys.readouterr()
+    assert f"baseline: {folder / 'cpu-test.json'}" in out.out
+    for stray in ("notes.json", "broken.json", "other.json"):
+        assert f"warning: skipping {folder / stray}, not a readable baseline" in out.err
+
+
+hypothesis = pytest.importorskip("hypothesis")
+st = hypothesis.strategies
+
+_FIGURES = (st.none() | st.floats(allow_nan=True, allow_infinity=True) | st.integers(-5, 5)
+            | st.booleans() | st.text(max_size=3))
+_JSON = st.recursive(st.none() | st.booleans() | st.floats() | st.text(max_size=4),
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=8)
+
+
+@st.composite
+def _documents(draw):
+    """Bench run documents, most of them near a real one, with one field replaced."""
+    doc = _run({k: v * draw(st.floats(0.5, 3.0)) for k, v in BASE.items()})
+    where = draw(st.sampled_from(["figure", "name", "part", "top", "none"]))
+    if where == "figure":
+        record = draw(st.sampled_from(doc["records"]))
+        record[draw(st.sampled_from(list(tracking.METRICS)))] = draw(_FIGURES)
+    elif where == "name":
+        record = draw(st.sampled_from(doc["records"]))
+        record[draw(st.sampled_from(["device", "case", "impl", "fastfair"]))] = draw(_JSON)
+    elif where == "part":
+        doc[draw(st.sampled_from(["machine", "tests", "records", "schema", "provenance"]))] = \
+            draw(_JSON)
+    elif where == "top":
+        return draw(_JSON)
+    return doc
+
+
+@hypothesis.settings(max_examples=60, derandomize=True, deadline=None,
+                     suppress_health_check=list(hypothesis.HealthCheck))
+@hypothesis.given(base=_documents(), new=_documents())
+def test_fuzz_compare_never_passes_on_what_it_cannot_read(tmp_path_factory, base, new):
+    folder = tmp_path_factory.mktemp("fuzz")
+    paths = {}
+    for side, doc in (("base", base), ("new", new)):
+        paths[side] = folder / f"{side}.json"
+        paths[side].write_text(json.dumps(doc))
+    readable = {}
+    for side in ("base", "new"):
+        try:
+            tracking.check_document(json.loads(paths[side].read_text()), side)
+            readable[side] = True
+        except ValueError:
+            readable[side] = False
+    code = tracking.main(["compare", str(paths["base"]), str(paths["new"]),
+                          "--allow-other-machine"])
+    if not all(readable.values()):
+        assert code == 2  # never 0, and never read as a regression
+        hypothesis.event("refused")
+    else:
+        assert code in (0, 1)
+        figures = [r[m] for doc in (base, new) for r in doc["records"] for m in tracking.METRICS
+                   if r.get(m) is not None]
+        assert all(math.isfinite(f) and f > 0 for f in figures)
+        hypothesis.event("compared")

@@ -8,5 +8,5 @@ from fastfair.sim.config import SimulationConfig
 def test_unknown_model_is_a_value_error_listing_the_choices():
     # The model's choices include None (inferred from the data set): the message once failed
     # to build (TypeError from str.join) instead of naming the field and its choices.
-    with pytest.raises(ValueError, match=r"model must be one of .*None; got 'bogus'"):
+    with pytest.raises(ValueError, match=r"model \(--model\) must be one of .*None; got 'bogus'"):
         SimulationConfig(model="bogus")

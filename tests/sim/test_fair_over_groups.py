@@ -6,6 +6,7 @@ refusals."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -145,7 +146,7 @@ def test_a_groups_file_and_dominant_classes(tmp_path):
     with pytest.raises(ValueError, match="1 client\\(s\\) have no group, e.g. 9"):
         read_groups_file(str(csv), data)
     csv.write_text("0,1\n0,2\n")
-    with pytest.raises(ValueError, match="row 2: client '0' has a second group"):
+    with pytest.raises(ValueError, match="line 2: client '0' has a second group"):
         read_groups_file(str(csv), data)
     csv.write_text("".join(f"{k},{k % 3}\n" for k in range(10)))
     config = SimulationConfig(dataset="digits", clients=10, per_round=5, rounds=2, eval_every=1,
@@ -157,6 +158,40 @@ def test_a_groups_file_and_dominant_classes(tmp_path):
     expected = [np.bincount(data.client_data([k]).y.numpy()).argmax() for k in range(10)]
     np.testing.assert_array_equal(by_class.group_ids, expected)
     np.testing.assert_array_equal(dominant_classes(data, chunk=3), expected)
+
+
+@pytest.mark.parametrize("labels, expected", [
+    (["0", "1", "2", "3", "-1"], None),  # a negative group is refused, not renumbered
+    (["07", "7", "+1", "1", "03"], [7, 7, 1, 1, 3]),
+    (["3", "0", "2", "1", "0"], [3, 0, 2, 1, 0]),
+    (["north", "south", "north", "east", "south"], [1, 2, 1, 0, 2]),
+], ids=["negative", "signs-and-zeros", "integers", "names"])
+def test_integer_groups_are_kept_as_integers(tmp_path, labels, expected):
+    data = digits_dataset(5, seed=0, alpha=0.3)
+    csv = tmp_path / "groups.csv"
+    csv.write_text("client,group\n" + "".join(f"{k},{g}\n" for k, g in enumerate(labels)))
+    if expected is None:
+        with pytest.raises(ValueError, match=rf"{csv}: line 6: group -1 is outside \[0, "):
+            read_groups_file(str(csv), data)
+    else:
+        assert list(read_groups_file(str(csv), data)) == expected
+
+
+@pytest.mark.parametrize("labels, line, why", [
+    (["1", "2", "1.5"], 4, "group '1.5' is neither an integer nor a name"),
+    (["1", "", "2"], 3, "group '' is neither an integer nor a name"),
+    (["1e3", "2", "2"], 2, "group '1e3' is neither an integer nor a name"),
+    (["1", "north", "2"], 3, "group 'north' is a name, but line 2 gives '1'"),
+    (["north", "2", "south"], 3, "group '2' is an integer, but line 2 gives 'north'"),
+    (["1", "99999999999999999999", "2"], 3, "group 99999999999999999999 is outside"),
+], ids=["decimal", "empty", "exponent", "name-after-integer", "integer-after-name", "huge"])
+def test_a_group_that_is_neither_an_integer_nor_a_name_is_refused_naming_the_line(
+        tmp_path, labels, line, why):
+    data = digits_dataset(3, seed=0, alpha=0.3)
+    csv = tmp_path / "groups.csv"
+    csv.write_text("client,group\n" + "".join(f"{k},{g}\n" for k, g in enumerate(labels)))
+    with pytest.raises(ValueError, match=re.escape(f"{csv}: line {line}: {why}")):
+        read_groups_file(str(csv), data)
 
 
 def test_the_command_line_runs_over_groups(tmp_path, capsys):

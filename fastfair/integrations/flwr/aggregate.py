@@ -4,12 +4,16 @@ With :math:`w` the model sent (L arrays), :math:`w_i` the m replies and :math:`c
 coefficients, the combined pseudo-gradient is :math:`g = \sum_i c_i (w - w_i)`. Every function
 here makes one multi-tensor pass of :func:`fastfair.ops.weighted_average` per dtype over the
 replies' arrays (a model of one float dtype is one pass) and never forms the updates
-:math:`w - w_i`; integer arrays (e.g. batch-norm counters) are combined in float64 and rounded
-back to their dtype.
+:math:`w - w_i`; integer and boolean arrays (e.g. batch-norm counters) are combined in float64
+and rounded back to their dtype. Arrays are told apart by their dtype's kind, never its name:
+IEEE half, single and double floats in either byte order are combined exactly (non-native byte
+order through a native copy, swapped back), and every other layout (``longdouble``, complex,
+structured, strings) is refused by :func:`check_model_dtypes`.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
@@ -17,7 +21,38 @@ import numpy as np
 from fastfair import ops
 from fastfair.aggregators.server_opt import ServerOptimizer
 
-_FLOAT_DTYPES = ("float16", "float32", "float64")
+#: Item sizes of the IEEE floats the fused pass takes (half, single, double).
+_IEEE_FLOAT_SIZES = (2, 4, 8)
+
+
+def is_ieee_float(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` is an IEEE half, single or double float, in either byte order (by its
+    kind and item size, never its name: ``>f4`` is a float, ``longdouble`` is not IEEE)."""
+    return dtype.kind == "f" and dtype.itemsize in _IEEE_FLOAT_SIZES
+
+
+def check_model_dtypes(keys: Sequence[str], arrays: Sequence[np.ndarray]) -> None:
+    """Refuses a model the server step cannot combine exactly.
+
+    Parameters
+    ----------
+    keys, arrays
+        The model's L array names and arrays.
+
+    Raises
+    ------
+    TypeError
+        Naming the first array whose dtype is neither an IEEE float (half, single, double; any
+        byte order), an integer nor a boolean: ``longdouble`` (its extended precision would be
+        rounded to double), complex, structured, string or time arrays.
+    """
+    for key, a in zip(keys, arrays):
+        if not (is_ieee_float(a.dtype) or a.dtype.kind in "iub"):
+            raise TypeError(
+                f"array {key!r} has dtype {a.dtype} ({a.dtype.name}), which the server step "
+                "cannot combine exactly; send IEEE float16/float32/float64 (either byte order), "
+                f"integer or boolean arrays, e.g. {key!r}.astype(numpy.float64)")
+
 
 
 def _combine(global_arrays: Sequence[np.ndarray], local_arrays: Sequence[Sequence[np.ndarray]],
@@ -29,13 +64,21 @@ def _combine(global_arrays: Sequence[np.ndarray], local_arrays: Sequence[Sequenc
     inputs += [list(a) for a in local_arrays]
     weights = np.concatenate([[global_weight] if global_weight != 0.0 else [], local_weights])
     result: List[Optional[np.ndarray]] = [None] * len(global_arrays)
-    groups: Dict[str, List[int]] = {}
+    groups: Dict[np.dtype, List[int]] = {}
     for k, a in enumerate(global_arrays):
-        groups.setdefault(str(a.dtype), []).append(k)
+        groups.setdefault(a.dtype, []).append(k)
     for dtype, idx in groups.items():
-        if dtype in _FLOAT_DTYPES:
+        if is_ieee_float(dtype) and dtype.isnative:
             res = ops.weighted_average([[client[k] for k in idx] for client in inputs], weights,
                                        out=None if out is None else [out[k] for k in idx])
+        elif is_ieee_float(dtype):  # the byte swap both ways is exact
+            native = dtype.newbyteorder("=")
+            res = ops.weighted_average(
+                [[client[k].astype(native) for k in idx] for client in inputs], weights)
+            res = [r.astype(dtype) for r in res]
+        elif dtype.kind not in "iub":
+            raise TypeError(f"arrays of dtype {dtype} ({dtype.name}) cannot be combined "
+                            "exactly; see check_model_dtypes")
         else:
             res = ops.weighted_average(
                 [[client[k].astype(np.float64) for k in idx] for client in inputs], weights)
@@ -103,10 +146,9 @@ def propose_server_step(optimizer: ServerOptimizer, global_arrays: Sequence[np.n
     r""":func:`server_step` in two phases, for a round that commits entirely or not at all.
 
     Returns ``(new, commit)``. ``new`` is the L new arrays, or None when the step is not finite
-    (an overflow of finite replies): then the optimiser is exactly as before the call.
-    ``commit()`` (which cannot fail) counts a plain step (SGD has no buffers, so nothing else
-    changes before it). A non-plain optimiser steps at once: its state is copied first (one
-    copy of its moment buffers) and put back when the new model or a buffer is not finite.
+    (an overflow of finite replies). The optimiser itself is unchanged until ``commit()``
+    (which cannot fail): a plain step (SGD has no buffers) is then counted, and any other
+    optimiser's step, taken on a copy of it (one copy of its moment buffers), is swapped in.
     """
     if optimizer.is_plain_step:
         fused = aggregate_arrays(global_arrays, local_arrays, coefficients, lr=optimizer.lr,
@@ -116,15 +158,19 @@ def propose_server_step(optimizer: ServerOptimizer, global_arrays: Sequence[np.n
             optimizer.steps += 1
 
         return (fused if _all_finite(fused) else None), count
-    saved = optimizer.state_dict()  # buffers copied: the step below writes them in place
+    trial = copy.deepcopy(optimizer)  # buffers copied: the step below writes them in place
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is caught below
-        new = _optimizer_step(optimizer, global_arrays, local_arrays, coefficients, out,
+        new = _optimizer_step(trial, global_arrays, local_arrays, coefficients, out,
                               check=True)
-    buffers = [b for bufs in optimizer.state.values() if bufs is not None for b in bufs]
+    buffers = [b for bufs in trial.state.values() if bufs is not None for b in bufs]
     if new is None or not _all_finite(new) or not _all_finite(buffers):
-        optimizer.load_state_dict(saved)
         return None, lambda: None
-    return new, lambda: None
+
+    def swap_in() -> None:
+        optimizer.state = trial.state
+        optimizer.steps = trial.steps
+
+    return new, swap_in
 
 
 def server_step(optimizer: ServerOptimizer, global_arrays: Sequence[np.ndarray],
@@ -154,7 +200,7 @@ def _optimizer_step(optimizer: ServerOptimizer, global_arrays: Sequence[np.ndarr
                     out: Optional[List[np.ndarray]], check: bool) -> Optional[List[np.ndarray]]:
     """A non-plain optimiser's step (see :func:`server_step`); with ``check``, None (without
     stepping) when the pseudo-gradient is not finite."""
-    floats = [k for k, a in enumerate(global_arrays) if str(a.dtype) in _FLOAT_DTYPES]
+    floats = [k for k, a in enumerate(global_arrays) if is_ieee_float(a.dtype)]
     others = [k for k in range(len(global_arrays)) if k not in floats]
 
     def take(idx: List[int]) -> Tuple[List[np.ndarray], List[List[np.ndarray]]]:

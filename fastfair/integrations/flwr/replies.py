@@ -167,8 +167,8 @@ class _ReplyChecks:
     """The checks of :class:`~fastfair.integrations.flwr.strategy.FastFairStrategy` on its
     train replies, as a mixin: they read the strategy's rule (``aggregator``), its metric keys
     (``weighted_by_key``, ``loss_key``, ``client_id_key``, ``round_input_keys``), the model it
-    sent (``_sent``), whether update norms are measured (``_measures``) and its node numbering
-    (``_node_index``)."""
+    sent (``_sent``), whether update norms are measured (``_measures``), the round inputs it
+    computes from the models (``_computed``) and its node numbering (``_node_index``)."""
 
     # What the checks read, set by the strategy (declared here for the type checker).
     aggregator: Aggregator
@@ -176,6 +176,7 @@ class _ReplyChecks:
     loss_key: str
     client_id_key: Optional[str]
     round_input_keys: Dict[str, str]
+    _computed: List[str]
     _sent: Optional[Tuple[List[str], List[np.ndarray]]]
     _measures: bool
     _node_index: Dict[int, int]
@@ -335,6 +336,19 @@ class _ReplyChecks:
                 new[r.node_id] = idx
             ids.append(idx)
         return np.array(ids, dtype=np.int64), new
+
+    def _computed_inputs(self, sent: List[np.ndarray], usable: List[_Reply],
+                         sq_norms: Optional[np.ndarray]) -> Dict[str, Any]:
+        """The round inputs the rule declares that come from the replies' models: ``sq_norms``
+        (squared update norms, measured without forming the updates) and ``updates``
+        (``w - w_i``), of the updates before any clip (``UpdateBound.clipped_inputs``)."""
+        inputs: Dict[str, Any] = {}
+        if "sq_norms" in self._computed:
+            assert sq_norms is not None  # measured: inputs computed from the models need it
+            inputs["sq_norms"] = sq_norms
+        if "updates" in self._computed:
+            inputs["updates"] = [[g - a for g, a in zip(sent, r.arrays)] for r in usable]
+        return inputs
 
 
 def checked_node_ids(state_dict: Any, num_clients: int) -> List[int]:

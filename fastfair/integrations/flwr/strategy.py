@@ -6,6 +6,7 @@ server step is a fastfair server optimiser (the round is described in
 from __future__ import annotations
 
 import copy
+import threading
 from logging import INFO, WARNING
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
@@ -20,7 +21,7 @@ from fastfair.aggregators.base import FORMAT_VERSION, UPDATE_INPUTS, Aggregator
 from fastfair.aggregators.bounds import UpdateBound
 from fastfair.aggregators.compose import choose_objective, round_objective
 from fastfair.aggregators.server_opt import SGD, ServerOptimizer
-from fastfair.integrations.flwr.aggregate import propose_server_step
+from fastfair.integrations.flwr.aggregate import check_model_dtypes, propose_server_step
 from fastfair.integrations.flwr.arrays import array_to_numpy, numpy_to_array
 from fastfair.integrations.flwr.client import RECEIVED_LOSS_KEY, client_config
 from fastfair.integrations.flwr.replies import (
@@ -120,7 +121,8 @@ class FastFairStrategy(_ReplyChecks, SelectsReplies, _FlowerFedAvg):
     and only then are the rule, the optimiser's step count and the node numbering committed. A
     round that cannot be aggregated (every count 0, a metrics function that raises, a step
     that overflows) is logged and returns no new arrays, with nothing changed; a rule that
-    rejects the round raises ``AggregationError``, with nothing changed.
+    rejects the round raises ``AggregationError``, with nothing changed. Rounds called from
+    several threads are taken one at a time (a lock), each committing whole.
     """
 
     def __init__(self, aggregator: Aggregator, *,
@@ -201,6 +203,15 @@ class FastFairStrategy(_ReplyChecks, SelectsReplies, _FlowerFedAvg):
         self._out: Optional[List[np.ndarray]] = None
         #: Coefficients, client ids and node ids of the last aggregated round (for inspection).
         self.last_round: Optional[Dict[str, np.ndarray]] = None
+        self._lock = threading.RLock()  # one round at a time: each commits whole or not at all
+
+    def __getstate__(self) -> Dict[str, Any]:
+        """The strategy without its lock (a lock is not copied or pickled)."""
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        """A copied or unpickled strategy, with a lock of its own."""
+        self.__dict__.update(state, _lock=threading.RLock())
 
     # ------------------------------------------------------------------ Flower hooks
     def summary(self) -> None:
@@ -220,7 +231,10 @@ class FastFairStrategy(_ReplyChecks, SelectsReplies, _FlowerFedAvg):
         """Flower's sampling and messages, with the client config added; remembers the model
         sent (viewed in place) for the server step."""
         keys = list(arrays.keys())
-        self._sent = (keys, [array_to_numpy(arrays[k]) for k in keys])
+        sent = [array_to_numpy(arrays[k]) for k in keys]
+        check_model_dtypes(keys, sent)
+        with self._lock:
+            self._sent = (keys, sent)
         for key, value in client_config(self.aggregator, self.objective).items():
             config[key] = value
         return super().configure_train(server_round, arrays, config, grid)
@@ -235,8 +249,14 @@ class FastFairStrategy(_ReplyChecks, SelectsReplies, _FlowerFedAvg):
         ``fastfair-coef-min``/``-max``/``-sum``, ``fastfair-dropped`` (replies left out) and,
         with ``max_update_norm``, ``fastfair-clipped``. ``(None, None)``, with a log line
         saying why and nothing changed, when no reply is usable or the round cannot be
-        aggregated (see the class docstring).
+        aggregated (see the class docstring). Rounds from several threads take turns.
         """
+        with self._lock:
+            return self._aggregate_train(server_round, replies)
+
+    def _aggregate_train(self, server_round: int, replies: Iterable[Message]
+                         ) -> Tuple[Optional[ArrayRecord], Optional[MetricRecord]]:
+        """:meth:`aggregate_train` under the strategy's lock."""
         if self._sent is None:
             raise AggregationError("aggregate_train was called before configure_train: the "
                                    "strategy needs the model it sent")
@@ -350,8 +370,12 @@ class FastFairStrategy(_ReplyChecks, SelectsReplies, _FlowerFedAvg):
                            "model's dtype); bound them with max_update_norm")
         record = ArrayRecord({k: numpy_to_array(a) for k, a in zip(keys, new)})
 
-        # Everything is checked: nothing below can fail.
-        commit_rule()
+        # Checked: only the rule's commit can refuse (its state changed since), changing nothing.
+        try:
+            commit_rule()
+        except RuntimeError as exc:
+            raise AggregationError(f"rule {self.aggregator.name!r} could not commit round "
+                                   f"{server_round}: {exc}") from exc
         commit_step()
         self._node_index.update(new_nodes)
         metrics["fastfair-clients"] = [int(i) for i in ids]
@@ -383,39 +407,27 @@ class FastFairStrategy(_ReplyChecks, SelectsReplies, _FlowerFedAvg):
                            "MetricRecord")
         return metrics
 
-    # ------------------------------------------------------------------ helpers
-    def _computed_inputs(self, sent: List[np.ndarray], usable: List[_Reply],
-                         sq_norms: Optional[np.ndarray]) -> Dict[str, Any]:
-        """The round inputs the rule declares that come from the replies' models: ``sq_norms``
-        (squared update norms, measured without forming the updates) and ``updates``
-        (``w - w_i``), of the updates before any clip (``UpdateBound.clipped_inputs``)."""
-        inputs: Dict[str, Any] = {}
-        if "sq_norms" in self._computed:
-            assert sq_norms is not None  # measured: inputs computed from the models need it
-            inputs["sq_norms"] = sq_norms
-        if "updates" in self._computed:
-            inputs["updates"] = [[g - a for g, a in zip(sent, r.arrays)] for r in usable]
-        return inputs
-
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> Dict[str, Any]:
         """Checkpoint of the strategy: the rule's and the server optimiser's versioned
         state_dicts and the node-to-client numbering. ``torch.save`` it (``torch.load`` with
         torch's defaults reads it), save it with :func:`fastfair.save_state` (NumPy only) or
         pickle it; restore with :meth:`load_state_dict`."""
-        nodes = sorted(self._node_index, key=self._node_index.__getitem__)
-        return StateDict(format_version=FORMAT_VERSION, rule=self.aggregator.state_dict(),
-                         optimizer=self.server_optimizer.state_dict(),
-                         node_ids=[int(n) for n in nodes])
+        with self._lock:
+            nodes = sorted(self._node_index, key=self._node_index.__getitem__)
+            return StateDict(format_version=FORMAT_VERSION, rule=self.aggregator.state_dict(),
+                             optimizer=self.server_optimizer.state_dict(),
+                             node_ids=[int(n) for n in nodes])
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
         """Restores :meth:`state_dict` (the rule's and the optimiser's own checks apply: same
         rule, optimiser, population and configuration); on any mismatch raises and changes
         nothing."""
-        nodes = checked_node_ids(state_dict, self.aggregator.num_clients)
-        # Each load checks before it changes anything; the rule's part is checked on a copy
-        # first, so that a failure in either part leaves both untouched.
-        copy.deepcopy(self.aggregator).load_state_dict(state_dict["rule"])
-        self.server_optimizer.load_state_dict(state_dict["optimizer"])
-        self.aggregator.load_state_dict(state_dict["rule"])
-        self._node_index = {n: i for i, n in enumerate(nodes)}
+        with self._lock:
+            nodes = checked_node_ids(state_dict, self.aggregator.num_clients)
+            # Each load checks before it changes anything; the rule's part is checked on a copy
+            # first, so that a failure in either part leaves both untouched.
+            copy.deepcopy(self.aggregator).load_state_dict(state_dict["rule"])
+            self.server_optimizer.load_state_dict(state_dict["optimizer"])
+            self.aggregator.load_state_dict(state_dict["rule"])
+            self._node_index = {n: i for i, n in enumerate(nodes)}

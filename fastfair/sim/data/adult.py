@@ -32,7 +32,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from fastfair.sim.checkpoint import read_regular_file
+from fastfair._files import read_regular_file
 from fastfair.sim.data.vision import SplitArrays
 
 LOGGER = logging.getLogger("fastfair.sim.data")

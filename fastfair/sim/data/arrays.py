@@ -120,11 +120,18 @@ class ArrayDataset(FederatedDataset):
                              f"token ids) and label shape; got {'; '.join(got)}")
         (shape, tokens, label_shape), = kinds
         labels = torch.cat([y.reshape(-1) for _, y in every])
+        names = ([f"train[{k}]" for k in range(len(pairs))]
+                 + [f"test[{k}]" for k in range(len(test_pairs))])
         if labels.numel() and labels.min() < 0:
-            raise ValueError("labels must be >= 0")
+            k = next(k for k, (_, y) in enumerate(every) if y.numel() and y.min() < 0)
+            raise ValueError(f"{names[k]}: labels must be >= 0; its y holds "
+                             f"{int(every[k][1].min())}")
         self.num_classes = int(num_classes or (int(labels.max()) + 1 if labels.numel() else 1))
         if labels.numel() and labels.max() >= self.num_classes:
-            raise ValueError(f"labels must be < num_classes={self.num_classes}")
+            k = next(k for k, (_, y) in enumerate(every)
+                     if y.numel() and y.max() >= self.num_classes)
+            raise ValueError(f"{names[k]}: labels must be < num_classes={self.num_classes}; its "
+                             f"y holds {int(every[k][1].max())}")
         self.vocab_size = self._vocab(every, vocab_size) if tokens else None
         if vocab_size is not None and not tokens:
             raise ValueError("vocab_size is for token ids (integer x); x holds float features: "

@@ -4,6 +4,7 @@ train/test prefix split of a client's generated samples (:class:`PrefixSplit`)."
 
 from __future__ import annotations
 
+import re
 import threading
 import weakref
 from dataclasses import dataclass
@@ -141,7 +142,8 @@ class FederatedDataset:
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
         if ids.size and (ids.min() < 0 or ids.max() >= self.num_clients):
             bad = int(ids[(ids < 0) | (ids >= self.num_clients)][0])
-            raise ValueError(f"client id {bad} is out of range [0, {self.num_clients})")
+            raise ValueError(f"client_ids: client id {bad} is out of range "
+                             f"[0, {self.num_clients})")
         return ids
 
 
@@ -250,37 +252,90 @@ def dominant_classes(dataset: FederatedDataset, chunk: int = 256) -> np.ndarray:
     return out
 
 
+#: The largest integer group label a groups file may give (a run keeps per-group arrays).
+MAX_GROUP_LABEL = 2**20 - 1
+#: An integer label or client index: ASCII digits with an optional sign (``-1``, ``+1``, ``07``).
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+#: A group name: a letter or underscore first, then letters, digits, ``_``, ``-``, ``.``, spaces.
+_NAME = re.compile(r"[^\W\d][\w.\- ]*")
+
+
+def _group_label(text: str, where: str) -> Any:
+    """A group label of a groups file: an ``int`` (``07`` and ``+7`` are 7) or a name (``str``);
+    ValueError naming ``where`` for anything else (empty, ``1.5``, ``1e3``, ``#``)."""
+    if _INTEGER.fullmatch(text):
+        return int(text)
+    if _NAME.fullmatch(text):
+        return text
+    raise ValueError(f"{where}: group {text!r} is neither an integer nor a name (a letter "
+                     "first); give integers >= 0 or names")
+
+
 def read_groups_file(path: str, dataset: FederatedDataset) -> np.ndarray:
-    """The ``[K]`` groups of a CSV of ``client,group`` rows (a header row is allowed): a client
-    is its index in ``[0, K)`` or, for data sets of named users (LEAF), its user name; a group
-    is a label (non-negative integers are kept, other labels numbered in sorted order). Every
-    client needs exactly one row; ValueError naming the file and the row otherwise."""
+    """The ``[K]`` groups of a CSV of ``client,group`` rows (a header row is allowed).
+
+    A client is its index in ``[0, K)`` or, for data sets of named users (LEAF), its user name.
+    A group is an integer in ``[0, MAX_GROUP_LABEL]``, kept as it is (``07`` and ``+7`` are
+    group 7, so a run's ``acc_group7`` is the file's group 7), or a name (a letter first), the
+    names numbered in sorted order; one file gives every group as integers or every group as
+    names. Every client needs exactly one row.
+
+    Raises
+    ------
+    ValueError
+        Naming the file and the line: a row without ``client,group``, a client outside
+        ``[0, K)`` or given twice, an integer group outside ``[0, MAX_GROUP_LABEL]``, a group
+        that is neither an integer nor a name, integers beside names, a client without a
+        group, or a file that is not a readable UTF-8 CSV.
+    """
     import csv
+    import io
+
+    from fastfair.sim.checkpoint import open_regular
 
     names = {str(u): k for k, u in enumerate(getattr(dataset, "users", []) or [])}
     K = dataset.num_clients
     found: dict = {}
-    with open(path, newline="") as f:
-        rows = [r for r in csv.reader(f) if r and any(c.strip() for c in r)]
-    for line, row in enumerate(rows, 1):
+    first_of_kind: dict = {}
+    try:
+        with open_regular(path) as raw, io.TextIOWrapper(raw, encoding="utf-8",
+                                                         newline="") as f:
+            reader = csv.reader(f)
+            rows = [(reader.line_num, r) for r in reader if r and any(c.strip() for c in r)]
+    except (csv.Error, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path} is not a readable UTF-8 CSV of client,group rows "
+                         f"({type(exc).__name__}: {exc})") from None
+    for index, (line, row) in enumerate(rows):
+        where = f"{path}: line {line}"
         if len(row) < 2:
-            raise ValueError(f"{path}: row {line} needs client,group; got {row!r}")
-        client, label = row[0].strip(), row[1].strip()
+            raise ValueError(f"{where} needs client,group; got {row!r}")
+        client, text = row[0].strip(), row[1].strip()
         if names:  # named users: rows of users the run did not choose (and a header) are skipped
             if client not in names:
                 continue
             k = names[client]
-        elif client.lstrip("-").isdigit():
+        elif _INTEGER.fullmatch(client):
             k = int(client)
             if not 0 <= k < K:
-                raise ValueError(f"{path}: row {line}: client {k} is outside [0, {K})")
-        elif line == 1:
+                raise ValueError(f"{where}: client {k} is outside [0, {K})")
+        elif index == 0:
             continue  # a header
         else:
-            raise ValueError(f"{path}: row {line}: client {client!r} is not an index in "
-                             f"[0, {K})")
+            raise ValueError(f"{where}: client {client!r} is not an index in [0, {K})")
         if k in found:
-            raise ValueError(f"{path}: row {line}: client {client!r} has a second group")
+            raise ValueError(f"{where}: client {client!r} has a second group")
+        label = _group_label(text, where)
+        kind = "an integer" if isinstance(label, int) else "a name"
+        if isinstance(label, int) and not 0 <= label <= MAX_GROUP_LABEL:
+            raise ValueError(f"{where}: group {label} is outside [0, {MAX_GROUP_LABEL}]; "
+                             "integer groups are kept as they are (a run reports "
+                             "acc_group<g> and keeps arrays over 0..max group), or give names")
+        other = first_of_kind.get("a name" if isinstance(label, int) else "an integer")
+        if other is not None:
+            raise ValueError(f"{where}: group {text!r} is {kind}, but line {other[0]} gives "
+                             f"{other[1]!r}; give every group as an integer >= 0, or every "
+                             "group as a name")
+        first_of_kind.setdefault(kind, (line, text))
         found[k] = label
     missing = sorted(set(range(K)) - set(found))
     if missing:
@@ -288,7 +343,7 @@ def read_groups_file(path: str, dataset: FederatedDataset) -> np.ndarray:
         who = ", ".join(str(users[k]) if users is not None else str(k) for k in missing[:5])
         raise ValueError(f"{path}: {len(missing)} client(s) have no group, e.g. {who}")
     labels = [found[k] for k in range(K)]
-    if all(lab.isdigit() for lab in labels):
-        return np.array([int(lab) for lab in labels], dtype=np.int64)
+    if "a name" not in first_of_kind:
+        return np.array(labels, dtype=np.int64)
     order = {lab: i for i, lab in enumerate(sorted(set(labels)))}
     return np.array([order[lab] for lab in labels], dtype=np.int64)

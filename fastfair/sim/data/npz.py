@@ -14,7 +14,6 @@ and array headers; a client's features are read when it is sampled.
 from __future__ import annotations
 
 import glob
-import math
 import os
 import zipfile
 import zlib
@@ -23,46 +22,14 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from fastfair._files import open_regular
+from fastfair._limits import npz_array_header
 from fastfair.sim.data.base import check_finite, check_groups, split_sizes
 from fastfair.sim.data.client_files import ClientFiles, choose_clients
 
-#: The most a deflated zip entry can expand (deflate's limit is about 1032 to 1).
-_MAX_RATIO = 1100
-
-
-def _member(zf: zipfile.ZipFile, member: str, path: str) -> zipfile.ZipInfo:
-    """The zip entry of array ``member``, refused when the sizes it declares cannot be true of
-    the file (an entry claiming gigabytes from a few bytes)."""
-    info = zf.getinfo(member + ".npy")
-    if info.compress_size > os.path.getsize(path) or (
-            info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size) \
-            or (info.compress_type == zipfile.ZIP_DEFLATED
-                and info.file_size > _MAX_RATIO * info.compress_size + 4096):
-        raise ValueError(f"{path}: its zip entry {member}.npy declares {info.file_size} bytes "
-                         f"from {info.compress_size}; the file is corrupted")
-    return info
-
 
 def _header(zf: zipfile.ZipFile, member: str, path: str) -> Tuple[Tuple[int, ...], np.dtype]:
-    """Shape and dtype of array ``member`` of an open ``.npz``, read from its header only, and
-    checked against the size of its zip entry (a header declaring 10^12 items is refused
-    before anything reads them)."""
-    info = _member(zf, member, path)
-    with zf.open(info) as f:
-        version = np.lib.format.read_magic(f)
-        read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                else np.lib.format.read_array_header_2_0)
-        shape, _, dtype = read(f)
-        start = f.tell()
-    shape = tuple(int(d) for d in shape)
-    if dtype.hasobject:
-        raise ValueError(f"{path}: {member} holds Python objects ({dtype}); it needs numbers "
-                         "(it is never unpickled)")
-    nbytes = math.prod(shape) * dtype.itemsize
-    if start + nbytes != info.file_size:
-        raise ValueError(f"{path}: {member} declares {list(shape)} {dtype} ({nbytes} bytes) but "
-                         f"its entry holds {info.file_size - start}; the file is corrupted")
-    return shape, dtype
+    """Shape and dtype of array ``member`` of an open ``.npz`` (:func:`npz_array_header`)."""
+    return npz_array_header(zf, member, path, os.path.getsize(path))
 
 
 def _load(path: str, read):

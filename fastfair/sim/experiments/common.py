@@ -39,6 +39,7 @@ import torch
 from fastfair import _files as files
 from fastfair.sim import checkpoint
 from fastfair.sim.distributed import Distributed
+from fastfair.sim.experiments import stopping
 from fastfair.sim.reporting import report
 from fastfair.sim.reporting.callbacks import CallbackList, RoundCallback
 from fastfair.sim.rounds.runner import Runner
@@ -51,8 +52,8 @@ def check_rules(rules: Sequence[str]) -> List[str]:
     """``rules`` as a list; raises ValueError unless they are distinct and at least one."""
     rules = list(rules)
     if not rules or len(set(rules)) != len(rules):
-        raise ValueError(f"rules must be distinct names, at least one; got {rules}: name each "
-                         "rule once")
+        raise ValueError(f"rules (--rule, --compare) must be distinct names, at least one; got "
+                         f"{rules}: name each rule once")
     return rules
 
 
@@ -90,11 +91,17 @@ def with_fairness(config: Any, fair_over: Optional[str],
     return dataclasses.replace(config, **given) if given else config
 
 
+#: Most threads a run takes (``threads``, ``--threads``): far above any machine's cores, and
+#: below what makes OpenMP's thread pool exhaust memory.
+MAX_THREADS = 4096
+
+
 def check_threads(threads: Optional[int]) -> None:
-    """Raises ValueError unless ``threads`` is an integer >= 1 or None."""
+    """Raises ValueError unless ``threads`` is an integer in ``[1, MAX_THREADS]`` or None."""
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
-                                or threads < 1):
-        raise ValueError(f"threads must be an integer >= 1 or None; got {threads!r}")
+                                or not 1 <= threads <= MAX_THREADS):
+        raise ValueError(f"threads (--threads) must be an integer in [1, {MAX_THREADS}] or "
+                         f"None; got {threads!r}")
 
 
 def check_checkpoint_every(checkpoint_every: int, out: Any) -> None:
@@ -102,9 +109,11 @@ def check_checkpoint_every(checkpoint_every: int, out: Any) -> None:
     output folder ``out``."""
     if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int) \
             or checkpoint_every < 0:
-        raise ValueError(f"checkpoint_every must be an integer >= 0; got {checkpoint_every!r}")
+        raise ValueError(f"checkpoint_every (--checkpoint-every) must be an integer >= 0; got "
+                         f"{checkpoint_every!r}")
     if checkpoint_every and out is None:
-        raise ValueError("checkpoint_every needs an output folder: pass out=")
+        raise ValueError("checkpoint_every (--checkpoint-every) needs an output folder: pass "
+                         "out= (--out)")
 
 
 # ---------------------------------------------------------------------------------- the folder
@@ -205,12 +214,15 @@ def play_alone(runner: Runner, name: str, hooks: RoundCallback, bar: Any,
         advance(bar, record)
         if save is not None and checkpoint_every and runner.round % checkpoint_every == 0:
             save(time.perf_counter() - started)
+        stopping.check(name, runner.round, None if save is None or not checkpoint_every
+                       else lambda: save(time.perf_counter() - started))
     bar.close()
     return time.perf_counter() - started
 
 
 # ---------------------------------------------------------------------------------- the base
 _Run = TypeVar("_Run", bound="Orchestration")
+_Result = TypeVar("_Result")
 
 
 class Orchestration:
@@ -245,6 +257,7 @@ class Orchestration:
         self._state: Optional[Dict[str, Any]] = None
         self._fresh = True
         self._opened = False
+        self._lock: Optional[stopping.FolderLock] = None
 
     @classmethod
     def resume(cls: Type[_Run], out: Union[str, Path], *, progress: bool = False,
@@ -302,7 +315,29 @@ class Orchestration:
         run refused by then leaves no folder behind."""
         if self.dist.rank == 0 and self.out is not None and self._fresh and not self._opened:
             open_folder(self.out, self.CONFIG, self._saved_config())
+            if self._lock is not None:
+                self._lock.acquire()
         self._opened = True
+
+    def _owning(self, play: Callable[[], _Result]) -> _Result:
+        """``play()`` (a ``run()``) holding the run folder (:class:`~.stopping.FolderLock`:
+        from the start for a resumed run, from its opening for a fresh one); a run stopped by
+        a signal (:class:`~.stopping.Interrupted`) learns its folder, and the folder loses the
+        ``*.tmp`` files of writes cut short."""
+        self._lock = (stopping.FolderLock(self.out)
+                      if self.out is not None and self.dist.rank == 0 else None)
+        try:
+            if self._lock is not None and not self._fresh:
+                self._lock.acquire()
+            return play()
+        except stopping.Interrupted as stop:
+            stop.out = self.out
+            if self.out is not None and self.dist.rank == 0:
+                stopping.remove_partial_files(self.out)
+            raise
+        finally:
+            if self._lock is not None:
+                self._lock.release()
 
     def _start(self) -> bool:
         """Begins a ``run()`` (its folder not opened yet); whether this process writes."""

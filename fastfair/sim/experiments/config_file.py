@@ -33,9 +33,12 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
 from fastfair._files import read_regular_file
+from fastfair._limits import check_tree
 from fastfair._options import OptionSpec, check_options, dataclass_options
 from fastfair.sim.config import SimulationConfig
 
+#: Longest configuration file read (a configuration is a few kilobytes).
+MAX_FILE_BYTES = 16 * 2**20
 #: File name endings and the format each is read as.
 FORMATS = {".toml": "TOML", ".yaml": "YAML", ".yml": "YAML", ".json": "JSON"}
 #: The keys of a configuration file besides the configuration's fields (and the ``config``
@@ -82,10 +85,15 @@ def read_file(path: Union[str, "os.PathLike[str]"]) -> Dict[str, Any]:
     """The mapping in the TOML, YAML or JSON file ``path`` (its format by its ending:
     :data:`FORMATS`).
 
+    The parsed document is bounded before anything walks it (:func:`fastfair._limits.check_tree`:
+    at most 100000 values with YAML aliases expanded, 32 levels deep, counted without expanding
+    them), and the file to :data:`MAX_FILE_BYTES`.
+
     Raises
     ------
     ValueError
-        Naming the file: another ending, not a regular file, not valid text of its format, not
+        Naming the file: another ending, not a regular file, longer than
+        :data:`MAX_FILE_BYTES`, not valid text of its format, too large or deep once parsed, not
         a mapping at the top, or the reader of its format is not installed.
     """
     where = os.fspath(path)
@@ -93,7 +101,7 @@ def read_file(path: Union[str, "os.PathLike[str]"]) -> Dict[str, Any]:
     if kind is None:
         raise ValueError(f"--config {where}: the file must end in .toml, .yaml, .yml or .json "
                          "(its format); rename it")
-    data = read_regular_file(where, "configuration file")
+    data = read_regular_file(where, "configuration file", MAX_FILE_BYTES)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -102,6 +110,9 @@ def read_file(path: Union[str, "os.PathLike[str]"]) -> Dict[str, Any]:
         value = _PARSERS[kind](text, where)
     except RecursionError:
         raise ValueError(f"{where} is not valid {kind}: nested too deeply") from None
+    check_tree(value, where)
+    if kind == "YAML":
+        value = _numbers(value)
     if not isinstance(value, dict):
         raise ValueError(f"{where} must hold a mapping of option names to values at the top; "
                          f"got {type(value).__name__}")
@@ -138,7 +149,7 @@ def _yaml(text: str, where: str) -> Any:
         raise ValueError(f"{where}: reading YAML needs the PyYAML package (pip install pyyaml), "
                          "or give the file as TOML or JSON") from None
     try:
-        return _numbers(yaml.safe_load(text))
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ValueError(f"{where} is not valid YAML ({exc})") from None
 

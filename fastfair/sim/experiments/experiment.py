@@ -154,7 +154,7 @@ class Experiment(common.Orchestration):
         ExperimentResult
             Every rule's history, final per-client accuracy, summary and final model.
         """
-        return run_tuned(self.threads, self._run)
+        return run_tuned(self.threads, lambda: self._owning(self._run))
 
     def _run(self) -> ExperimentResult:
         lead = self._start()

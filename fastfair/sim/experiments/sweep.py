@@ -47,6 +47,7 @@ from fastfair.sim.data.base import FederatedDataset
 from fastfair.sim.data.catalog import build_dataset
 from fastfair.sim.data.validation import with_validation
 from fastfair.sim.distributed import Distributed
+from fastfair.sim.experiments import stopping
 from fastfair.sim.experiments.common import (
     Orchestration,
     check_named,
@@ -212,12 +213,13 @@ class Sweep(Orchestration):
         rules, seeds = check_rules(rules), list(seeds)
         if not seeds or len(set(seeds)) != len(seeds) or not all(
                 isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
-            raise ValueError(f"seeds must be distinct integers >= 0, at least one; got {seeds}")
+            raise ValueError(f"seeds (--seeds) must be distinct integers >= 0, at least one; got "
+                             f"{seeds}")
         grid, fixed = dict(grid or {}), dict(rule_options or {})
         check_named(rules, grid=grid, rule_options=fixed)
         if baseline is not None and baseline not in rules:
-            raise ValueError(f"baseline {baseline!r} is not among the rules {rules}: pass one "
-                             "of them or None")
+            raise ValueError(f"baseline (--baseline) {baseline!r} is not among the rules "
+                             f"{rules}: pass one of them or None")
         self._settings(config.device, out, checkpoint_every, progress, dist, threads, callbacks)
         self.points = {r: grid_points(r, dict(fixed.get(r, {})), dict(grid.get(r, {})))
                        for r in rules}
@@ -259,7 +261,7 @@ class Sweep(Orchestration):
         SweepResult
             Every run, the selected grid points and the summary rows.
         """
-        return run_tuned(self.threads, self._run)
+        return run_tuned(self.threads, lambda: self._owning(self._run))
 
     def _run(self) -> SweepResult:
         lead = self._start()
@@ -346,10 +348,15 @@ class Sweep(Orchestration):
                 hooks.on_round(name, sim.finish(t, records[r], t0,
                                                 None if evaluations is None else evaluations[r]))
             bar.update(1)
-            if self.dist.rank == 0 and self.checkpoint_every and t % self.checkpoint_every == 0:
+            def save() -> None:
                 self._save(finished, started, {
                     "names": names, "states": [sim.state_dict() for sim in sims],
                     "seconds": time.perf_counter() - group_started})
+
+            if self.dist.rank == 0 and self.checkpoint_every and t % self.checkpoint_every == 0:
+                save()
+            stopping.check(names[0] if len(names) == 1 else f"{len(names)} runs", t,
+                           save if self.dist.rank == 0 and self.checkpoint_every else None)
         bar.close()
         seconds = (time.perf_counter() - group_started) / len(sims)
         finals = evaluate_runs(sims)

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from fastfair.sim.checkpoint import writing
+from fastfair._files import atomic
 
 
 def write_participation(out: Path, rule: str, availability: Any) -> None:
@@ -21,7 +21,7 @@ def write_participation(out: Path, rule: str, availability: Any) -> None:
     ids, rounds = availability.participation()
     tiers = availability.population.tier(ids)
     path = Path(out) / f"participation_{rule}.csv"
-    with writing(path), open(path, "w", newline="") as f:
+    with atomic(path, text=True) as f:
         writer = csv.writer(f)
         writer.writerow(["client", "tier", "rounds"])
         writer.writerows(zip(ids.tolist(), tiers.tolist(), rounds.tolist()))

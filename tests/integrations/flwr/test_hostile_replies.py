@@ -383,6 +383,65 @@ def test_a_rule_that_rejects_the_round_commits_nothing():
     assert_unchanged(strategy, before)
 
 
+def test_rounds_from_two_threads_each_commit_whole():
+    # The server optimiser steps only when its round commits, and the rounds are taken one at
+    # a time: every round returns a model, and the optimiser's steps equal the rule's rounds.
+    import sys
+    import threading
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        strategy = FastFairStrategy(agg.FedMABA(K), server_optimizer=agg.FedAdam(lr=0.1))
+        params = model(np.random.default_rng(0))
+        configure(strategy, params, range(K))
+        errors, results = [], []
+
+        def rounds(seed):
+            rng = np.random.default_rng(seed)
+            for r in range(20):
+                try:
+                    results.append(strategy.aggregate_train(r + 1, honest(rng, params, range(4))))
+                except Exception as exc:  # noqa: BLE001 - collected and reported below
+                    errors.append(exc)
+
+        threads = [threading.Thread(target=rounds, args=(s,)) for s in (1, 2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []
+    assert all(record is not None for record, _ in results) and len(results) == 40
+    assert strategy.aggregator.round == strategy.server_optimizer.steps == 40
+
+
+def test_a_rule_changed_behind_the_strategys_back_is_an_aggregation_error(monkeypatch):
+    # The rule's commit refuses when its state changed after the proposal: the round raises
+    # AggregationError (not the rule's RuntimeError) and neither the rule nor the optimiser
+    # has moved.
+    rng = np.random.default_rng(3)
+    strategy = FastFairStrategy(agg.FedMABA(K), server_optimizer=agg.FedAdam(lr=0.1))
+    params = model(rng)
+    configure(strategy, params, range(K))
+    strategy.aggregate_train(1, honest(rng, params, range(4)))
+    before = snapshot(strategy)
+    rule = strategy.aggregator
+    propose = rule.propose
+
+    def propose_then_reload(*args, **kwargs):
+        proposed = propose(*args, **kwargs)
+        rule.load_state_dict(rule.state_dict())  # another caller's change
+        return proposed
+
+    monkeypatch.setattr(rule, "propose", propose_then_reload)
+    with pytest.raises(AggregationError, match="could not commit round 2"):
+        strategy.aggregate_train(2, honest(rng, params, range(4)))
+    assert_unchanged(strategy, before)
+    assert strategy.server_optimizer.steps == 1
+
+
 # --------------------------------------------------------------------------- the bound
 
 def test_bound_options_are_checked_by_the_strategy():

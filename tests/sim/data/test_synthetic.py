@@ -157,7 +157,7 @@ def test_array_dataset():
     torch.testing.assert_close(b.x[1:], torch.as_tensor(clients[0][0][:4], dtype=torch.float32))
     with pytest.raises(ValueError, match="same number of features"):
         ArrayDataset([(np.ones((2, 3)), [0, 1]), (np.ones((2, 4)), [0, 1])])
-    with pytest.raises(ValueError, match="labels must be < num_classes=2"):
+    with pytest.raises(ValueError, match=r"train\[0\]: labels must be < num_classes=2; its y"):
         ArrayDataset([(np.ones((2, 3)), [0, 5])], num_classes=2)
     with pytest.raises(ValueError, match=r"train\[0\] must be x \[n, F\] and y \[n\]"):
         ArrayDataset([(np.ones((2, 3)), [0, 1, 1])])

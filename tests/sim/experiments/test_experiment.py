@@ -38,7 +38,7 @@ def test_experiment_in_memory_writes_nothing(tmp_path, monkeypatch):
     result = Experiment(SimulationConfig(clients=20, per_round=4, rounds=2, eval_every=1)).run()
     assert result.out is None and list(tmp_path.iterdir()) == []
     assert [r["round"] for r in result.histories["fedavg"]] == [1, 2]
-    with pytest.raises(ValueError, match="checkpoint_every needs an output folder"):
+    with pytest.raises(ValueError, match=r"checkpoint_every \(--checkpoint-every\) needs an "):
         Experiment(SimulationConfig(), checkpoint_every=2)
 
 

@@ -149,10 +149,13 @@ def test_resume_refuses_a_changed_or_foreign_folder(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(checkpoint_every=2), "checkpoint_every needs an output folder: pass out="),
-    (dict(checkpoint_every=-1, out="x"), "checkpoint_every must be an integer >= 0"),
-    (dict(checkpoint_every=True, out="x"), "checkpoint_every must be an integer >= 0"),
-    (dict(threads=0), "threads must be an integer >= 1"),
+    (dict(checkpoint_every=2), r"checkpoint_every \(--checkpoint-every\) needs an output "
+                               r"folder: pass out= \(--out\)"),
+    (dict(checkpoint_every=-1, out="x"), r"checkpoint_every \(--checkpoint-every\) must be"),
+    (dict(checkpoint_every=True, out="x"), r"checkpoint_every \(--checkpoint-every\) must"),
+    (dict(threads=0), r"threads \(--threads\) must be an integer in \[1, 4096\]"),
+    (dict(threads=10**6), r"threads \(--threads\) must be an integer in \[1, 4096\] or "
+                          r"None; got 10"),
     (dict(rule_options={"afl": {}}), "rule_options names 'afl', which is not run"),
 ])
 def test_bad_settings_are_refused_before_anything_is_written(tmp_path, monkeypatch, kwargs,

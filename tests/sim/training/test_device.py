@@ -77,12 +77,12 @@ def test_threads_are_chosen_and_restored():
     exp.run()
     assert seen == [(1, 1)]
     assert (torch.get_num_threads(), fastfair.get_num_threads()) == before
-    with pytest.raises(ValueError, match="threads must be an integer >= 1"):
+    with pytest.raises(ValueError, match=r"threads \(--threads\) must be an integer in "):
         Experiment(config, threads=0)
 
 
 def test_device_is_checked():
-    with pytest.raises(ValueError, match="device must be 'cpu', 'cuda' or 'cuda:N'"):
+    with pytest.raises(ValueError, match=r"device \(--device\) must be 'cpu', 'cuda' or 'cuda:N'"):
         SimulationConfig(device="gpu")
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="sees no CUDA GPU"):
