@@ -65,7 +65,7 @@ from bench.conftest import (
     sizes,
 )
 from fastfair.sim import ArrayDataset, ModuleModel, Simulation, SimulationConfig
-from fastfair.sim.models.zoo import _two_conv_cnn
+from fastfair.sim.models.zoo import two_conv_cnn
 from fastfair.sim.process import kept_heap, torch_threads
 from fastfair.sim.training.schedule import LocalTrainingConfig, minibatch_schedule
 
@@ -76,7 +76,7 @@ LR = 0.05
 
 def fedavg_cnn() -> torch.nn.Module:
     """FedAvg's CNN for 28x28 grey images and 10 classes."""
-    return _two_conv_cnn((1, 28, 28), 10, 512, "fedavg-cnn")
+    return two_conv_cnn((1, 28, 28), 10, 512, "fedavg-cnn")
 
 
 

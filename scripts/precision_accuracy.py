@@ -21,7 +21,7 @@ import numpy as np
 from fastfair.sim import ArrayDataset, ModuleModel, SimulationConfig
 from fastfair.sim.data.arrays import partition_labels
 from fastfair.sim.experiments.experiment import Experiment
-from fastfair.sim.models.zoo import _two_conv_cnn
+from fastfair.sim.models.zoo import two_conv_cnn
 from fastfair.sim.reporting.stats import mean_ci
 
 CLIENTS, PER_ROUND = 20, 10
@@ -43,7 +43,7 @@ def final_accuracy(seed: int, precision: str, rounds: int, device: str) -> Tuple
     config = SimulationConfig(clients=CLIENTS, per_round=PER_ROUND, rounds=rounds, lr=0.05,
                               batch_size=10, seed=seed, precision=precision, device=device,
                               eval_every=rounds)
-    model = ModuleModel(_two_conv_cnn((1, 8, 8), 10, 512, "fedavg-cnn"))
+    model = ModuleModel(two_conv_cnn((1, 8, 8), 10, 512, "fedavg-cnn"))
     result = Experiment(config, ["fedavg"], dataset=digit_images(seed), model=model).run()
     last = result.histories["fedavg"][-1]
     return float(np.mean(result.finals["fedavg"])), float(last["test_loss"])

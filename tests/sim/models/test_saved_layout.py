@@ -12,7 +12,7 @@ import torch
 
 from fastfair.sim import Experiment, SimulationConfig
 from fastfair.sim.data.base import FederatedDataset
-from fastfair.sim.models.zoo import build_model
+from fastfair.sim.models.catalog import build_model
 from tests.helpers import ROOT
 from tests.helpers import sim_files as sf
 

@@ -13,7 +13,7 @@ from torch import nn
 
 from fastfair.aggregators.objectives import CVaRObjective, ProximalObjective
 from fastfair.sim.models.module import ModuleModel
-from fastfair.sim.models.zoo import _two_conv_cnn
+from fastfair.sim.models.zoo import two_conv_cnn
 from fastfair.sim.process import torch_threads
 from fastfair.sim.seeding import CohortKeys
 from fastfair.sim.training.lanes import Lane
@@ -83,12 +83,12 @@ def test_rule_objectives_and_their_scalars_train_alone_as_batched():
 
 
 def test_large_models_train_alone_on_the_cpu_and_small_ones_batched():
-    big = ModuleModel(_two_conv_cnn((1, 28, 28), 10, 512, "cnn"))   # 1.66M parameters
+    big = ModuleModel(two_conv_cnn((1, 28, 28), 10, 512, "cnn"))   # 1.66M parameters
     small = ModuleModel(_net())
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert big.trains_alone(cpu) and not big.trains_alone(cuda)
     assert not small.trains_alone(cpu) and ModuleModel(_net(), cohort="alone").trains_alone(cpu)
-    assert not ModuleModel(_two_conv_cnn((1, 28, 28), 10, 512, "c"), cohort="vmap") \
+    assert not ModuleModel(two_conv_cnn((1, 28, 28), 10, 512, "c"), cohort="vmap") \
         .trains_alone(cpu)
     with pytest.raises(ValueError, match="cohort must be one of 'auto', 'vmap', 'alone'"):
         ModuleModel(_net(), cohort="threads")
