@@ -7,8 +7,9 @@ of ids and values, each id in exactly one run (16 bytes per touched client): a r
 already stored are updated in place in the run that holds them, its new ids form one new sorted
 run, and the newest runs merge while the run before them holds at most ``RUN_RATIO`` (4) times
 their entries. So every run holds more than 4 times the next one (at most
-:math:`\log_4 n + 1` runs), and an entry, each time a merge copies it, lands in a run at least
-1.25 times the size of its own (at most :math:`\log_{1.25} n + 1` merge copies over its life).
+:math:`\log_4 n + 1` runs), and each merge copies a run that was there before the round into
+one at least 1.25 times its size: an entry is copied by at most :math:`\log_{1.25} n + 1`
+merges over its life (the 1 for the merge that may take in the new run it arrived in).
 A round costs O(m log^2 n) for the binary searches (O(m log n) per run) and O(m log n)
 amortised for the merges, where one sorted array cost O(n) a round for its inserts. Every other
 client holds ``fill``. Once it stores half of the K clients it moves to one dense ``[K]`` array
