@@ -130,6 +130,26 @@ def test_weights_per_round(floor_report, rule, K):
     gc.collect()
 
 
+def test_aaggffd_after_many_rounds(floor_report):
+    """AAggFF-D's round at the largest K once many rounds have stored about m x rounds clients
+    in its sparse vector (sorted runs that merge geometrically): the min and median of the last
+    100 of 1000 rounds, each on fresh ids."""
+    K, rounds, tail = MAX_K, sizes(1000, 20), sizes(100, 5)
+    rng = np.random.default_rng(0)
+    agg, seconds = A.AAggFFD(K), []
+    for _ in range(rounds):
+        ids, losses = rng.choice(K, M, replace=False), rng.gamma(2.0, 0.5, M)
+        t0 = time.perf_counter()
+        agg.weights(ids, losses)
+        seconds.append(time.perf_counter() - t0)
+    last = seconds[-tail:]
+    stored = agg.state_dict()["state"]["D_ids"].shape[0]
+    case = f"AAggFFD K=1e{int(math.log10(K))} m={M} after {rounds} rounds ({stored} stored)"
+    print(f"{case}: last {tail} rounds min {min(last) * 1e6:.0f} us, median "
+          f"{np.median(last) * 1e6:.0f} us")
+    floor_report.add(case, "fastfair", min(last), M * (8 + 8 + 16 + 8))
+
+
 @pytest.mark.parametrize("K", sizes([10, 100, 1000], [10]))
 def test_aaggffs_per_round(floor_report, K):
     """AAggFF-S (cross-silo, m = K): one ONS round with its exact projection, O(K^2) state; the

@@ -2,13 +2,23 @@ r"""Per-client state whose memory and cost scale with the clients a run touches,
 
 A rule's per-client vector :math:`v \in \mathbb R^K` (AAggFF-D's ``D``, AFL's λ, FedMABA's
 :math:`\log p`) starts at one value ``fill`` for every client, and a round reads and writes only
-its m sampled entries. :class:`ClientVector` stores the entries written so far as sorted arrays
-of ids and values (16 bytes per touched client, a gather is a binary search, a round's new ids
-are merged in O(n + m log m)); every other client holds ``fill``. Once it stores half of the K
-clients it moves to one dense ``[K]`` array (8 bytes per client, O(m) per round): it never holds
-more than either form would, so a run with K = 10^10 clients of which 10^5 take part keeps
-1.6 MB, where a dense array would be 80 GB (and, allocated lazily by the kernel, would fault in
-and zero a 2 MB huge page at each of the rounds' random writes).
+its m sampled entries. :class:`ClientVector` stores the n entries written so far as sorted runs
+of ids and values, each id in exactly one run (16 bytes per touched client): a round's ids
+already stored are updated in place in the run that holds them, its new ids form one new sorted
+run, and the newest runs merge while the run before them holds at most ``RUN_RATIO`` (4) times
+their entries. So every run holds more than 4 times the next one (at most
+:math:`\log_4 n + 1` runs), and each merge copies a run that was there before the round into
+one at least 1.25 times its size: an entry is copied by at most :math:`\log_{1.25} n + 1`
+merges over its life (the 1 for the merge that may take in the new run it arrived in).
+A round costs O(m log^2 n) for the binary searches (O(m log n) per run) and O(m log n)
+amortised for the merges, where one sorted array cost O(n) a round for its inserts. Every other
+client holds ``fill``. Once it stores half of the K clients it moves to one dense ``[K]`` array
+(8 bytes per client, O(m) per round): it never stores more than either form would (16 n bytes in
+runs, n < K/2, plus the headers of at most :math:`\log_4 n + 1` runs; while a merge of s <= n
+entries runs it holds up to 32 s bytes more, the merged copy and its sort order, where one
+sorted array's insert held 16 n more), so a run with K = 10^10 clients of which 10^5 take part
+keeps 1.6 MB, where a dense array would be 80 GB (and, allocated lazily
+by the kernel, would fault in and zero a 2 MB huge page at each of the rounds' random writes).
 
 The values are the dense ones bit for bit: a gather returns exactly what the dense array would
 hold, so a rule computes the same float64 operations in the same order either way.
@@ -16,13 +26,14 @@ hold, so a rule computes the same float64 operations in the same order either wa
 In a ``state_dict`` (format version 3) a vector ``name`` is three keys: ``name_ids`` (int64,
 strictly increasing, in ``[0, K)``), ``name_values`` (float64, one per id) and ``name_fill``
 (the value of every client not listed). Only entries whose bits differ from ``fill`` are listed,
-so the snapshot is the same whichever form holds the vector. Version 1 and 2 snapshots held the
-dense ``name`` ``[K]``; :func:`upgrade` reads them.
+so the snapshot is the same whichever form holds the vector; it is built on demand from the
+runs in O(n). Version 1 and 2 snapshots held the dense ``name`` ``[K]``;
+:func:`upgrade` reads them.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, NamedTuple, Optional
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -32,9 +43,24 @@ from fastfair.aggregators._checks import StateSpec
 #: sparse arrays, 16 bytes a client, would take as much as the dense one, 8 bytes a client).
 DENSE_FRACTION = 0.5
 
+#: The newest runs merge while the run before them holds at most this many times their entries,
+#: so each run holds more than this many times the next one.
+RUN_RATIO = 4
+
+
+_NO_IDS = np.empty(0, dtype=np.int64)
+_NO_VALUES = np.empty(0, dtype=np.float64)
+
 
 def _bits(values: np.ndarray) -> np.ndarray:
     return values.view(np.uint64)
+
+
+class _Run(NamedTuple):
+    """Stored entries: ``ids`` ``[s]`` int64 strictly increasing, ``values`` ``[s]`` float64."""
+
+    ids: np.ndarray
+    values: np.ndarray
 
 
 class _Store(NamedTuple):
@@ -43,17 +69,46 @@ class _Store(NamedTuple):
     commit: at worst stale values, and that round is refused (the contract's Threads)."""
 
     fill: float
-    ids: np.ndarray            # [n] int64, strictly increasing (empty once dense)
-    values: np.ndarray         # [n] float64
+    runs: Tuple[_Run, ...]       # disjoint ids; each > RUN_RATIO x the next; () once dense
     dense: Optional[np.ndarray]  # [K] float64, or None while sparse
 
 
-def _sparse(fill: float, ids: np.ndarray, values: np.ndarray) -> _Store:
-    return _Store(float(fill), ids, values, None)
+def _sparse(fill: float, runs: Tuple[_Run, ...]) -> _Store:
+    return _Store(float(fill), runs, None)
 
 
-_NO_IDS = np.empty(0, dtype=np.int64)
-_NO_VALUES = np.empty(0, dtype=np.float64)
+def _count(runs: Tuple[_Run, ...]) -> int:
+    return sum(int(run.ids.shape[0]) for run in runs)
+
+
+def _find(run: _Run, ids: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """``(hit, pos)``: which of ``ids`` ``[m]`` the run holds, and where (``pos[hit]``)."""
+    pos = np.searchsorted(run.ids, ids)
+    hit = run.ids[np.minimum(pos, run.ids.shape[0] - 1)] == ids
+    return hit, pos
+
+
+def _merged(runs: Tuple[_Run, ...]) -> _Run:
+    """One run holding the s entries of ``runs`` (disjoint ids): a stable sort (timsort) of
+    their concatenation, which finds the sorted runs in it and merges them, O(s) for runs whose
+    sizes fall geometrically; 32 s bytes beside the runs at most (the copy and its order)."""
+    ids = np.concatenate([run.ids for run in runs])
+    order = np.argsort(ids, kind="stable")
+    ids = ids[order]
+    return _Run(ids, np.concatenate([run.values for run in runs])[order])
+
+
+def _appended(runs: Tuple[_Run, ...], new: _Run) -> Tuple[_Run, ...]:
+    """``runs`` with the run ``new`` after them, the newest merged while the one before them
+    holds at most ``RUN_RATIO`` times their entries (so each run keeps more than that many
+    times the next)."""
+    first, size = len(runs), int(new.ids.shape[0])
+    while first and runs[first - 1].ids.shape[0] <= RUN_RATIO * size:
+        first -= 1
+        size += int(runs[first].ids.shape[0])
+    if first == len(runs):
+        return runs + (new,)
+    return runs[:first] + (_merged(runs[first:] + (new,)),)
 
 
 class ClientVector:
@@ -66,14 +121,15 @@ class ClientVector:
     fill
         The value of every client not yet written.
 
-    Operations (m ids, n entries stored): :meth:`gather` O(m log n), :meth:`scatter`
-    O(n + m log m) while sparse and O(m) once dense, :meth:`dense` O(K). Reads are safe beside a
+    Operations (m ids, n entries stored): :meth:`gather` O(m log^2 n) (a binary search in each
+    of at most :math:`\log_4 n + 1` runs), :meth:`scatter` the same plus O(m log n) amortised
+    for the merges while sparse, O(m) once dense; :meth:`dense` O(K). Reads are safe beside a
     concurrent write (they see the state before or after it, or stale values of it).
     """
 
     def __init__(self, num_clients: int, fill: float) -> None:
         self.num_clients = int(num_clients)
-        self._store = _sparse(fill, _NO_IDS, _NO_VALUES)
+        self._store = _sparse(fill, ())
 
     @property
     def fill(self) -> float:
@@ -84,7 +140,7 @@ class ClientVector:
     def stored(self) -> int:
         """How many entries the vector holds in memory (K once dense)."""
         store = self._store
-        return self.num_clients if store.dense is not None else int(store.ids.shape[0])
+        return self.num_clients if store.dense is not None else _count(store.runs)
 
     def gather(self, ids: np.ndarray) -> np.ndarray:
         """:math:`v_{ids}` ``[m]`` float64 (a new array) for int64 ids in ``[0, K)``."""
@@ -92,11 +148,9 @@ class ClientVector:
         if store.dense is not None:
             return store.dense[ids]
         out = np.full(ids.shape[0], store.fill)
-        n = store.ids.shape[0]
-        if n:
-            pos = np.minimum(np.searchsorted(store.ids, ids), n - 1)
-            hit = store.ids[pos] == ids
-            out[hit] = store.values[pos[hit]]
+        for run in store.runs:
+            hit, pos = _find(run, ids)
+            out[hit] = run.values[pos[hit]]
         return out
 
     def scatter(self, ids: np.ndarray, values: np.ndarray, *,
@@ -108,30 +162,33 @@ class ClientVector:
         current one and replaces it in one assignment, so a failure (e.g. ``MemoryError``)
         leaves the vector exactly as it was; only a write that grows nothing is in place.
         """
-        store = self._store if fill is None else _sparse(fill, _NO_IDS, _NO_VALUES)
+        store = self._store if fill is None else _sparse(fill, ())
         if store.dense is not None:
             store.dense[ids] = values
             return
-        n = store.ids.shape[0]
-        pos = np.searchsorted(store.ids, ids)
-        hit = store.ids[np.minimum(pos, n - 1)] == ids if n else np.zeros(ids.shape[0], bool)
-        new = ~hit
-        if not new.any():
-            store.values[pos[hit]] = values[hit]
-            self._store = store
-            return
-        kept = store.values.copy()
-        kept[pos[hit]] = values[hit]
-        order = np.argsort(ids[new], kind="stable")
-        at, new_ids, new_values = pos[new][order], ids[new][order], values[new][order]
-        # np.insert places equal positions in the order given, so the ids stay sorted.
-        grown = _sparse(store.fill, np.insert(store.ids, at, new_ids),
-                        np.insert(kept, at, new_values))
-        self._store = _densified(grown, self.num_clients)
+        new = np.ones(ids.shape[0], dtype=bool)
+        for run in store.runs:
+            new &= ~_find(run, ids)[0]
+        grown = store
+        if new.any():
+            new_ids, new_values = ids[new], values[new]
+            order = np.argsort(new_ids, kind="stable")
+            runs = _appended(store.runs, _Run(new_ids[order], new_values[order]))
+            grown = _densified(_sparse(store.fill, runs), self.num_clients)
+        # Everything that allocates is built; the values are written last, in place (into
+        # runs kept from the current store, merged copies or the new dense array).
+        if grown.dense is not None:
+            grown.dense[ids] = values
+        else:
+            writes = [(run.values, pos[hit], values[hit])
+                      for run in grown.runs for hit, pos in [_find(run, ids)]]
+            for target, at, value in writes:
+                target[at] = value
+        self._store = grown
 
     def reset(self, fill: float) -> None:
         """Every entry becomes ``fill`` (O(1): the vector empties)."""
-        self._store = _sparse(fill, _NO_IDS, _NO_VALUES)
+        self._store = _sparse(fill, ())
 
     def dense(self) -> np.ndarray:
         """The whole vector ``[K]`` float64 (a new array; O(K) memory and time)."""
@@ -148,8 +205,9 @@ class ClientVector:
             ids = np.flatnonzero(_bits(store.dense) != fill_bits).astype(np.int64)
             values = store.dense[ids]
         else:
-            keep = _bits(store.values) != fill_bits
-            ids, values = store.ids[keep], store.values[keep]
+            run = _merged(store.runs) if store.runs else _Run(_NO_IDS, _NO_VALUES)
+            keep = _bits(run.values) != fill_bits
+            ids, values = run.ids[keep], run.values[keep]
         return {f"{name}_ids": ids, f"{name}_values": values, f"{name}_fill": store.fill}
 
     @staticmethod
@@ -161,27 +219,29 @@ class ClientVector:
 
     @classmethod
     def from_state(cls, state: Dict[str, Any], name: str, num_clients: int) -> "ClientVector":
-        """A vector from checked state keys (see :func:`check_state`); the arrays are taken
-        over, not copied."""
+        """A vector from checked state keys (see :func:`check_state`), as one run; the arrays
+        are taken over, not copied."""
         vec = cls(num_clients, state[f"{name}_fill"])
-        vec._store = _densified(_sparse(state[f"{name}_fill"], state[f"{name}_ids"],
-                                        state[f"{name}_values"]), num_clients)
+        ids = state[f"{name}_ids"]
+        runs = (_Run(ids, state[f"{name}_values"]),) if ids.shape[0] else ()
+        vec._store = _densified(_sparse(state[f"{name}_fill"], runs), num_clients)
         return vec
 
 
 def _densified(store: _Store, num_clients: int) -> _Store:
     """``store`` as one dense ``[K]`` array once it holds ``DENSE_FRACTION`` of the K clients
     (and at least one), else unchanged."""
-    n = store.ids.shape[0]
+    n = _count(store.runs)
     if n == 0 or n < DENSE_FRACTION * num_clients:
         return store
-    return _Store(store.fill, _NO_IDS, _NO_VALUES, _expanded(store, num_clients))
+    return _Store(store.fill, (), _expanded(store, num_clients))
 
 
 def _expanded(store: _Store, num_clients: int) -> np.ndarray:
     """A sparse ``store`` as a new dense ``[K]`` array: ``fill``, its stored values at its ids."""
     dense = np.full(num_clients, store.fill)
-    dense[store.ids] = store.values
+    for run in store.runs:
+        dense[run.ids] = run.values
     return dense
 
 
@@ -212,7 +272,7 @@ def upgrade(given: Dict[str, Any], name: str, num_clients: int, fill: float,
         return given
     dense = StateSpec((num_clients,), lo=lo).check(given[name], f"state[{name!r}]")
     vec = ClientVector(num_clients, fill)
-    vec._store = _Store(float(fill), _NO_IDS, _NO_VALUES, dense)
+    vec._store = _Store(float(fill), (), dense)
     out = {k: v for k, v in given.items() if k != name}
     out.update(vec.state(name))
     return out

@@ -63,6 +63,77 @@ def test_vector_matches_a_dense_array_bit_for_bit(ops, monkeypatch):
     assert vec.stored <= K
 
 
+def _check_runs(vec):
+    """The runs' invariants: each sorted, ids disjoint, each holding more than ``RUN_RATIO``
+    times the next, and as many entries as ``stored``."""
+    runs = vec._store.runs
+    for run in runs:
+        assert run.ids.dtype == np.int64 and run.values.dtype == np.float64
+        assert run.ids.shape == run.values.shape and (np.diff(run.ids) > 0).all()
+    for bigger, smaller in zip(runs, runs[1:]):
+        assert bigger.ids.shape[0] > cv.RUN_RATIO * smaller.ids.shape[0]
+    ids = np.concatenate([run.ids for run in runs]) if runs else np.empty(0, np.int64)
+    assert np.unique(ids).shape == ids.shape and ids.shape[0] == vec.stored
+
+
+@pytest.mark.parametrize("ratio, seed", [(4, 0), (2, 1), (4, 2), (8, 3)])
+def test_runs_match_a_dense_array_over_many_rounds(ratio, seed, monkeypatch):
+    """Hundreds of rounds of fresh and stored ids (merges over several levels, then rounds of
+    stored ids only), resets and state round trips against a NumPy array, bit for bit."""
+    monkeypatch.setattr(cv, "DENSE_FRACTION", np.inf)
+    monkeypatch.setattr(cv, "RUN_RATIO", ratio)
+    K, rng = 3000, np.random.default_rng(seed)
+    vec, ref, most_runs = cv.ClientVector(K, 0.0), np.zeros(K), 0
+    for step in range(400):
+        ids = rng.choice(K, int(rng.integers(1, 40)), replace=False).astype(np.int64)
+        np.testing.assert_array_equal(_bits(vec.gather(ids)), _bits(ref[ids]))
+        values = rng.standard_normal(ids.shape[0])
+        values[rng.random(ids.shape[0]) < 0.1] = vec.fill  # stored, equal to the fill
+        vec.scatter(ids, values)
+        ref[ids] = values
+        _check_runs(vec)
+        most_runs = max(most_runs, len(vec._store.runs))
+        if step % 37 == 36:  # a snapshot, and the vector rebuilt from it, continues the same
+            state = vec.state("v")
+            differ = np.flatnonzero(_bits(ref) != _bits(np.float64(vec.fill)))
+            np.testing.assert_array_equal(state["v_ids"], differ)
+            np.testing.assert_array_equal(_bits(state["v_values"]), _bits(ref[differ]))
+            cv.check_state(state, "v", K)
+            vec = cv.ClientVector.from_state(state, "v", K)
+        if step % 150 == 149:
+            vec.reset(float(step))
+            ref.fill(float(step))
+        if step % 50 == 0:
+            np.testing.assert_array_equal(_bits(vec.dense()), _bits(ref))
+    np.testing.assert_array_equal(_bits(vec.dense()), _bits(ref))
+    assert most_runs >= 3  # several levels were merged
+
+
+def test_merges_copy_each_entry_a_logarithmic_number_of_times(monkeypatch):
+    """Rounds of fresh ids: the merges copy each entry at most log_1.25(n) + 1 times (where one
+    sorted array copied all n stored entries each round), and at most log_4(n) + 1 runs stay."""
+    copied = []
+
+    def counted(runs):
+        merged = merge(runs)
+        copied.append(merged.ids.shape[0])
+        return merged
+
+    merge = cv._merged
+    monkeypatch.setattr(cv, "_merged", counted)
+    K, m, rounds, rng = 10**12, 20, 500, np.random.default_rng(0)
+    vec, inserted = cv.ClientVector(K, 0.0), 0
+    for _ in range(rounds):
+        vec.scatter(rng.choice(K, m, replace=False).astype(np.int64), np.ones(m))
+        inserted += vec.stored  # what one sorted array would have copied this round
+        assert len(vec._store.runs) <= np.log(vec.stored) / np.log(cv.RUN_RATIO) + 1
+    n = vec.stored
+    assert n == m * rounds
+    ratio = 1 + 1 / cv.RUN_RATIO
+    assert sum(copied) <= n * (np.log(n) / np.log(ratio) + 1) < inserted / 5
+    _check_runs(vec)
+
+
 def test_storage_follows_the_clients_touched():
     vec = cv.ClientVector(100, 0.0)
     vec.scatter(np.array([7, 3], np.int64), np.array([1.0, 2.0]))
