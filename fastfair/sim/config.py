@@ -11,9 +11,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
-from fastfair._options import check_options, dataclass_options
+from fastfair._options import check_name, check_options, dataclass_options
 from fastfair.aggregators.bounds import NORM_REFERENCES, check_bound
 from fastfair.aggregators.over_groups import PRIORS, SHARES
+from fastfair.aggregators.registry import RULES as RULE_NAMES
+from fastfair.methods import METHODS
 from fastfair.sim.data import registry
 
 DATASETS = tuple(registry.DATASETS)
@@ -180,6 +182,7 @@ class SimulationConfig:
         values = dataclasses.asdict(self)
         spec = dataclass_options(type(self))
         check_options("SimulationConfig", values, spec)
+        check_name("rule (--rule)", self.rule, [*RULE_NAMES, *METHODS])
         for name, value in values.items():
             if isinstance(value, float) and not math.isfinite(value):
                 raise ValueError(f"{_named(name)} must be finite; got {value}")

@@ -34,25 +34,51 @@ from typing import (
     cast,
 )
 
+import numpy as np
 import torch
 
 from fastfair.sim import checkpoint
 from fastfair.sim.distributed import Distributed
 from fastfair.sim.reporting import report
 from fastfair.sim.reporting.callbacks import CallbackList, RoundCallback
+from fastfair.sim.rounds.registry import runner_class
 from fastfair.sim.rounds.runner import Runner
 
 CHECKPOINT = "checkpoint.pt"
 
 
 # ---------------------------------------------------------------------------------- checks
-def check_rules(rules: Sequence[str]) -> List[str]:
-    """``rules`` as a list; raises ValueError unless they are distinct and at least one."""
+def check_rules(rules: Union[str, Sequence[str]]) -> List[str]:
+    """``rules`` as a list (one name given as a string is a list of one); raises ValueError
+    unless they are distinct known rule or method names, at least one, and TypeError when
+    ``rules`` is not a string or a sequence of strings."""
+    if isinstance(rules, str):
+        rules = [rules]
+    if not isinstance(rules, Sequence) or not all(isinstance(r, str) for r in rules):
+        raise TypeError(f"rules must be a rule name or a list of rule names, e.g. "
+                        f"['fedavg', 'term']; got {rules!r}")
     rules = list(rules)
+    for rule in rules:
+        runner_class(rule)  # an unknown name: ValueError with the closest one
     if not rules or len(set(rules)) != len(rules):
         raise ValueError(f"rules must be distinct names, at least one; got {rules}: name each "
                          "rule once")
     return rules
+
+
+def check_seeds(seeds: Union[int, Sequence[int]]) -> List[int]:
+    """``seeds`` as a list (one integer is a list of one); raises ValueError unless they are
+    distinct integers >= 0, at least one."""
+    if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
+        seeds = [int(seeds)]
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, (Sequence, range, np.ndarray)):
+        raise ValueError(f"seeds must be an integer or a list of integers >= 0, e.g. [0, 1, 2]; "
+                         f"got {seeds!r}")
+    seeds = [int(s) if isinstance(s, np.integer) else s for s in seeds]
+    if not seeds or len(set(seeds)) != len(seeds) or not all(
+            isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
+        raise ValueError(f"seeds must be distinct integers >= 0, at least one; got {seeds}")
+    return seeds
 
 
 def check_named(rules: Sequence[str], **named: Mapping[str, Any]) -> None:

@@ -68,7 +68,8 @@ class Experiment(common.Orchestration):
         The shared configuration; its ``rule`` / ``rule_options`` are used when ``rules`` is
         None.
     rules
-        Names of rules (:data:`fastfair.aggregators.RULES`) and methods (FedEvg, SuPerFed).
+        Names of rules (:data:`fastfair.aggregators.RULES`) and methods (FedEvg, SuPerFed); one
+        name may be given as a string.
     rule_options
         ``{rule: {option: value}}``; a rule without an entry runs with its defaults.
     out
@@ -107,7 +108,8 @@ class Experiment(common.Orchestration):
 
     CONFIG = CONFIG
 
-    def __init__(self, config: SimulationConfig, rules: Optional[Sequence[str]] = None,
+    def __init__(self, config: SimulationConfig,
+                 rules: Union[str, Sequence[str], None] = None,
                  rule_options: Optional[Mapping[str, Mapping[str, Any]]] = None, *,
                  out: Union[str, Path, None] = None, checkpoint_every: int = 0,
                  progress: bool = False, dataset: Optional[FederatedDataset] = None,

@@ -50,6 +50,7 @@ from fastfair.sim.experiments.common import (
     Orchestration,
     check_named,
     check_rules,
+    check_seeds,
     play_alone,
     round_hooks,
     run_summary,
@@ -153,10 +154,11 @@ class Sweep(Orchestration):
         run). With ``validation`` > 0, every run holds out that fraction of each client's
         training samples and the grid point of each rule is chosen on it.
     rules
-        Rule and method names.
+        Rule and method names (one name may be given as a string).
     seeds
-        Seeds; runs of one seed share data, initial model and client samples (a
-        :class:`~fastfair.sim.models.module.ModuleModel` given as ``model`` starts each seed
+        Seeds (one may be given as an integer); runs of one seed share data, initial model and
+        client samples (a :class:`~fastfair.sim.models.module.ModuleModel` given as ``model``
+        starts each seed
         from weights drawn from that seed, unless built with ``init="given"``).
     grid
         ``{rule: {option: [values]}}``: every combination is a grid point of the rule.
@@ -191,8 +193,8 @@ class Sweep(Orchestration):
 
     CONFIG = CONFIG
 
-    def __init__(self, config: SimulationConfig, rules: Sequence[str],
-                 seeds: Sequence[int] = (0,),
+    def __init__(self, config: SimulationConfig, rules: Union[str, Sequence[str]],
+                 seeds: Union[int, Sequence[int]] = (0,),
                  grid: Optional[Mapping[str, Mapping[str, Sequence[Any]]]] = None,
                  rule_options: Optional[Mapping[str, Mapping[str, Any]]] = None, *,
                  baseline: Optional[str] = None, select: str = "acc_mean",
@@ -203,10 +205,7 @@ class Sweep(Orchestration):
                  dist: Optional[Distributed] = None, threads: Optional[int] = 1,
                  fair_over: Optional[str] = None, group_prior: Optional[str] = None) -> None:
         config = with_fairness(config.with_clients_of(dataset), fair_over, group_prior)
-        rules, seeds = check_rules(rules), list(seeds)
-        if not seeds or len(set(seeds)) != len(seeds) or not all(
-                isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
-            raise ValueError(f"seeds must be distinct integers >= 0, at least one; got {seeds}")
+        rules, seeds = check_rules(rules), check_seeds(seeds)
         grid, fixed = dict(grid or {}), dict(rule_options or {})
         check_named(rules, grid=grid, rule_options=fixed)
         if baseline is not None and baseline not in rules:
