@@ -84,7 +84,21 @@ Writing a rule
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, ClassVar, Dict, Literal, Optional, Tuple, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    ClassVar,
+    Dict,
+    List,
+    Literal,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+    overload,
+)
 
 import numpy as np
 
@@ -95,6 +109,13 @@ from fastfair.aggregators._state import FORMAT_VERSION, StateChecks
 from fastfair.aggregators.objectives import ClientObjective
 from fastfair.state import StateDict
 
+if TYPE_CHECKING:
+    import torch
+
+#: Client ids ``[m]`` on the host: a NumPy integer array or a sequence of ints.
+HostIds = Union[np.ndarray, Sequence[int]]
+#: A per-client vector ``[m]`` on the host (losses, sample counts).
+HostVector = Union[np.ndarray, Sequence[float]]
 #: Round inputs a caller computes from the cohort's pseudo-gradients; every other input a rule
 #: declares is reported by the clients' objective.
 UPDATE_INPUTS = ("updates", "sq_norms")
@@ -193,6 +214,26 @@ class Aggregator(StateChecks):
         return None
 
     # ------------------------------------------------------------------ round protocol
+    @overload
+    def weights(self, client_ids: "torch.Tensor", losses: None = None,
+                num_samples: Optional[Union[HostVector, "torch.Tensor"]] = None,
+                **round_inputs: Any) -> "torch.Tensor": ...
+
+    @overload
+    def weights(self, client_ids: Union[HostIds, "torch.Tensor"], losses: "torch.Tensor",
+                num_samples: Optional[Union[HostVector, "torch.Tensor"]] = None,
+                **round_inputs: Any) -> "torch.Tensor": ...
+
+    @overload
+    def weights(self, client_ids: HostIds, losses: None = None,
+                num_samples: Optional[Union[HostVector, "torch.Tensor"]] = None,
+                **round_inputs: Any) -> np.ndarray: ...
+
+    @overload
+    def weights(self, client_ids: Union[HostIds, "torch.Tensor"], losses: HostVector,
+                num_samples: Optional[Union[HostVector, "torch.Tensor"]] = None,
+                **round_inputs: Any) -> np.ndarray: ...
+
     def weights(self, client_ids: Any, losses: Any = None, num_samples: Any = None,
                 **round_inputs: Any) -> Any:
         r"""Mixing coefficients ``[m]`` over the participating clients; advances the state.
@@ -217,6 +258,26 @@ class Aggregator(StateChecks):
         coef, commit = self.propose(client_ids, losses, num_samples, **round_inputs)
         commit()
         return coef
+
+    @overload
+    def propose(self, client_ids: "torch.Tensor", losses: None = None,
+                num_samples: Optional[Union[HostVector, "torch.Tensor"]] = None,
+                **round_inputs: Any) -> Tuple["torch.Tensor", Commit]: ...
+
+    @overload
+    def propose(self, client_ids: Union[HostIds, "torch.Tensor"], losses: "torch.Tensor",
+                num_samples: Optional[Union[HostVector, "torch.Tensor"]] = None,
+                **round_inputs: Any) -> Tuple["torch.Tensor", Commit]: ...
+
+    @overload
+    def propose(self, client_ids: HostIds, losses: None = None,
+                num_samples: Optional[Union[HostVector, "torch.Tensor"]] = None,
+                **round_inputs: Any) -> Tuple[np.ndarray, Commit]: ...
+
+    @overload
+    def propose(self, client_ids: Union[HostIds, "torch.Tensor"], losses: HostVector,
+                num_samples: Optional[Union[HostVector, "torch.Tensor"]] = None,
+                **round_inputs: Any) -> Tuple[np.ndarray, Commit]: ...
 
     def propose(self, client_ids: Any, losses: Any = None, num_samples: Any = None,
                 **round_inputs: Any) -> Tuple[Any, Commit]:
@@ -321,6 +382,29 @@ class Aggregator(StateChecks):
             raise TypeError(f"unexpected round input(s): {', '.join(sorted(round_inputs))}")
 
     # ------------------------------------------------------------------ aggregation
+    @overload
+    def aggregate(self, updates: "torch.Tensor", coefficients: Any = None, *,
+                  base: Optional["torch.Tensor"] = None, lr: float = 1.0,
+                  out: Optional["torch.Tensor"] = None) -> "torch.Tensor": ...
+
+    @overload
+    def aggregate(self, updates: np.ndarray, coefficients: Any = None, *,
+                  base: Optional[np.ndarray] = None, lr: float = 1.0,
+                  out: Optional[np.ndarray] = None) -> np.ndarray: ...
+
+    @overload
+    def aggregate(self, updates: Sequence[Mapping[str, Any]], coefficients: Any = None, *,
+                  base: Optional[Mapping[str, Any]] = None, lr: float = 1.0,
+                  out: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]: ...
+
+    @overload
+    def aggregate(self, updates: Sequence[Sequence[Any]], coefficients: Any = None, *,
+                  base: Any = None, lr: float = 1.0, out: Any = None) -> List[Any]: ...
+
+    @overload
+    def aggregate(self, updates: Any, coefficients: Any = None, *, base: Any = None,
+                  lr: float = 1.0, out: Any = None) -> Any: ...
+
     def aggregate(self, updates: Any, coefficients: Any = None, *, base: Any = None,
                   lr: float = 1.0, out: Any = None) -> Any:
         r"""Applies round coefficients to the client updates.
@@ -329,8 +413,11 @@ class Aggregator(StateChecks):
            \quad\text{(or returns } \textstyle\sum_i c_i X_i \text{ without ``base``)}
 
         ``updates`` are pseudo-gradients ``X_i = global - local_i``: ``[m, *S]``, m lists of L
-        arrays, or a :class:`fastfair.ops.Accumulator` already holding ``sum_i c_i X_i`` (then
-        ``coefficients`` is None). Runs through :func:`fastfair.ops.weighted_average`.
+        arrays, N ``state_dict`` s or ``nn.Module`` s (a dict back; integer entries such as
+        BatchNorm's ``num_batches_tracked`` are not averaged: see
+        :func:`fastfair.ops.weighted_average`), or a :class:`fastfair.ops.Accumulator` already
+        holding ``sum_i c_i X_i`` (then ``coefficients`` is None). Runs through
+        :func:`fastfair.ops.weighted_average`.
         """
         if isinstance(updates, ops.Accumulator):
             if coefficients is not None:
