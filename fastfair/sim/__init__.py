@@ -27,7 +27,13 @@ from fastfair.sim.data import (
     digits_dataset,
 )
 from fastfair.sim.distributed import Distributed
-from fastfair.sim.experiments import Experiment, ExperimentResult, Sweep, SweepResult
+from fastfair.sim.experiments import (
+    Experiment,
+    ExperimentResult,
+    Sweep,
+    SweepResult,
+    load_run,
+)
 from fastfair.sim.models import MLP, LogisticRegression, ModuleModel, make_model
 from fastfair.sim.reporting import (
     CSVLogger,
@@ -47,5 +53,6 @@ __all__ = [
     "LogisticRegression", "MLP", "ModuleModel", "RoundCallback", "Simulation",
     "SimulationConfig", "SuperFedSimulation", "Sweep", "SweepResult", "SweepRun",
     "SyntheticDataset", "TensorBoardLogger", "WandbLogger", "digits_dataset",
-    "evaluate_clients", "fairness_metrics", "make_model", "make_runner", "train_clients",
+    "evaluate_clients", "fairness_metrics", "load_run", "make_model", "make_runner",
+    "train_clients",
 ]

@@ -179,8 +179,7 @@ def advance(bar: Any, record: Dict[str, Any]) -> None:
     round's ``record``."""
     bar.update(1)
     if "acc_mean" in record:
-        bar.set_postfix(mean=f"{100 * record['acc_mean']:.1f}%",
-                        worst10=f"{100 * record['acc_worst10']:.1f}%")
+        bar.set_postfix(mean=f"{record['acc_mean']:.3f}", worst10=f"{record['acc_worst10']:.3f}")
 
 
 # ---------------------------------------------------------------------------------- callbacks

@@ -58,7 +58,7 @@ from fastfair.sim.experiments.common import (
 )
 from fastfair.sim.models.flat import FlatModel
 from fastfair.sim.process import run_tuned
-from fastfair.sim.reporting import report, sweep_report
+from fastfair.sim.reporting import report, sweep_report, tidy
 from fastfair.sim.reporting.callbacks import RoundCallback
 from fastfair.sim.reporting.stats import (
     SummaryRow,
@@ -77,6 +77,9 @@ METRICS = ("acc_mean", "acc_worst10", "acc_gini", "acc_variance")
 CONFIG = "sweep.json"
 #: The file of a sweep's folder holding every run's final global model.
 MODELS_FILE = "models.pt"
+#: The file of a sweep's folder holding every run's final per-client accuracy, one row per run
+#: and evaluation client (``run, rule, point, seed, client, accuracy``).
+FINALS_FILE = "sweep_final_accuracy.csv"
 #: Added to the metrics when every run's data set has groups: the worst group's accuracy and
 #: the Gini over the groups' accuracies, with their paired differences.
 GROUP_METRICS = ("acc_worst_group", "acc_gini_groups")
@@ -116,7 +119,7 @@ def grid_points(rule: str, fixed: Mapping[str, Any],
             for combo in itertools.product(*(grid[n] for n in names))]
 
 
-@dataclass
+@dataclass(repr=False)
 class SweepResult:
     """What a sweep produced: every run (:class:`~fastfair.sim.reporting.stats.SweepRun`), the grid
     point chosen per rule on the validation split (``selection``), the summary rows (mean and
@@ -128,7 +131,12 @@ class SweepResult:
     :meth:`~fastfair.sim.rounds.runner.Runner.global_state_dict` gives it (CPU tensors; a
     :class:`~fastfair.sim.models.module.ModuleModel`'s own module ``state_dict``, ready for
     ``module.load_state_dict``). The output folder holds the same as ``models.pt``
-    (``torch.load(path, weights_only=True)`` reads it)."""
+    (``torch.load(path, weights_only=True)`` reads it). ``eval_ids`` maps each seed to the ids
+    of the clients its runs' ``final`` accuracies are of.
+
+    Accuracies are fractions in [0, 1] here as in every file and table.
+    :func:`~fastfair.sim.experiments.loading.load_run` reads one back from its folder;
+    :meth:`to_pandas` gives a tidy table; a notebook displays the summary rows."""
 
     runs: List[SweepRun]
     selection: Dict[str, Dict[str, Any]]
@@ -138,10 +146,57 @@ class SweepResult:
     seconds: float
     out: Optional[Path]
     models: Dict[str, Dict[str, torch.Tensor]] = dataclasses.field(default_factory=dict)
+    eval_ids: Dict[int, np.ndarray] = dataclasses.field(default_factory=dict)
 
     def table(self) -> str:
         """The summary as ``fastfair sweep`` prints it."""
         return sweep_report.sweep_table(self.rows, self.metrics, self.baseline)
+
+    def _runs(self) -> List[tidy.Run]:
+        return [({"run": run_name(run.point, run.seed), "rule": run.rule, "point": run.point,
+                  "seed": run.seed}, run.history, run.final,
+                 self.eval_ids.get(run.seed, np.zeros(0, dtype=np.int64)))
+                for run in self.runs]
+
+    def to_records(self, kind: str = "rounds") -> List[Dict[str, Any]]:
+        """The results as tidy records (plain dicts; :mod:`~fastfair.sim.reporting.tidy`).
+
+        Parameters
+        ----------
+        kind
+            ``"rounds"``: one record per run x round x metric (``run``, ``rule``, ``point``,
+            ``seed``, ``round``, ``metric``, ``value``); ``"clients"``: one per run x
+            evaluation client (``run``, ``rule``, ``point``, ``seed``, ``client``,
+            ``accuracy``: its final test accuracy).
+
+        Returns
+        -------
+        list of dict
+            The rows, runs in order, then rounds, then metrics as recorded.
+        """
+        return tidy.records(self._runs(), kind)
+
+    def to_pandas(self, kind: str = "rounds") -> Any:
+        """:meth:`to_records` as a ``pandas.DataFrame`` (needs pandas: ``pip install pandas``).
+        ``df[df.metric == "acc_mean"].groupby(["point", "round"]).value.mean()`` gives the
+        mean curve of every grid point over its seeds."""
+        return tidy.to_pandas(self.to_records(kind))
+
+    def __repr__(self) -> str:
+        rules = list(dict.fromkeys(run.rule for run in self.runs))
+        seeds = sorted({run.seed for run in self.runs})
+        out = None if self.out is None else str(self.out)
+        return (f"SweepResult(runs={len(self.runs)}, rules={rules}, seeds={seeds}, "
+                f"baseline={self.baseline!r}, out={out!r})")
+
+    def _repr_html_(self) -> str:
+        body = [[("* " if row.selected else "") + row.point, row.n,
+                 *(row.values[m][k] for m in self.metrics for k in (0, 1))]
+                for row in self.rows]
+        header = ["point", "n", *(f"{sweep_report.label(m)} {what}" for m in self.metrics
+                                  for what in ("mean", f"± {sweep_report.CONFIDENCE:.0%} CI"))]
+        return tidy.html_table(header, body, f"{self!r} (accuracies as fractions; *: chosen "
+                               "on the validation split)")
 
 
 class Sweep(Orchestration):
@@ -264,6 +319,9 @@ class Sweep(Orchestration):
         saved_models = state.get("models", {})
         self._models: Dict[RunSpec, Dict[str, torch.Tensor]] = {
             spec: dict(saved_models[spec.name]) for spec in finished if spec.name in saved_models}
+        self._eval_ids: Dict[int, np.ndarray] = {
+            int(seed): np.asarray(ids, dtype=np.int64)
+            for seed, ids in state.get("eval_ids", {}).items()}
         current = state.get("current")
         with round_hooks(self.callbacks, self.dist) as hooks:
             for group in self._groups():
@@ -287,7 +345,7 @@ class Sweep(Orchestration):
         seconds = time.perf_counter() - started
         models = {spec.name: self._models[spec] for spec in self.specs if spec in self._models}
         result = SweepResult(runs, selection, rows, metrics, self.baseline, seconds,
-                             self.out if lead else None, models)
+                             self.out if lead else None, models, dict(self._eval_ids))
         if lead and self.out is not None:
             self._write(result)
         return result
@@ -374,6 +432,7 @@ class Sweep(Orchestration):
                        np.asarray(final, dtype=np.float64), seconds)
         self._models[spec] = {k: v.detach().cpu().clone()
                               for k, v in runner.global_state_dict().items()}
+        self._eval_ids[spec.seed] = np.asarray(runner.eval_ids, dtype=np.int64)
         hooks.on_run_end(spec.name, run_summary(spec.name, run.history, seconds))
         return run
 
@@ -384,7 +443,8 @@ class Sweep(Orchestration):
         self._checkpoint(seconds=time.perf_counter() - started, current=current, finished={
             spec.name: {"history": run.history, "final": run.final, "seconds": run.seconds}
             for spec, run in finished.items()},
-            models={spec.name: self._models[spec] for spec in finished if spec in self._models})
+            models={spec.name: self._models[spec] for spec in finished if spec in self._models},
+            eval_ids={str(seed): ids for seed, ids in self._eval_ids.items()})
 
     def _restored(self, saved: Dict[str, Any]) -> Dict[RunSpec, SweepRun]:
         """The finished runs of a checkpoint, by run."""
@@ -400,6 +460,7 @@ class Sweep(Orchestration):
         report.write_metrics(self.out, histories)
         sweep_report.write_sweep(self.out, result.runs, result.rows, result.selection,
                                  result.metrics, result.baseline, self.select)
+        tidy.write_client_accuracy(self.out / FINALS_FILE, result.to_records("clients"))
         checkpoint.save(self.out / MODELS_FILE, result.models)
 
 
