@@ -165,12 +165,36 @@ def as_saved(config: Dict[str, Any]) -> Dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------- progress
-def progress_bar(total: int, initial: int, desc: str, enabled: bool) -> Any:
-    """A tqdm bar over ``total`` rounds from ``initial`` on standard error (disabled unless
-    ``enabled``)."""
-    from tqdm import tqdm
+def interactive() -> bool:
+    """Whether someone watches this process: standard error is a terminal, or the code runs in
+    a Jupyter kernel (a notebook). A job's log file, a pipe or a test runner is not."""
+    ipython = sys.modules.get("IPython")
+    if ipython is not None:
+        shell = ipython.get_ipython()
+        if shell is not None and type(shell).__name__ == "ZMQInteractiveShell":
+            return True
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # replaced by an object without it, or closed
+        return False
 
-    return tqdm(total=total, initial=initial, desc=desc, unit="round", disable=not enabled,
+
+def check_progress(progress: Optional[bool]) -> None:
+    """Raises ValueError unless ``progress`` is True, False or None (shown when
+    :func:`interactive`)."""
+    if progress is not None and not isinstance(progress, bool):
+        raise ValueError(f"progress must be True, False or None (shown in a terminal or a "
+                         f"notebook); got {progress!r}")
+
+
+def progress_bar(total: int, initial: int, desc: str, enabled: Optional[bool]) -> Any:
+    """A bar over ``total`` rounds from ``initial``: ``tqdm.auto`` (a widget in a notebook, text
+    on standard error elsewhere), shown when ``enabled``, or, for None, when
+    :func:`interactive`."""
+    from tqdm.auto import tqdm
+
+    shown = interactive() if enabled is None else enabled
+    return tqdm(total=total, initial=initial, desc=desc, unit="round", disable=not shown,
                 dynamic_ncols=True, file=sys.stderr)
 
 
@@ -231,16 +255,17 @@ class Orchestration:
     CONFIG = "config.json"
     out: Optional[Path]
     checkpoint_every: int
-    progress: bool
+    progress: Optional[bool]
     dist: Distributed
     threads: Optional[int]
     callbacks: List[RoundCallback]
 
     def _settings(self, device: str, out: Union[str, Path, None], checkpoint_every: int,
-                  progress: bool, dist: Optional[Distributed], threads: Optional[int],
+                  progress: Optional[bool], dist: Optional[Distributed], threads: Optional[int],
                   callbacks: Optional[Sequence[RoundCallback]]) -> None:
         """Checks and keeps the settings every orchestration takes."""
         check_threads(threads)
+        check_progress(progress)
         check_checkpoint_every(checkpoint_every, out)
         self.out = None if out is None else Path(out)
         self.checkpoint_every = checkpoint_every
@@ -253,7 +278,7 @@ class Orchestration:
         self._opened = False
 
     @classmethod
-    def resume(cls: Type[_Run], out: Union[str, Path], *, progress: bool = False,
+    def resume(cls: Type[_Run], out: Union[str, Path], *, progress: Optional[bool] = None,
                dist: Optional[Distributed] = None, threads: Optional[int] = 1,
                callbacks: Optional[Sequence[RoundCallback]] = None) -> _Run:
         """The run saved in ``out``, to continue from its checkpoint with ``run()``.
@@ -322,6 +347,6 @@ class Orchestration:
             save_checkpoint(self.out, self._saved_config(), **state)
 
     def _bar(self, total: int, initial: int, desc: str):
-        """The progress bar of ``desc`` (:func:`progress_bar`, shown by rank 0 with
-        ``progress``)."""
-        return progress_bar(total, initial, desc, self.progress and self.dist.rank == 0)
+        """The progress bar of ``desc`` (:func:`progress_bar`: shown by rank 0 with
+        ``progress``, or with None when :func:`interactive`)."""
+        return progress_bar(total, initial, desc, False if self.dist.rank else self.progress)

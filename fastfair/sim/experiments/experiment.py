@@ -124,7 +124,9 @@ class Experiment(common.Orchestration):
     checkpoint_every
         Save a checkpoint every N rounds (0: never); :meth:`resume` continues from it exactly.
     progress
-        A progress bar per rule on standard error.
+        A progress bar per rule (``tqdm.auto``: a widget in a notebook, text on standard
+        error); None (default): shown when standard error is a terminal or in a notebook,
+        not in a job's log or a pipe.
     dataset, model
         Your own :class:`~fastfair.sim.data.base.FederatedDataset` / flat model instead of
         ``config.dataset`` / ``config.model``.
@@ -158,7 +160,7 @@ class Experiment(common.Orchestration):
                  rules: Union[str, Sequence[str], None] = None,
                  rule_options: Optional[Mapping[str, Mapping[str, Any]]] = None, *,
                  out: Union[str, Path, None] = None, checkpoint_every: int = 0,
-                 progress: bool = False, dataset: Optional[FederatedDataset] = None,
+                 progress: Optional[bool] = None, dataset: Optional[FederatedDataset] = None,
                  model: Optional[FlatModel] = None, dist: Optional[Distributed] = None,
                  threads: Optional[int] = 1,
                  callbacks: Optional[Sequence[RoundCallback]] = None,

@@ -233,7 +233,8 @@ class Sweep(Orchestration):
         Save a checkpoint every N rounds (0: never): the batched runs' states together, and
         the method run in progress; :meth:`resume` continues from it bit for bit.
     progress
-        A progress bar over rounds on standard error.
+        A progress bar over rounds (``tqdm.auto``); None (default): shown when standard error
+        is a terminal or in a notebook, not in a job's log or a pipe.
     callbacks
         :class:`~fastfair.sim.reporting.callbacks.RoundCallback` s that see every run's
         rounds, under the run's name (:attr:`RunSpec.name`); only rank 0 calls them, and they
@@ -254,7 +255,7 @@ class Sweep(Orchestration):
                  rule_options: Optional[Mapping[str, Mapping[str, Any]]] = None, *,
                  baseline: Optional[str] = None, select: str = "acc_mean",
                  metrics: Sequence[str] = METRICS, out: Union[str, Path, None] = None,
-                 checkpoint_every: int = 0, progress: bool = False,
+                 checkpoint_every: int = 0, progress: Optional[bool] = None,
                  callbacks: Optional[Sequence[RoundCallback]] = (), batched: bool = True,
                  dataset: Optional[FederatedDataset] = None, model: Optional[FlatModel] = None,
                  dist: Optional[Distributed] = None, threads: Optional[int] = 1,
