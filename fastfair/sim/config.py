@@ -235,7 +235,9 @@ class SimulationConfig:
         self._check_groups()
         registry.check_pair(self.dataset, self.model)
         family = registry.DATASETS[self.dataset].family
-        if family != "generated" and not (self.data_dir and os.path.isdir(self.data_dir)):
+        # With download, a data_dir not there yet is made when the files are fetched.
+        if family != "generated" and not (self.data_dir and (os.path.isdir(self.data_dir) or (
+                self.download and not os.path.lexists(self.data_dir)))):
             raise ValueError(f"dataset {self.dataset!r} is read from files: data_dir "
                              f"(--data-dir) must be an existing folder; got {self.data_dir!r} "
                              "(docs/data.md says where to get each data set)")
