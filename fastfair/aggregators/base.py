@@ -85,37 +85,26 @@ from __future__ import annotations
 
 import threading
 from typing import (
-    TYPE_CHECKING,
     Any,
     Callable,
     ClassVar,
     Dict,
-    List,
     Literal,
-    Mapping,
     Optional,
-    Sequence,
     Tuple,
-    Union,
     overload,
 )
 
 import numpy as np
 
-from fastfair import ops
 from fastfair._arrays import from_host
+from fastfair.aggregators._aggregate import Aggregating
 from fastfair.aggregators._checks import StateSpec, check_ids, check_vector
 from fastfair.aggregators._state import FORMAT_VERSION, StateChecks
+from fastfair.aggregators._types import AnyIds, Counts, HostIds, HostVector, Tensor
 from fastfair.aggregators.objectives import ClientObjective
 from fastfair.state import StateDict
 
-if TYPE_CHECKING:
-    import torch
-
-#: Client ids ``[m]`` on the host: a NumPy integer array or a sequence of ints.
-HostIds = Union[np.ndarray, Sequence[int]]
-#: A per-client vector ``[m]`` on the host (losses, sample counts).
-HostVector = Union[np.ndarray, Sequence[float]]
 #: Round inputs a caller computes from the cohort's pseudo-gradients; every other input a rule
 #: declares is reported by the clients' objective.
 UPDATE_INPUTS = ("updates", "sq_norms")
@@ -133,7 +122,7 @@ MAX_CLIENTS = int(np.iinfo(np.int64).max)
 
 # --------------------------------------------------------------------------- the base class
 
-class Aggregator(StateChecks):
+class Aggregator(StateChecks, Aggregating):
     """Base of every rule: validation, the round protocol, aggregation and the state_dict (a
     loaded one is checked by :class:`~fastfair.aggregators._state.StateChecks`).
 
@@ -215,24 +204,20 @@ class Aggregator(StateChecks):
 
     # ------------------------------------------------------------------ round protocol
     @overload
-    def weights(self, client_ids: "torch.Tensor", losses: None = None,
-                num_samples: Optional[Union[HostVector, "torch.Tensor"]] = None,
-                **round_inputs: Any) -> "torch.Tensor": ...
+    def weights(self, client_ids: Tensor, losses: None = None,
+                num_samples: Counts = None, **round_inputs: Any) -> Tensor: ...
 
     @overload
-    def weights(self, client_ids: Union[HostIds, "torch.Tensor"], losses: "torch.Tensor",
-                num_samples: Optional[Union[HostVector, "torch.Tensor"]] = None,
-                **round_inputs: Any) -> "torch.Tensor": ...
+    def weights(self, client_ids: AnyIds, losses: Tensor,
+                num_samples: Counts = None, **round_inputs: Any) -> Tensor: ...
 
     @overload
     def weights(self, client_ids: HostIds, losses: None = None,
-                num_samples: Optional[Union[HostVector, "torch.Tensor"]] = None,
-                **round_inputs: Any) -> np.ndarray: ...
+                num_samples: Counts = None, **round_inputs: Any) -> np.ndarray: ...
 
     @overload
-    def weights(self, client_ids: Union[HostIds, "torch.Tensor"], losses: HostVector,
-                num_samples: Optional[Union[HostVector, "torch.Tensor"]] = None,
-                **round_inputs: Any) -> np.ndarray: ...
+    def weights(self, client_ids: AnyIds, losses: HostVector,
+                num_samples: Counts = None, **round_inputs: Any) -> np.ndarray: ...
 
     def weights(self, client_ids: Any, losses: Any = None, num_samples: Any = None,
                 **round_inputs: Any) -> Any:
@@ -260,24 +245,20 @@ class Aggregator(StateChecks):
         return coef
 
     @overload
-    def propose(self, client_ids: "torch.Tensor", losses: None = None,
-                num_samples: Optional[Union[HostVector, "torch.Tensor"]] = None,
-                **round_inputs: Any) -> Tuple["torch.Tensor", Commit]: ...
+    def propose(self, client_ids: Tensor, losses: None = None,
+                num_samples: Counts = None, **round_inputs: Any) -> Tuple[Tensor, Commit]: ...
 
     @overload
-    def propose(self, client_ids: Union[HostIds, "torch.Tensor"], losses: "torch.Tensor",
-                num_samples: Optional[Union[HostVector, "torch.Tensor"]] = None,
-                **round_inputs: Any) -> Tuple["torch.Tensor", Commit]: ...
+    def propose(self, client_ids: AnyIds, losses: Tensor,
+                num_samples: Counts = None, **round_inputs: Any) -> Tuple[Tensor, Commit]: ...
 
     @overload
     def propose(self, client_ids: HostIds, losses: None = None,
-                num_samples: Optional[Union[HostVector, "torch.Tensor"]] = None,
-                **round_inputs: Any) -> Tuple[np.ndarray, Commit]: ...
+                num_samples: Counts = None, **round_inputs: Any) -> Tuple[np.ndarray, Commit]: ...
 
     @overload
-    def propose(self, client_ids: Union[HostIds, "torch.Tensor"], losses: HostVector,
-                num_samples: Optional[Union[HostVector, "torch.Tensor"]] = None,
-                **round_inputs: Any) -> Tuple[np.ndarray, Commit]: ...
+    def propose(self, client_ids: AnyIds, losses: HostVector,
+                num_samples: Counts = None, **round_inputs: Any) -> Tuple[np.ndarray, Commit]: ...
 
     def propose(self, client_ids: Any, losses: Any = None, num_samples: Any = None,
                 **round_inputs: Any) -> Tuple[Any, Commit]:
@@ -380,55 +361,6 @@ class Aggregator(StateChecks):
     def _no_round_inputs(round_inputs: Dict[str, Any]) -> None:
         if round_inputs:
             raise TypeError(f"unexpected round input(s): {', '.join(sorted(round_inputs))}")
-
-    # ------------------------------------------------------------------ aggregation
-    @overload
-    def aggregate(self, updates: "torch.Tensor", coefficients: Any = None, *,
-                  base: Optional["torch.Tensor"] = None, lr: float = 1.0,
-                  out: Optional["torch.Tensor"] = None) -> "torch.Tensor": ...
-
-    @overload
-    def aggregate(self, updates: np.ndarray, coefficients: Any = None, *,
-                  base: Optional[np.ndarray] = None, lr: float = 1.0,
-                  out: Optional[np.ndarray] = None) -> np.ndarray: ...
-
-    @overload
-    def aggregate(self, updates: Sequence[Mapping[str, Any]], coefficients: Any = None, *,
-                  base: Optional[Mapping[str, Any]] = None, lr: float = 1.0,
-                  out: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]: ...
-
-    @overload
-    def aggregate(self, updates: Sequence[Sequence[Any]], coefficients: Any = None, *,
-                  base: Any = None, lr: float = 1.0, out: Any = None) -> List[Any]: ...
-
-    @overload
-    def aggregate(self, updates: Any, coefficients: Any = None, *, base: Any = None,
-                  lr: float = 1.0, out: Any = None) -> Any: ...
-
-    def aggregate(self, updates: Any, coefficients: Any = None, *, base: Any = None,
-                  lr: float = 1.0, out: Any = None) -> Any:
-        r"""Applies round coefficients to the client updates.
-
-        .. math:: \mathrm{base} \leftarrow \mathrm{base} - \mathrm{lr}\sum_i c_i X_i
-           \quad\text{(or returns } \textstyle\sum_i c_i X_i \text{ without ``base``)}
-
-        ``updates`` are pseudo-gradients ``X_i = global - local_i``: ``[m, *S]``, m lists of L
-        arrays, N ``state_dict`` s or ``nn.Module`` s (a dict back; integer entries such as
-        BatchNorm's ``num_batches_tracked`` are not averaged: see
-        :func:`fastfair.ops.weighted_average`), or a :class:`fastfair.ops.Accumulator` already
-        holding ``sum_i c_i X_i`` (then ``coefficients`` is None). Runs through
-        :func:`fastfair.ops.weighted_average`.
-        """
-        if isinstance(updates, ops.Accumulator):
-            if coefficients is not None:
-                raise ValueError("coefficients must be None when updates is an Accumulator "
-                                 "(it already holds the weighted sum)")
-            total: Any = updates.result(normalize=False)  # one array, or a list of them
-            stacked = [total] if isinstance(total, list) else total[None]
-            return ops.weighted_average(stacked, [1.0], base=base, lr=lr, out=out)
-        if coefficients is None:
-            raise ValueError("coefficients is required: pass the output of weights()")
-        return ops.weighted_average(updates, coefficients, base=base, lr=lr, out=out)
 
     # ------------------------------------------------------------------ state
     def _config(self) -> Dict[str, Any]:
