@@ -171,7 +171,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="FASTFAIR_CUDA of the base's build (default OFF)")
     parser.add_argument("--jobs", type=int, default=2, help="build jobs (default 2)")
     parser.add_argument("files", nargs="*", help="benchmark files (default: all of bench/)")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # files may follow the options
     for name in ("repeats", "threads", "jobs"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be >= 1; got {getattr(args, name)}")
