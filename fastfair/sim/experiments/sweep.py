@@ -15,8 +15,9 @@ so differences between rules on one seed are paired. Every rule's runs (all grid
 seeds) train their cohorts together: one :func:`~fastfair.sim.rounds.engine.play_round` per
 round for all of them, each run with its own global model, rule, server optimiser and keys, and
 each run's records equal to the same run alone. Methods (FedEvg, SuPerFed) run one after another
-on the same data sets. Every run's final global model is kept (:attr:`SweepResult.models`, and
-``models.pt`` in the output folder). With ``checkpoint_every`` a sweep saves its state into its
+on the same data sets. Every run's final global model is kept
+(:attr:`~fastfair.sim.experiments.sweep_result.SweepResult.models`, and ``models.pt`` in the
+output folder). With ``checkpoint_every`` a sweep saves its state into its
 folder, and :meth:`Sweep.resume` continues it bit for bit. ``fastfair sweep`` is the
 command-line layer over this class.
 

@@ -29,7 +29,8 @@ class SweepResult:
     95 % CI over seeds, paired differences against ``baseline``), the wall time, the output
     folder (None when nothing was written) and every run's final global model.
 
-    ``models`` maps each run's name (:attr:`RunSpec.name`, e.g. ``"fedavg/seed0"`` or
+    ``models`` maps each run's name
+    (:attr:`~fastfair.sim.experiments.sweep.RunSpec.name`, e.g. ``"fedavg/seed0"`` or
     ``"term(tilt=1.0)/seed2"``) to its final global model as
     :meth:`~fastfair.sim.rounds.runner.Runner.global_state_dict` gives it (CPU tensors; a
     :class:`~fastfair.sim.models.module.ModuleModel`'s own module ``state_dict``, ready for
