@@ -37,7 +37,8 @@ SYMBOLS: Dict[str, str] = {
     "sqrt": "√", "lfloor": "⌊", "rfloor": "⌋", "lceil": "⌈", "rceil": "⌉",
     "quad": "  ", "qquad": "    ", ",": " ", ";": " ", "!": "", "left": "", "right": "",
     "big": "", "Big": "", "bigl": "", "bigr": "", "Bigl": "", "Bigr": "",
-    "displaystyle": "", "textstyle": "",
+    "displaystyle": "", "textstyle": "", "ell": "ℓ", "mid": "|", "log": "log", "exp": "exp",
+    "max": "max", "min": "min", "sup": "sup", "inf": "inf", "arg": "arg", "det": "det",
 }
 _COMMAND = re.compile(r"\\(" + "|".join(re.escape(n) for n in
                                         sorted(SYMBOLS, key=len, reverse=True))
