@@ -165,7 +165,8 @@ def _run_options(p: argparse.ArgumentParser, d: Any) -> None:
                    help="messages shown on standard error (default: info, or warning with "
                         "--quiet); debug adds a line per evaluation round")
     g.add_argument("--quiet", action="store_true",
-                   help="no progress bar, and only warnings and errors")
+                   help="no progress bar (shown only in a terminal anyway), and only warnings "
+                        "and errors")
     groups[EXECUTION].add_argument(
         "--threads", type=int, default=1,
         help="torch and fastfair kernel threads per process (default: simulate 1, which does "
@@ -234,9 +235,10 @@ def _experiment(args: argparse.Namespace, dist: Any) -> Any:
     from fastfair.sim.experiments import Experiment, Sweep, run_folder
     from fastfair.sim.process import idle_cores
 
+    progress = False if args.quiet else None  # None: a bar in a terminal, none in a log file
     if args.resume is not None:
         sweep = run_folder.kind(args.resume).fills_idle_cores
-        return run_folder.resume(args.resume, progress=not args.quiet, dist=dist,
+        return run_folder.resume(args.resume, progress=progress, dist=dist,
                                  threads=args.threads or idle_cores() if sweep else args.threads,
                                  callbacks=_callbacks(args, args.resume))
     rules, seeds = _rules(args), _seeds(args)
@@ -246,7 +248,7 @@ def _experiment(args: argparse.Namespace, dist: Any) -> Any:
     out = args.out or _fresh_folder(args.command)
     if args.command == "simulate" and len(seeds) == 1 and not grid:
         return Experiment(_config(args, rules, seeds[0]), rules, options, out=out,
-                          checkpoint_every=args.checkpoint_every, progress=not args.quiet,
+                          checkpoint_every=args.checkpoint_every, progress=progress,
                           dist=dist, threads=args.threads, callbacks=_callbacks(args, out))
     baseline = getattr(args, "baseline", "fedavg") or None
     run = getattr(args, "file", None)  # its metrics, batched and base seed: a sweep folder's
@@ -256,7 +258,7 @@ def _experiment(args: argparse.Namespace, dist: Any) -> Any:
                  {r: o for r, o in options.items() if o},
                  baseline=baseline if baseline in rules or args.command == "sweep" else None,
                  select=getattr(args, "select", "acc_mean"), out=out,
-                 checkpoint_every=args.checkpoint_every, progress=not args.quiet,
+                 checkpoint_every=args.checkpoint_every, progress=progress,
                  callbacks=_callbacks(args, out), dist=dist,
                  threads=args.threads or idle_cores(),
                  **{k: v for k, v in (run.run if run else {}).items()

@@ -209,3 +209,16 @@ def test_toml_blocks_are_configuration_files(name, text, tmp_path):
 
 def test_there_are_command_lines_and_files():
     assert {n for n, _ in COMMANDS} >= {"README.md", "sweeps.md"} and TOMLS
+
+
+def test_maths_renders_as_text_without_a_script():
+    # docs/site/plain_math.py: the site's formulas as Unicode text, no MathJax from a CDN.
+    import sys
+
+    sys.path.insert(0, str(ROOT / "docs" / "site"))
+    try:
+        from plain_math import to_text
+    finally:
+        sys.path.pop(0)
+    assert to_text(r"\sum_{i \in S} c_i X_i \le \lambda") == "∑_{i ∈ S} c_i X_i ≤ λ"
+    assert to_text(r"\leq \leftarrow \mathrm{lr} \ell") == "≤ ← lr ℓ"

@@ -6,7 +6,8 @@ Sphinx rather than MkDocs: the docstrings are NumPy style with reST roles (``:cl
 The source directory is ``docs/`` (the guides are its Markdown files, as they are read on GitHub);
 this folder holds the configuration, the front page and the API pages. The build is offline: no
 intersphinx, a theme that ships in its wheel, and references to other projects' types are not
-looked up (``nitpick_ignore_regex``).
+looked up (``nitpick_ignore_regex``), and maths is written as text with Unicode symbols
+(``plain_math.py``), not typeset by a script from a CDN.
 """
 
 import os
@@ -29,9 +30,12 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
     "sphinx.ext.viewcode",
-    "sphinx.ext.mathjax",
+    "plain_math",
     "fastfair_docs",
 ]
+# Maths as text with Unicode symbols (plain_math.py): MathJax would be fetched from a CDN, and
+# imgmath needs LaTeX where the site is built. Readable offline, in any browser.
+html_math_renderer = "plaintext"
 
 root_doc = "site/index"
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}

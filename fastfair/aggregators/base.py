@@ -84,14 +84,24 @@ Writing a rule
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, ClassVar, Dict, Literal, Optional, Tuple, overload
+from typing import (
+    Any,
+    Callable,
+    ClassVar,
+    Dict,
+    Literal,
+    Optional,
+    Tuple,
+    overload,
+)
 
 import numpy as np
 
-from fastfair import ops
 from fastfair._arrays import from_host
+from fastfair.aggregators._aggregate import Aggregating
 from fastfair.aggregators._checks import StateSpec, check_ids, check_vector
 from fastfair.aggregators._state import FORMAT_VERSION, StateChecks
+from fastfair.aggregators._types import AnyIds, Counts, HostIds, HostVector, Tensor
 from fastfair.aggregators.objectives import ClientObjective
 from fastfair.state import StateDict
 
@@ -112,7 +122,7 @@ MAX_CLIENTS = int(np.iinfo(np.int64).max)
 
 # --------------------------------------------------------------------------- the base class
 
-class Aggregator(StateChecks):
+class Aggregator(StateChecks, Aggregating):
     """Base of every rule: validation, the round protocol, aggregation and the state_dict (a
     loaded one is checked by :class:`~fastfair.aggregators._state.StateChecks`).
 
@@ -193,6 +203,22 @@ class Aggregator(StateChecks):
         return None
 
     # ------------------------------------------------------------------ round protocol
+    @overload
+    def weights(self, client_ids: Tensor, losses: None = None,
+                num_samples: Counts = None, **round_inputs: Any) -> Tensor: ...
+
+    @overload
+    def weights(self, client_ids: AnyIds, losses: Tensor,
+                num_samples: Counts = None, **round_inputs: Any) -> Tensor: ...
+
+    @overload
+    def weights(self, client_ids: HostIds, losses: None = None,
+                num_samples: Counts = None, **round_inputs: Any) -> np.ndarray: ...
+
+    @overload
+    def weights(self, client_ids: AnyIds, losses: HostVector,
+                num_samples: Counts = None, **round_inputs: Any) -> np.ndarray: ...
+
     def weights(self, client_ids: Any, losses: Any = None, num_samples: Any = None,
                 **round_inputs: Any) -> Any:
         r"""Mixing coefficients ``[m]`` over the participating clients; advances the state.
@@ -217,6 +243,22 @@ class Aggregator(StateChecks):
         coef, commit = self.propose(client_ids, losses, num_samples, **round_inputs)
         commit()
         return coef
+
+    @overload
+    def propose(self, client_ids: Tensor, losses: None = None,
+                num_samples: Counts = None, **round_inputs: Any) -> Tuple[Tensor, Commit]: ...
+
+    @overload
+    def propose(self, client_ids: AnyIds, losses: Tensor,
+                num_samples: Counts = None, **round_inputs: Any) -> Tuple[Tensor, Commit]: ...
+
+    @overload
+    def propose(self, client_ids: HostIds, losses: None = None,
+                num_samples: Counts = None, **round_inputs: Any) -> Tuple[np.ndarray, Commit]: ...
+
+    @overload
+    def propose(self, client_ids: AnyIds, losses: HostVector,
+                num_samples: Counts = None, **round_inputs: Any) -> Tuple[np.ndarray, Commit]: ...
 
     def propose(self, client_ids: Any, losses: Any = None, num_samples: Any = None,
                 **round_inputs: Any) -> Tuple[Any, Commit]:
@@ -319,29 +361,6 @@ class Aggregator(StateChecks):
     def _no_round_inputs(round_inputs: Dict[str, Any]) -> None:
         if round_inputs:
             raise TypeError(f"unexpected round input(s): {', '.join(sorted(round_inputs))}")
-
-    # ------------------------------------------------------------------ aggregation
-    def aggregate(self, updates: Any, coefficients: Any = None, *, base: Any = None,
-                  lr: float = 1.0, out: Any = None) -> Any:
-        r"""Applies round coefficients to the client updates.
-
-        .. math:: \mathrm{base} \leftarrow \mathrm{base} - \mathrm{lr}\sum_i c_i X_i
-           \quad\text{(or returns } \textstyle\sum_i c_i X_i \text{ without ``base``)}
-
-        ``updates`` are pseudo-gradients ``X_i = global - local_i``: ``[m, *S]``, m lists of L
-        arrays, or a :class:`fastfair.ops.Accumulator` already holding ``sum_i c_i X_i`` (then
-        ``coefficients`` is None). Runs through :func:`fastfair.ops.weighted_average`.
-        """
-        if isinstance(updates, ops.Accumulator):
-            if coefficients is not None:
-                raise ValueError("coefficients must be None when updates is an Accumulator "
-                                 "(it already holds the weighted sum)")
-            total: Any = updates.result(normalize=False)  # one array, or a list of them
-            stacked = [total] if isinstance(total, list) else total[None]
-            return ops.weighted_average(stacked, [1.0], base=base, lr=lr, out=out)
-        if coefficients is None:
-            raise ValueError("coefficients is required: pass the output of weights()")
-        return ops.weighted_average(updates, coefficients, base=base, lr=lr, out=out)
 
     # ------------------------------------------------------------------ state
     def _config(self) -> Dict[str, Any]:

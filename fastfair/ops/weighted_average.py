@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, List, Optional, Sequence, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Union,
+    overload,
+)
 
 import numpy as np
 
 from fastfair import _C
 from fastfair._arrays import (
+    FLOAT_DTYPES,
     check_finite,
     current_stream,
     detach,
@@ -21,8 +32,13 @@ from fastfair._arrays import (
     zeros,
 )
 
+if TYPE_CHECKING:
+    import torch
+
 Array = Any
 Updates = Union[Array, Sequence[Sequence[Array]]]
+#: A model's named arrays: a PyTorch ``state_dict`` (or any mapping of names to arrays).
+StateDict = Mapping[str, Any]
 
 _ACCUMULATOR_DTYPE = {"float32": "float32", "float16": "float32", "bfloat16": "float32",
                       "float64": "float64"}
@@ -41,9 +57,106 @@ def _weights(w: Any, like: Array, n: int, name: str = "w") -> Array:
     return weights
 
 
-def weighted_average(X: Updates, w: Any, *, out: Optional[Updates] = None,
+def _state_of(x: Any) -> Optional[StateDict]:
+    """``x`` as a mapping of names to arrays: a mapping itself, an ``nn.Module``'s
+    ``state_dict()`` (its tensors share memory with the module), else None."""
+    if isinstance(x, Mapping):
+        return x
+    state_dict = getattr(x, "state_dict", None)
+    if callable(state_dict) and type(x).__module__.split(".")[0] != "numpy":
+        return state_dict()
+    return None
+
+
+def _is_float(a: Any) -> bool:
+    return dtype_name(a) in FLOAT_DTYPES
+
+
+def _states_average(X: Sequence[Any], w: Any, out: Any, base: Any, lr: float,
+                    stream: Optional[int]) -> Any:
+    """:func:`weighted_average` of state dicts (or modules) ``X``: one list-form pass per float
+    dtype, integer and boolean entries copied from ``X[0]`` (or left as they are in ``base``)."""
+    states = [_state_of(x) for x in X]
+    for i, state in enumerate(states):
+        if state is None:
+            raise TypeError(f"X[{i}] is a {type(X[i]).__name__}, but X[0] is a state dict: pass "
+                            "one state dict (or nn.Module) per client")
+    first = states[0]
+    assert first is not None  # every entry was checked just above
+    names = list(first)
+    if not names:
+        raise ValueError("X[0] is an empty state dict: pass states with at least one array")
+    for i, state in enumerate(states):
+        assert state is not None
+        if list(state) != names:
+            missing = sorted(set(names) - set(state)) or sorted(set(state) - set(names))
+            raise ValueError(f"X[{i}] has other keys than X[0] (first differing: "
+                             f"{missing[0] if missing else 'their order'}); every state dict must "
+                             "come from the same model")
+    target = base if base is not None else out
+    target_state = None if target is None else _state_of(target)
+    if target is not None and (target_state is None or list(target_state) != names):
+        raise ValueError(f"{'base' if base is not None else 'out'} must be a state dict (or "
+                         "nn.Module) with the same keys as X[0]")
+    by_dtype: Dict[str, List[str]] = {}
+    for name in names:
+        if _is_float(first[name]):
+            by_dtype.setdefault(dtype_name(first[name]), []).append(name)
+    if not by_dtype:
+        raise ValueError("X[0] holds no floating-point entry to average")
+    result: Dict[str, Any] = {}
+    for group in by_dtype.values():
+        rows = [[state[name] for name in group] for state in states if state is not None]
+        into = None if target_state is None else [target_state[name] for name in group]
+        averaged = weighted_average(rows, w, out=into if base is None else None,
+                                    base=into if base is not None else None, lr=lr,
+                                    stream=stream)
+        result.update(zip(group, averaged))
+    for name in names:
+        if name in result:
+            continue
+        if target_state is not None and base is not None:
+            result[name] = target_state[name]   # the server step leaves counters as they are
+        else:
+            copied = first[name].clone() if hasattr(first[name], "clone") else first[name].copy()
+            if target_state is not None:
+                target_state[name][...] = copied
+                copied = target_state[name]
+            result[name] = copied
+    return target if target is not None else {name: result[name] for name in names}
+
+
+@overload
+def weighted_average(X: "torch.Tensor", w: Any, *, out: Optional["torch.Tensor"] = None,
+                     base: Optional["torch.Tensor"] = None, lr: float = 1.0,
+                     stream: Optional[int] = None) -> "torch.Tensor": ...
+
+
+@overload
+def weighted_average(X: np.ndarray, w: Any, *, out: Optional[np.ndarray] = None,
+                     base: Optional[np.ndarray] = None, lr: float = 1.0,
+                     stream: Optional[int] = None) -> np.ndarray: ...
+
+
+@overload
+def weighted_average(X: Sequence[StateDict], w: Any, *, out: Optional[StateDict] = None,
+                     base: Optional[StateDict] = None, lr: float = 1.0,
+                     stream: Optional[int] = None) -> Dict[str, Any]: ...
+
+
+@overload
+def weighted_average(X: Sequence[Sequence[Array]], w: Any, *, out: Optional[Updates] = None,
                      base: Optional[Updates] = None, lr: float = 1.0,
-                     stream: Optional[int] = None) -> Updates:
+                     stream: Optional[int] = None) -> List[Array]: ...
+
+
+@overload
+def weighted_average(X: Any, w: Any, *, out: Any = None, base: Any = None, lr: float = 1.0,
+                     stream: Optional[int] = None) -> Any: ...
+
+
+def weighted_average(X: Any, w: Any, *, out: Any = None, base: Any = None, lr: float = 1.0,
+                     stream: Optional[int] = None) -> Any:
     r"""Weighted sum of client updates, in one memory-bound pass.
 
     .. math:: \mathrm{out} = \sum_{i=1}^{N} w_i X_i
@@ -56,7 +169,12 @@ def weighted_average(X: Updates, w: Any, *, out: Optional[Updates] = None,
         Flat form: one array of shape ``[N, *S]`` (client updates as rows; the client axis may be
         strided, each row must be contiguous). List form: a sequence of N client updates, each a
         sequence of L arrays of any shapes (a model's parameters), the same shapes and one float
-        dtype for every client; all L outputs come from one multi-tensor pass.
+        dtype for every client; all L outputs come from one multi-tensor pass. State-dict form:
+        a sequence of N ``state_dict`` s (mappings of names to arrays, same keys in the same
+        order) or ``nn.Module`` s; the floating-point entries are averaged (one pass per float
+        dtype) and the result is a dict with every key in ``X[0]``'s order. Integer and boolean
+        entries (BatchNorm's ``num_batches_tracked``) are counters, not parameters: they are
+        copied from ``X[0]``, and with ``base`` left as they are in ``base``.
     w
         Weights ``[N]``, any real sequence or array. They are used as given (no normalisation):
         mixing coefficients that sum to one give an average. Negative weights are allowed (the
@@ -76,9 +194,11 @@ def weighted_average(X: Updates, w: Any, *, out: Optional[Updates] = None,
 
     Returns
     -------
-    The weighted sum, shape ``[*S]`` (or a list of L arrays), in the framework, device and dtype of
-    ``X``. float32/float16/bfloat16 accumulate in float32, float64 in float64; the summation order
-    depends only on the shapes, so results do not change with the number of threads.
+    The weighted sum, shape ``[*S]`` (or a list of L arrays, or a state dict), in the framework,
+    device and dtype of ``X``; ``base`` or ``out`` itself when given (a module given as ``base``:
+    the module, its parameters updated in place). float32/float16/bfloat16 accumulate in float32,
+    float64 in float64; the summation order depends only on the shapes, so results do not change
+    with the number of threads.
     """
     if out is not None and base is not None:
         raise ValueError("pass either out= (a fresh sum) or base= (a server step), not both")
@@ -87,6 +207,8 @@ def weighted_average(X: Updates, w: Any, *, out: Optional[Updates] = None,
     target_name = "base" if base is not None else "out"
     lr = real(lr, "lr")
 
+    if _is_list_form(X) and X and _state_of(X[0]) is not None:
+        return _states_average(X, w, out, base, lr, stream)
     if _is_list_form(X):
         # Per-array work stays in C++ (which also reads grad-tracking tensors detached): a model
         # state of hundreds of arrays times hundreds of clients must not loop in Python.

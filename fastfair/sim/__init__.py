@@ -32,7 +32,9 @@ if TYPE_CHECKING:  # the names as type checkers see them (tests/test_layout.py: 
     from fastfair.sim.data.synthetic import SyntheticDataset  # noqa: F401
     from fastfair.sim.distributed import Distributed  # noqa: F401
     from fastfair.sim.experiments.experiment import Experiment, ExperimentResult  # noqa: F401
-    from fastfair.sim.experiments.sweep import Sweep, SweepResult  # noqa: F401
+    from fastfair.sim.experiments.loading import load_run  # noqa: F401
+    from fastfair.sim.experiments.sweep import Sweep  # noqa: F401
+    from fastfair.sim.experiments.sweep_result import SweepResult  # noqa: F401
     from fastfair.sim.models.flat import MLP, LogisticRegression, make_model  # noqa: F401
     from fastfair.sim.models.module import ModuleModel  # noqa: F401
     from fastfair.sim.reporting.callbacks import (  # noqa: F401
@@ -60,7 +62,9 @@ _EXPORTS = {
     "fastfair.sim.data.synthetic": ("SyntheticDataset",),
     "fastfair.sim.distributed": ("Distributed",),
     "fastfair.sim.experiments.experiment": ("Experiment", "ExperimentResult"),
-    "fastfair.sim.experiments.sweep": ("Sweep", "SweepResult"),
+    "fastfair.sim.experiments.loading": ("load_run",),
+    "fastfair.sim.experiments.sweep": ("Sweep",),
+    "fastfair.sim.experiments.sweep_result": ("SweepResult",),
     "fastfair.sim.models.flat": ("MLP", "LogisticRegression", "make_model"),
     "fastfair.sim.models.module": ("ModuleModel",),
     "fastfair.sim.reporting.callbacks": (

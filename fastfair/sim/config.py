@@ -11,10 +11,12 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, Optional
 
-from fastfair._options import check_options, dataclass_options
+from fastfair._options import check_name, check_options, dataclass_options
 from fastfair.aggregators.bounds import NORM_REFERENCES, check_bound
 from fastfair.aggregators.compose import check_objective_options
 from fastfair.aggregators.over_groups import PRIORS, SHARES
+from fastfair.aggregators.registry import RULES as RULE_NAMES
+from fastfair.methods import METHODS
 from fastfair.sim import names
 from fastfair.sim.lr_schedule import parse_lr_schedule, round_lr
 
@@ -217,6 +219,7 @@ class SimulationConfig:
         values = dataclasses.asdict(self)
         spec = dataclass_options(type(self))
         check_options("SimulationConfig", values, spec)
+        check_name("rule (--rule)", self.rule, [*RULE_NAMES, *METHODS])
         for name, value in values.items():
             if isinstance(value, float) and not math.isfinite(value):
                 raise ValueError(f"{_named(name)} must be finite; got {value}")
@@ -286,7 +289,9 @@ class SimulationConfig:
             Policy(self.policy, self.over_select, self.deadline)
         names.check_pair(self.dataset, self.model)
         family = names.get_dataset(self.dataset).family
-        if family != "generated" and not (self.data_dir and os.path.isdir(self.data_dir)):
+        # With download, a data_dir not there yet is made when the files are fetched.
+        if family != "generated" and not (self.data_dir and (os.path.isdir(self.data_dir) or (
+                self.download and not os.path.lexists(self.data_dir)))):
             raise ValueError(f"dataset {self.dataset!r} is read from files: data_dir "
                              f"(--data-dir) must be an existing folder; got {self.data_dir!r} "
                              "(docs/data.md says where to get each data set)")

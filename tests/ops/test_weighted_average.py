@@ -516,3 +516,48 @@ def test_a_float16_result_in_the_subnormal_range_is_rounded_to_nearest():
         w = np.array([1.0, -(x - target) / x])
         exact = w[0] * x + w[1] * x
         assert ops.weighted_average(X, w)[0] == np.float16(exact), target
+
+
+def _batchnorm_nets(n):
+    torch.manual_seed(0)
+    nets = [torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2)) for _ in range(n)]
+    for i, net in enumerate(nets):
+        net[1].num_batches_tracked.fill_(i + 5)
+    return nets
+
+
+def test_state_dicts_average_float_entries_and_copy_counters_from_the_first():
+    nets, w = _batchnorm_nets(3), [0.2, 0.3, 0.5]
+    states = [net.state_dict() for net in nets]
+    result = ops.weighted_average(states, w)
+    assert list(result) == list(states[0])
+    for name, value in result.items():
+        if value.dtype.is_floating_point:
+            expected = sum(c * s[name].double() for c, s in zip(w, states)).float()
+            torch.testing.assert_close(value, expected)
+        else:
+            assert value.dtype == torch.int64 and int(value) == 5   # X[0]'s counter
+    from_modules = ops.weighted_average(nets, w)                    # modules: their state dicts
+    assert all(torch.equal(from_modules[k], result[k]) for k in result)
+
+
+def test_state_dicts_server_step_updates_a_module_in_place_and_keeps_its_counters():
+    nets, w = _batchnorm_nets(3), [0.2, 0.3, 0.5]
+    server = _batchnorm_nets(1)[0]
+    server[1].num_batches_tracked.fill_(99)
+    before = {k: v.clone() for k, v in server.state_dict().items()}
+    assert ops.weighted_average(nets, w, base=server, lr=0.5) is server
+    after = server.state_dict()
+    step = ops.weighted_average(nets, w)
+    torch.testing.assert_close(after["0.weight"], before["0.weight"] - 0.5 * step["0.weight"])
+    assert int(after["1.num_batches_tracked"]) == 99
+
+
+def test_state_dicts_of_other_models_are_refused_naming_the_client():
+    nets = _batchnorm_nets(2)
+    other = torch.nn.Linear(3, 2).state_dict()
+    with pytest.raises(ValueError, match=r"X\[1\] has other keys than X\[0\] \(first differing: "
+                       r"0.bias\)"):
+        ops.weighted_average([nets[0].state_dict(), other], [0.5, 0.5])
+    with pytest.raises(TypeError, match=r"X\[1\] is a list, but X\[0\] is a state dict"):
+        ops.weighted_average([nets[0].state_dict(), [torch.ones(2)]], [0.5, 0.5])

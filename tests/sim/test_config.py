@@ -10,3 +10,9 @@ def test_unknown_model_is_a_value_error_listing_the_choices():
     # to build (TypeError from str.join) instead of naming the field and its choices.
     with pytest.raises(ValueError, match=r"model \(--model\) must be one of .*None; got 'bogus'"):
         SimulationConfig(model="bogus")
+
+
+def test_unknown_rule_is_refused_with_the_closest_name():
+    with pytest.raises(ValueError, match=r"unknown rule \(--rule\) 'aaggffd' \(did you mean "
+                       r"'aaggff-d'\?\)"):
+        SimulationConfig(rule="aaggffd")

@@ -163,6 +163,11 @@ class ArrayDataset(FederatedDataset):
         int64 y; labels must be integers (integer-valued floats are accepted, never rounded or
         truncated), features finite (as float32: 1e39 is inf), token ids >= 0."""
         array = np.asarray(x)
+        if array.dtype == np.uint8 and array.ndim >= 3:
+            # [n, C, H, W] or [n, H, W] bytes are pixels far more often than token ids.
+            raise ValueError(f"{name}: x is uint8 of shape {tuple(array.shape)}, which looks like "
+                             "image pixels: pass float features, e.g. x.astype(np.float32) / 255 "
+                             "(integer x are token ids of a sequence model: pass them as int64)")
         if array.dtype.kind in "iu":
             x = torch.as_tensor(array.astype(np.int64, copy=False))
             if x.numel() and x.min() < 0:

@@ -219,7 +219,12 @@ class LeafDataset(ClientFiles):
     def _images(self, names: List[str], who: str) -> np.ndarray:
         """The images ``names`` (plain file names in the image folder; regular files only)
         as ``[n, 3, IMAGE, IMAGE]`` uint8; one that cannot be read is a ValueError naming it."""
-        from PIL import Image
+        try:
+            from PIL import Image
+        except ModuleNotFoundError as exc:
+            raise ModuleNotFoundError(f"{who}: reading an image folder needs Pillow: pip install "
+                                      "\"fastfair[data]\" (or pip install Pillow)",
+                                      name=exc.name) from exc
 
         out = np.empty((len(names), 3, IMAGE, IMAGE), dtype=np.uint8)
         for j, name in enumerate(names):

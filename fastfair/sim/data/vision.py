@@ -193,16 +193,19 @@ def find_files(name: str, data_dir: str) -> Dict[str, List[str]]:
 
 
 def download(name: str, data_dir: str) -> None:
-    """Fetches ``name`` into ``data_dir`` with torchvision's own downloader (torchvision must
-    import beside this torch)."""
+    """Fetches ``name`` into ``data_dir`` (made, with its parents, when absent) with
+    torchvision's own downloader (torchvision must import beside this torch: the ``[data]``
+    extra)."""
     try:
         from torchvision import datasets as tv
     except Exception as exc:  # an absent or mismatched torchvision fails in several ways
         raise ValueError(f"--download uses torchvision's downloaders, which failed to import "
-                         f"({type(exc).__name__}: {exc}); install the torchvision built for "
-                         "your torch, or fetch the files as docs/data.md says") from None
+                         f"({type(exc).__name__}: {exc}); pip install \"fastfair[data]\" (or the "
+                         "torchvision built for your torch), or fetch the files as docs/data.md "
+                         "says") from None
     cls = {"mnist": tv.MNIST, "fmnist": tv.FashionMNIST, "cifar10": tv.CIFAR10,
            "cifar100": tv.CIFAR100}[name]
+    os.makedirs(data_dir, exist_ok=True)
     for train in (True, False):
         cls(root=data_dir, train=train, download=True)
 

@@ -34,6 +34,7 @@ from typing import (
     cast,
 )
 
+import numpy as np
 import torch
 
 from fastfair import _files as files
@@ -42,19 +43,45 @@ from fastfair.sim.distributed import Distributed
 from fastfair.sim.experiments import stopping
 from fastfair.sim.reporting import report
 from fastfair.sim.reporting.callbacks import CallbackList, RoundCallback
+from fastfair.sim.rounds.registry import runner_class
 from fastfair.sim.rounds.runner import Runner
 
 CHECKPOINT = "checkpoint.pt"
 
 
 # ---------------------------------------------------------------------------------- checks
-def check_rules(rules: Sequence[str]) -> List[str]:
-    """``rules`` as a list; raises ValueError unless they are distinct and at least one."""
+def check_rules(rules: Union[str, Sequence[str]]) -> List[str]:
+    """``rules`` as a list (one name given as a string is a list of one); raises ValueError
+    unless they are distinct known rule or method names, at least one, and TypeError when
+    ``rules`` is not a string or a sequence of strings."""
+    if isinstance(rules, str):
+        rules = [rules]
+    if not isinstance(rules, Sequence) or not all(isinstance(r, str) for r in rules):
+        raise TypeError(f"rules must be a rule name or a list of rule names, e.g. "
+                        f"['fedavg', 'term']; got {rules!r}")
     rules = list(rules)
+    for rule in rules:
+        runner_class(rule)  # an unknown name: ValueError with the closest one
     if not rules or len(set(rules)) != len(rules):
         raise ValueError(f"rules (--rule, --compare) must be distinct names, at least one; got "
                          f"{rules}: name each rule once")
     return rules
+
+
+def check_seeds(seeds: Union[int, Sequence[int]]) -> List[int]:
+    """``seeds`` as a list (one integer is a list of one); raises ValueError unless they are
+    distinct integers >= 0, at least one."""
+    if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
+        seeds = [int(seeds)]
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, (Sequence, range, np.ndarray)):
+        raise ValueError(f"seeds (--seeds) must be an integer or a list of integers >= 0, e.g. "
+                         f"[0, 1, 2]; got {seeds!r}")
+    seeds = [int(s) if isinstance(s, np.integer) else s for s in seeds]
+    if not seeds or len(set(seeds)) != len(seeds) or not all(
+            isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
+        raise ValueError(f"seeds (--seeds) must be distinct integers >= 0, at least one; got "
+                         f"{seeds}")
+    return seeds
 
 
 def check_named(rules: Sequence[str], **named: Mapping[str, Any]) -> None:
@@ -165,12 +192,36 @@ def as_saved(config: Dict[str, Any]) -> Dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------- progress
-def progress_bar(total: int, initial: int, desc: str, enabled: bool) -> Any:
-    """A tqdm bar over ``total`` rounds from ``initial`` on standard error (disabled unless
-    ``enabled``)."""
-    from tqdm import tqdm
+def interactive() -> bool:
+    """Whether someone watches this process: standard error is a terminal, or the code runs in
+    a Jupyter kernel (a notebook). A job's log file, a pipe or a test runner is not."""
+    ipython = sys.modules.get("IPython")
+    if ipython is not None:
+        shell = ipython.get_ipython()
+        if shell is not None and type(shell).__name__ == "ZMQInteractiveShell":
+            return True
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # replaced by an object without it, or closed
+        return False
 
-    return tqdm(total=total, initial=initial, desc=desc, unit="round", disable=not enabled,
+
+def check_progress(progress: Optional[bool]) -> None:
+    """Raises ValueError unless ``progress`` is True, False or None (shown when
+    :func:`interactive`)."""
+    if progress is not None and not isinstance(progress, bool):
+        raise ValueError(f"progress must be True, False or None (shown in a terminal or a "
+                         f"notebook); got {progress!r}")
+
+
+def progress_bar(total: int, initial: int, desc: str, enabled: Optional[bool]) -> Any:
+    """A bar over ``total`` rounds from ``initial``: ``tqdm.auto`` (a widget in a notebook, text
+    on standard error elsewhere), shown when ``enabled``, or, for None, when
+    :func:`interactive`."""
+    from tqdm.auto import tqdm
+
+    shown = interactive() if enabled is None else enabled
+    return tqdm(total=total, initial=initial, desc=desc, unit="round", disable=not shown,
                 dynamic_ncols=True, file=sys.stderr)
 
 
@@ -179,8 +230,7 @@ def advance(bar: Any, record: Dict[str, Any]) -> None:
     round's ``record``."""
     bar.update(1)
     if "acc_mean" in record:
-        bar.set_postfix(mean=f"{100 * record['acc_mean']:.1f}%",
-                        worst10=f"{100 * record['acc_worst10']:.1f}%")
+        bar.set_postfix(mean=f"{record['acc_mean']:.3f}", worst10=f"{record['acc_worst10']:.3f}")
 
 
 # ---------------------------------------------------------------------------------- callbacks
@@ -237,16 +287,17 @@ class Orchestration:
     fills_idle_cores = False
     out: Optional[Path]
     checkpoint_every: int
-    progress: bool
+    progress: Optional[bool]
     dist: Distributed
     threads: Optional[int]
     callbacks: List[RoundCallback]
 
     def _settings(self, device: str, out: Union[str, Path, None], checkpoint_every: int,
-                  progress: bool, dist: Optional[Distributed], threads: Optional[int],
+                  progress: Optional[bool], dist: Optional[Distributed], threads: Optional[int],
                   callbacks: Optional[Sequence[RoundCallback]]) -> None:
         """Checks and keeps the settings every orchestration takes."""
         check_threads(threads)
+        check_progress(progress)
         check_checkpoint_every(checkpoint_every, out)
         self.out = None if out is None else Path(out)
         self.checkpoint_every = checkpoint_every
@@ -260,7 +311,7 @@ class Orchestration:
         self._lock: Optional[stopping.FolderLock] = None
 
     @classmethod
-    def resume(cls: Type[_Run], out: Union[str, Path], *, progress: bool = False,
+    def resume(cls: Type[_Run], out: Union[str, Path], *, progress: Optional[bool] = None,
                dist: Optional[Distributed] = None, threads: Optional[int] = 1,
                callbacks: Optional[Sequence[RoundCallback]] = None) -> _Run:
         """The run saved in ``out``, to continue from its checkpoint with ``run()``.
@@ -351,6 +402,6 @@ class Orchestration:
             save_checkpoint(self.out, self._saved_config(), **state)
 
     def _bar(self, total: int, initial: int, desc: str):
-        """The progress bar of ``desc`` (:func:`progress_bar`, shown by rank 0 with
-        ``progress``)."""
-        return progress_bar(total, initial, desc, self.progress and self.dist.rank == 0)
+        """The progress bar of ``desc`` (:func:`progress_bar`: shown by rank 0 with
+        ``progress``, or with None when :func:`interactive`)."""
+        return progress_bar(total, initial, desc, False if self.dist.rank else self.progress)

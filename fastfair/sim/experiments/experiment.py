@@ -33,7 +33,7 @@ from fastfair.sim.models.flat import FlatModel
 from fastfair.sim.names import DATASETS
 from fastfair.sim.population.report import tier_table, write_participation
 from fastfair.sim.process import run_tuned
-from fastfair.sim.reporting import report
+from fastfair.sim.reporting import report, tidy
 from fastfair.sim.reporting.callbacks import RoundCallback
 from fastfair.sim.rounds.registry import make_runner, runner_class
 
@@ -41,13 +41,16 @@ CONFIG = "config.json"
 MODELS_FILE = "models.pt"
 
 
-@dataclass
+@dataclass(repr=False)
 class ExperimentResult:
     """What an experiment produced: per rule its round records (``histories``) and final
     per-client accuracy on the evaluation clients ``eval_ids`` (``finals``), the summary of its
     last evaluation and wall time (``summary``), the output folder (None when not written) and
     its final global model as a ``state_dict`` (``models``; a module's own keys, ready for
-    ``module.load_state_dict``)."""
+    ``module.load_state_dict``). Accuracies are fractions in [0, 1] here as in every file.
+
+    :func:`~fastfair.sim.experiments.loading.load_run` reads one back from its folder;
+    :meth:`to_pandas` gives a tidy table; a notebook displays the summary table."""
 
     histories: Dict[str, List[Dict[str, Any]]]
     finals: Dict[str, np.ndarray]
@@ -62,6 +65,49 @@ class ExperimentResult:
         tiers = tier_table(self.histories)
         return report.summary_table(self.summary) + ("\n\n" + tiers if tiers else "")
 
+    def _runs(self) -> List[tidy.Run]:
+        return [({"run": rule, "rule": rule}, history,
+                 self.finals.get(rule, np.zeros(0)), self.eval_ids)
+                for rule, history in self.histories.items()]
+
+    def to_records(self, kind: str = "rounds") -> List[Dict[str, Any]]:
+        """The results as tidy records (plain dicts; :mod:`~fastfair.sim.reporting.tidy`).
+
+        Parameters
+        ----------
+        kind
+            ``"rounds"``: one record per rule x round x metric (``run``, ``rule``, ``round``,
+            ``metric``, ``value``); ``"clients"``: one per rule x evaluation client (``run``,
+            ``rule``, ``client``, ``accuracy``: its final test accuracy).
+
+        Returns
+        -------
+        list of dict
+            The rows, rules in order, then rounds, then metrics as recorded.
+        """
+        return tidy.records(self._runs(), kind)
+
+    def to_pandas(self, kind: str = "rounds") -> Any:
+        """:meth:`to_records` as a ``pandas.DataFrame`` (needs pandas: ``pip install pandas``).
+        ``df.pivot_table(index="round", columns="rule", values="value")`` on one metric's rows
+        gives its curves side by side."""
+        return tidy.to_pandas(self.to_records(kind))
+
+    def __repr__(self) -> str:
+        rounds = max((int(r["round"]) for h in self.histories.values() for r in h), default=0)
+        out = None if self.out is None else str(self.out)
+        return (f"ExperimentResult(rules={list(self.histories)}, rounds={rounds}, "
+                f"eval_clients={len(self.eval_ids)}, out={out!r})")
+
+    def _repr_html_(self) -> str:
+        keys = [k for k, _ in report.SUMMARY_COLUMNS + report.GROUP_COLUMNS
+                if self.summary and all(k in row for row in self.summary.values())]
+        body = [[rule, *(float(row[k]) for k in keys), float(row["seconds"])]
+                for rule, row in self.summary.items()]
+        labels = dict(report.SUMMARY_COLUMNS + report.GROUP_COLUMNS)
+        return tidy.html_table(["rule", *(labels[k] for k in keys), "seconds"], body,
+                               f"{self!r}: last evaluation (accuracies as fractions)")
+
 
 class Experiment(common.Orchestration):
     """Runs ``rules`` (rule or method names) one after another from the same configuration.
@@ -72,7 +118,8 @@ class Experiment(common.Orchestration):
         The shared configuration; its ``rule`` / ``rule_options`` are used when ``rules`` is
         None.
     rules
-        Names of rules (:data:`fastfair.aggregators.RULES`) and methods (FedEvg, SuPerFed).
+        Names of rules (:data:`fastfair.aggregators.RULES`) and methods (FedEvg, SuPerFed); one
+        name may be given as a string.
     rule_options
         ``{rule: {option: value}}``; a rule without an entry runs with its defaults.
     out
@@ -81,7 +128,9 @@ class Experiment(common.Orchestration):
     checkpoint_every
         Save a checkpoint every N rounds (0: never); :meth:`resume` continues from it exactly.
     progress
-        A progress bar per rule on standard error.
+        A progress bar per rule (``tqdm.auto``: a widget in a notebook, text on standard
+        error); None (default): shown when standard error is a terminal or in a notebook,
+        not in a job's log or a pipe.
     dataset, model
         Your own :class:`~fastfair.sim.data.base.FederatedDataset` / flat model instead of
         ``config.dataset`` / ``config.model``.
@@ -111,10 +160,11 @@ class Experiment(common.Orchestration):
 
     CONFIG = CONFIG
 
-    def __init__(self, config: SimulationConfig, rules: Optional[Sequence[str]] = None,
+    def __init__(self, config: SimulationConfig,
+                 rules: Union[str, Sequence[str], None] = None,
                  rule_options: Optional[Mapping[str, Mapping[str, Any]]] = None, *,
                  out: Union[str, Path, None] = None, checkpoint_every: int = 0,
-                 progress: bool = False, dataset: Optional[FederatedDataset] = None,
+                 progress: Optional[bool] = None, dataset: Optional[FederatedDataset] = None,
                  model: Optional[FlatModel] = None, dist: Optional[Distributed] = None,
                  threads: Optional[int] = 1,
                  callbacks: Optional[Sequence[RoundCallback]] = None,
@@ -178,7 +228,8 @@ class Experiment(common.Orchestration):
                 def save(spent: float, rule=rule, runner=runner) -> None:
                     self._checkpoint(histories=histories, finals=finals,
                                      seconds={**seconds, rule: spent}, models=models,
-                                     current_rule=rule, current=runner.state_dict())
+                                     current_rule=rule, current=runner.state_dict(),
+                                     eval_ids=runner.eval_ids)
 
                 bar = self._bar(self.configs[rule].rounds, runner.round, f"{rule:>10}")
                 seconds[rule] = common.play_alone(
@@ -193,7 +244,8 @@ class Experiment(common.Orchestration):
                 hooks.on_run_end(rule, common.run_summary(rule, runner.history, seconds[rule]))
                 if lead and self.checkpoint_every:
                     self._checkpoint(histories=histories, finals=finals, seconds=seconds,
-                                     models=models, current_rule=None, current=None)
+                                     models=models, current_rule=None, current=None,
+                                     eval_ids=eval_ids)
         self._open()
         summary = report.summarize(histories, seconds)
         if lead and self.out is not None:

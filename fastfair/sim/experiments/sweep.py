@@ -15,8 +15,9 @@ so differences between rules on one seed are paired. Every rule's runs (all grid
 seeds) train their cohorts together: one :func:`~fastfair.sim.rounds.engine.play_round` per
 round for all of them, each run with its own global model, rule, server optimiser and keys, and
 each run's records equal to the same run alone. Methods (FedEvg, SuPerFed) run one after another
-on the same data sets. Every run's final global model is kept (:attr:`SweepResult.models`, and
-``models.pt`` in the output folder). With ``checkpoint_every`` a sweep saves its state into its
+on the same data sets. Every run's final global model is kept
+(:attr:`~fastfair.sim.experiments.sweep_result.SweepResult.models`, and ``models.pt`` in the
+output folder). With ``checkpoint_every`` a sweep saves its state into its
 folder, and :meth:`Sweep.resume` continues it bit for bit. ``fastfair sweep`` is the
 command-line layer over this class.
 
@@ -52,19 +53,20 @@ from fastfair.sim.experiments.common import (
     Orchestration,
     check_named,
     check_rules,
+    check_seeds,
     play_alone,
     point_config,
     round_hooks,
     run_summary,
     with_fairness,
 )
+from fastfair.sim.experiments.sweep_result import SweepResult, run_name
 from fastfair.sim.models.flat import FlatModel
 from fastfair.sim.population.report import population_metrics
 from fastfair.sim.process import run_tuned
-from fastfair.sim.reporting import report, sweep_report
+from fastfair.sim.reporting import report, sweep_report, tidy
 from fastfair.sim.reporting.callbacks import RoundCallback
 from fastfair.sim.reporting.stats import (
-    SummaryRow,
     SweepRun,
     point_label,
     select,
@@ -80,6 +82,9 @@ METRICS = ("acc_mean", "acc_worst10", "acc_gini", "acc_variance")
 CONFIG = "sweep.json"
 #: The file of a sweep's folder holding every run's final global model.
 MODELS_FILE = "models.pt"
+#: The file of a sweep's folder holding every run's final per-client accuracy, one row per run
+#: and evaluation client (``run, rule, point, seed, client, accuracy``).
+FINALS_FILE = "sweep_final_accuracy.csv"
 #: Added to the metrics when every run's data set has groups: the worst group's accuracy and
 #: the Gini over the groups' accuracies, with their paired differences.
 GROUP_METRICS = ("acc_worst_group", "acc_gini_groups")
@@ -99,11 +104,6 @@ class RunSpec:
         return run_name(point_label(self.rule, dict(self.options)), self.seed)
 
 
-def run_name(point: str, seed: int) -> str:
-    """The name of the run of grid point ``point`` with ``seed``."""
-    return f"{point}/seed{seed}"
-
-
 def grid_points(rule: str, fixed: Mapping[str, Any],
                 grid: Mapping[str, Sequence[Any]]) -> List[Dict[str, Any]]:
     """The option sets of ``rule``: ``fixed`` options with every combination of the ``grid``
@@ -119,34 +119,6 @@ def grid_points(rule: str, fixed: Mapping[str, Any],
             for combo in itertools.product(*(grid[n] for n in names))]
 
 
-@dataclass
-class SweepResult:
-    """What a sweep produced: every run (:class:`~fastfair.sim.reporting.stats.SweepRun`), the grid
-    point chosen per rule on the validation split (``selection``), the summary rows (mean and
-    95 % CI over seeds, paired differences against ``baseline``), the wall time, the output
-    folder (None when nothing was written) and every run's final global model.
-
-    ``models`` maps each run's name (:attr:`RunSpec.name`, e.g. ``"fedavg/seed0"`` or
-    ``"term(tilt=1.0)/seed2"``) to its final global model as
-    :meth:`~fastfair.sim.rounds.runner.Runner.global_state_dict` gives it (CPU tensors; a
-    :class:`~fastfair.sim.models.module.ModuleModel`'s own module ``state_dict``, ready for
-    ``module.load_state_dict``). The output folder holds the same as ``models.pt``
-    (``torch.load(path, weights_only=True)`` reads it)."""
-
-    runs: List[SweepRun]
-    selection: Dict[str, Dict[str, Any]]
-    rows: List[SummaryRow]
-    metrics: Tuple[str, ...]
-    baseline: Optional[str]
-    seconds: float
-    out: Optional[Path]
-    models: Dict[str, Dict[str, torch.Tensor]] = dataclasses.field(default_factory=dict)
-
-    def table(self) -> str:
-        """The summary as ``fastfair sweep`` prints it."""
-        return sweep_report.sweep_table(self.rows, self.metrics, self.baseline)
-
-
 class Sweep(Orchestration):
     """Runs ``rules`` x grid points x ``seeds`` from one configuration.
 
@@ -157,10 +129,11 @@ class Sweep(Orchestration):
         run). With ``validation`` > 0, every run holds out that fraction of each client's
         training samples and the grid point of each rule is chosen on it.
     rules
-        Rule and method names.
+        Rule and method names (one name may be given as a string).
     seeds
-        Seeds; runs of one seed share data, initial model and client samples (a
-        :class:`~fastfair.sim.models.module.ModuleModel` given as ``model`` starts each seed
+        Seeds (one may be given as an integer); runs of one seed share data, initial model and
+        client samples (a :class:`~fastfair.sim.models.module.ModuleModel` given as ``model``
+        starts each seed
         from weights drawn from that seed, unless built with ``init="given"``).
     grid
         ``{rule: {option: [values]}}``: every combination is a grid point of the rule; the
@@ -182,7 +155,8 @@ class Sweep(Orchestration):
         Save a checkpoint every N rounds (0: never): the batched runs' states together, and
         the method run in progress; :meth:`resume` continues from it bit for bit.
     progress
-        A progress bar over rounds on standard error.
+        A progress bar over rounds (``tqdm.auto``); None (default): shown when standard error
+        is a terminal or in a notebook, not in a job's log or a pipe.
     callbacks
         :class:`~fastfair.sim.reporting.callbacks.RoundCallback` s that see every run's
         rounds, under the run's name (:attr:`RunSpec.name`); only rank 0 calls them, and they
@@ -198,23 +172,19 @@ class Sweep(Orchestration):
     CONFIG = CONFIG
     fills_idle_cores = True
 
-    def __init__(self, config: SimulationConfig, rules: Sequence[str],
-                 seeds: Sequence[int] = (0,),
+    def __init__(self, config: SimulationConfig, rules: Union[str, Sequence[str]],
+                 seeds: Union[int, Sequence[int]] = (0,),
                  grid: Optional[Mapping[str, Mapping[str, Sequence[Any]]]] = None,
                  rule_options: Optional[Mapping[str, Mapping[str, Any]]] = None, *,
                  baseline: Optional[str] = None, select: str = "acc_mean",
                  metrics: Sequence[str] = METRICS, out: Union[str, Path, None] = None,
-                 checkpoint_every: int = 0, progress: bool = False,
+                 checkpoint_every: int = 0, progress: Optional[bool] = None,
                  callbacks: Optional[Sequence[RoundCallback]] = (), batched: bool = True,
                  dataset: Optional[FederatedDataset] = None, model: Optional[FlatModel] = None,
                  dist: Optional[Distributed] = None, threads: Optional[int] = 1,
                  fair_over: Optional[str] = None, group_prior: Optional[str] = None) -> None:
         config = with_fairness(config.with_clients_of(dataset), fair_over, group_prior)
-        rules, seeds = check_rules(rules), list(seeds)
-        if not seeds or len(set(seeds)) != len(seeds) or not all(
-                isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
-            raise ValueError(f"seeds (--seeds) must be distinct integers >= 0, at least one; got "
-                             f"{seeds}")
+        rules, seeds = check_rules(rules), check_seeds(seeds)
         grid, fixed = dict(grid or {}), dict(rule_options or {})
         check_named(rules, grid=grid, rule_options=fixed)
         if baseline is not None and baseline not in rules:
@@ -272,6 +242,9 @@ class Sweep(Orchestration):
         saved_models = state.get("models", {})
         self._models: Dict[RunSpec, Dict[str, torch.Tensor]] = {
             spec: dict(saved_models[spec.name]) for spec in finished if spec.name in saved_models}
+        self._eval_ids: Dict[int, np.ndarray] = {
+            int(seed): np.asarray(ids, dtype=np.int64)
+            for seed, ids in state.get("eval_ids", {}).items()}
         current = state.get("current")
         with round_hooks(self.callbacks, self.dist) as hooks:
             for group in self._groups():
@@ -296,7 +269,7 @@ class Sweep(Orchestration):
         seconds = time.perf_counter() - started
         models = {spec.name: self._models[spec] for spec in self.specs if spec in self._models}
         result = SweepResult(runs, selection, rows, metrics, self.baseline, seconds,
-                             self.out if lead else None, models)
+                             self.out if lead else None, models, dict(self._eval_ids))
         if lead and self.out is not None:
             self._write(result)
         return result
@@ -388,6 +361,7 @@ class Sweep(Orchestration):
                        np.asarray(final, dtype=np.float64), seconds)
         self._models[spec] = {k: v.detach().cpu().clone()
                               for k, v in runner.global_state_dict().items()}
+        self._eval_ids[spec.seed] = np.asarray(runner.eval_ids, dtype=np.int64)
         hooks.on_run_end(spec.name, run_summary(spec.name, run.history, seconds))
         return run
 
@@ -398,7 +372,8 @@ class Sweep(Orchestration):
         self._checkpoint(seconds=time.perf_counter() - started, current=current, finished={
             spec.name: {"history": run.history, "final": run.final, "seconds": run.seconds}
             for spec, run in finished.items()},
-            models={spec.name: self._models[spec] for spec in finished if spec in self._models})
+            models={spec.name: self._models[spec] for spec in finished if spec in self._models},
+            eval_ids={str(seed): ids for seed, ids in self._eval_ids.items()})
 
     def _restored(self, saved: Dict[str, Any]) -> Dict[RunSpec, SweepRun]:
         """The finished runs of a checkpoint, by run."""
@@ -414,6 +389,7 @@ class Sweep(Orchestration):
         report.write_metrics(self.out, histories)
         sweep_report.write_sweep(self.out, result.runs, result.rows, result.selection,
                                  result.metrics, result.baseline, self.select)
+        tidy.write_client_accuracy(self.out / FINALS_FILE, result.to_records("clients"))
         checkpoint.save(self.out / MODELS_FILE, result.models)
 
 

@@ -243,9 +243,9 @@ class LoggingCallback(RoundCallback):
 
     def on_round(self, run: str, record: Dict[str, Any]) -> None:
         if "acc_mean" in record:
-            LOGGER.log(self.level, "%s round %d: mean acc %.2f%%, worst 10%% %.2f%%, test loss "
-                       "%.4g", run, record["round"], 100 * record["acc_mean"],
-                       100 * record["acc_worst10"], record["test_loss"])
+            LOGGER.log(self.level, "%s round %d: mean acc %.4f, worst 10%% %.4f, test loss "
+                       "%.4g", run, record["round"], record["acc_mean"],
+                       record["acc_worst10"], record["test_loss"])
 
     def on_run_end(self, run: str, summary: Dict[str, float]) -> None:
         LOGGER.log(self.level, "%s done in %.1f s", run, summary.get("seconds", float("nan")))

@@ -71,25 +71,19 @@ def summarize(histories: Dict[str, List[dict]], seconds: Dict[str, float]) -> Di
 
 
 def summary_table(summary: Dict[str, dict]) -> str:
-    """The summary side by side (accuracies in %, AUROC x 100)."""
+    """The summary side by side, every value as recorded (accuracies and AUROC as fractions in
+    [0, 1])."""
     columns = SUMMARY_COLUMNS + [c for c in GROUP_COLUMNS + AUROC_COLUMNS
                                  if summary and all(c[0] in row for row in summary.values())]
     header = (f"{'rule':<12}" + "".join(f"{label:>11}" for _, label in columns)
               + f"{'ACF(1)':>8}{'time':>9}")
     lines = [header, "-" * len(header)]
     for rule, row in summary.items():
-        cells = []
-        for key, _ in columns:
-            if key in ("acc_gini", "acc_gini_groups"):
-                cells.append(f"{row[key]:>11.3f}")
-            else:
-                scale = 1e4 if key == "acc_variance" else 100.0
-                cells.append(f"{row[key] * scale:>11.2f}")
+        cells = [f"{row[key]:>11.{5 if key == 'acc_variance' else 4}f}" for key, _ in columns]
         lines.append(f"{rule:<12}" + "".join(cells) + f"{row['acc_mean_acf1']:>8.2f}"
                      + f"{row['seconds']:>8.1f}s")
-    lines.append("(accuracy columns in %, variance in %^2, ACF(1) of the mean-accuracy series, "
-                 "time = wall seconds of the run"
-                 + (", AUROC x 100)" if any(k == "auroc_mean" for k, _ in columns) else ")"))
+    lines.append("(accuracies and AUROC as fractions in [0, 1], variance of the clients' "
+                 "accuracies, ACF(1) of the mean-accuracy series, time = wall seconds of the run)")
     return "\n".join(lines)
 
 
@@ -107,39 +101,45 @@ def plot(out: Path, histories: Dict[str, List[dict]], finals: Dict[str, np.ndarr
     for rule, hist in histories.items():
         evals = [r for r in hist if "acc_mean" in r]
         rounds = [r["round"] for r in evals]
-        line, = axes[0].plot(rounds, [100 * r["acc_mean"] for r in evals], label=f"{rule} mean")
-        axes[0].plot(rounds, [100 * r["acc_worst10"] for r in evals], "--", color=line.get_color(),
-                     label=f"{rule} worst 10%")
+        line, = axes[0].plot(rounds, [r["acc_mean"] for r in evals])
+        axes[0].plot(rounds, [r["acc_worst10"] for r in evals], "--", color=line.get_color())
         if evals and "acc_worst_group" in evals[-1]:
-            axes[0].plot(rounds, [100 * r["acc_worst_group"] for r in evals], ":",
-                         color=line.get_color(), label=f"{rule} worst group")
+            axes[0].plot(rounds, [r["acc_worst_group"] for r in evals], ":",
+                         color=line.get_color())
         axes[1].plot(rounds, [r["acc_gini"] for r in evals], color=line.get_color(), label=rule)
-    axes[0].set(xlabel="round", ylabel="test accuracy (%)", title="mean and worst-10% clients")
+    grouped = any(evals and "acc_worst_group" in evals[-1] for evals in (
+        [r for r in hist if "acc_mean" in r] for hist in histories.values()))
+    axes[0].set(xlabel="round", ylabel="test accuracy",
+                title="mean (solid), worst-10% clients (dashed)"
+                + (", worst group (dotted)" if grouped else ""))
     axes[1].set(xlabel="round", ylabel="Gini of client accuracy", title="inequality across clients")
     for ax in axes:
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+    # One legend of the rules beside both panels: inside, it hid the curves of close rules.
+    handles, names = axes[1].get_legend_handles_labels()
+    fig.legend(handles, names, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8,
+               title="rule")
     fig.suptitle(title)
     fig.tight_layout()
     paths = [out / "fairness.png", out / "final_accuracy.png"]
     try:
         with writing(paths[0]):
-            fig.savefig(paths[0], dpi=110)
+            fig.savefig(paths[0], dpi=110, bbox_inches="tight")
     finally:
         plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    bins = np.linspace(0, 100, 21).tolist()  # a list: matplotlib's bins type
+    bins = np.linspace(0, 1, 21).tolist()  # a list: matplotlib's bins type
     for rule, acc in finals.items():
-        ax.hist(100 * acc, bins=bins, histtype="step", linewidth=2, label=rule)
-    ax.set(xlabel="final test accuracy of a client (%)", ylabel="clients",
+        ax.hist(acc, bins=bins, histtype="step", linewidth=2, label=rule)
+    ax.set(xlabel="final test accuracy of a client", ylabel="clients",
            title="distribution of client accuracy after the last round")
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, title="rule")
     fig.tight_layout()
     try:
         with writing(paths[1]):
-            fig.savefig(paths[1], dpi=110)
+            fig.savefig(paths[1], dpi=110, bbox_inches="tight")
     finally:
         plt.close(fig)
     return paths

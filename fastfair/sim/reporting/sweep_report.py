@@ -47,21 +47,23 @@ def label(metric: str) -> str:
     return metric
 
 
-def scale(metric: str) -> float:
-    """The factor a metric is shown with: accuracies (``acc_*``, ``val_acc_*``) in % (100),
-    their variance in %^2 (1e4), Gini and everything else (losses) as recorded (1)."""
+#: The range of every bounded metric: accuracies and their Gini are fractions in [0, 1] (one
+#: unit in every file, table and plot). An interval on one is clipped to it.
+BOUNDS = (0.0, 1.0)
+
+
+def bounded(metric: str) -> bool:
+    """Whether ``metric`` lies in :data:`BOUNDS`: accuracies (``acc_*``, ``val_acc_*``) and
+    their Gini, not their variance (in [0, 1/4]) nor the losses."""
     base = metric[4:] if metric.startswith("val_") else metric
-    if not base.startswith("acc_") or base in ("acc_gini", "acc_gini_groups"):
-        return 1.0
-    return 1e4 if base == "acc_variance" else 100.0
+    return base.startswith("acc_") and base != "acc_variance"
 
 
 def _cell(pair: Tuple[float, float], metric: str, signed: bool = False) -> str:
     mean, half = pair
-    s = scale(metric)
-    digits = 3 if s == 1.0 else 2
-    text = f"{mean * s:{'+' if signed else ''}.{digits}f}"
-    return text if math.isnan(half) else f"{text} ± {half * s:.{digits}f}"
+    digits = 4 if metric.endswith("acc_variance") else 3
+    text = f"{mean:{'+' if signed else ''}.{digits}f}"
+    return text if math.isnan(half) else f"{text} ± {half:.{digits}f}"
 
 
 def sweep_table(rows: Sequence[SummaryRow], metrics: Sequence[str],
@@ -69,7 +71,7 @@ def sweep_table(rows: Sequence[SummaryRow], metrics: Sequence[str],
     """The summary for a terminal: per grid point its seeds n, mean ± 95 % CI half-width of
     each of ``metrics``, then (with differences) the difference ``point - baseline`` paired on
     seeds ± its half-width; where some rule had several points, ``*`` marks the chosen ones.
-    Accuracies in %, variance in %^2, Gini and losses with 3 decimals."""
+    Every value as recorded (accuracies as fractions), with 3 decimals (variance 4)."""
     if not rows:
         raise ValueError("rows is empty")
     diff = baseline is not None and any(r.differences for r in rows)
@@ -88,7 +90,7 @@ def sweep_table(rows: Sequence[SummaryRow], metrics: Sequence[str],
         lines.append(f"{name:<{first}}{row.n:>3}"
                      + "".join(f"{c:>{w}}" for c, w in zip(cs, widths)))
     lines.append(f"(mean ± half-width of the {CONFIDENCE:.0%} Student-t interval over the n "
-                 "seeds, none for one seed; accuracies in %, variance in %^2)")
+                 "seeds, none for one seed; accuracies as fractions in [0, 1])")
     if diff:
         lines.append(f"(Δ: the point minus {baseline}, paired on seeds: runs of a seed share "
                      "data, initial model and client samples; ± its "
@@ -196,34 +198,48 @@ def _worst(runs: Sequence[SweepRun]) -> Tuple[str, str]:
     return "acc_worst10", "worst-10% clients"
 
 
+def clipped_errors(mean: float, half: float, low: float = BOUNDS[0],
+                   high: float = BOUNDS[1]) -> Optional[Tuple[List[float], List[float]]]:
+    """The error bar ``[[below], [above]]`` of ``mean ± half`` clipped to ``[low, high]`` (what
+    ``errorbar``'s ``xerr``/``yerr`` take); None for a NaN ``half`` (one seed: no interval)."""
+    if math.isnan(half):
+        return None
+    return [max(0.0, mean - max(low, mean - half))], [max(0.0, min(high, mean + half) - mean)]
+
+
+#: Markers cycled with the colours, so that points of one colour cycle still differ.
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
+
+
 def plot_tradeoff(path: Path, runs: Sequence[SweepRun]) -> Path:
-    """Two panels, one labelled marker per grid point of ``runs``: mean accuracy (x) against
-    worst-10 % accuracy (the worst group's, when the data set has groups), and against Gini,
-    each at the mean over seeds of the runs' last values with 95 % CI error bars on both axes
-    (none for one seed)."""
+    """Two panels, one marker per grid point of ``runs`` (a colour and shape each, named in one
+    legend beside the panels, so that close points never print their names over each other):
+    mean accuracy (x) against worst-10 % accuracy (the worst group's, when the data set has
+    groups), and against Gini, each at the mean over seeds of the runs' last values with 95 %
+    Student-t CI error bars on both axes (none for one seed), clipped to [0, 1], the range of
+    both metrics (the caption says so)."""
     plt = _pyplot()
     worst, what = _worst(runs)
     rows = summarize(runs, ["acc_mean", worst, "acc_gini"])
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
-    for ax, other, name in ((axes[0], worst, f"{what} accuracy (%)"),
+    for ax, other, name in ((axes[0], worst, f"{what} accuracy"),
                             (axes[1], "acc_gini", "Gini of client accuracy")):
-        for row in rows:
+        for k, row in enumerate(rows):
             (x, xe), (y, ye) = row.values["acc_mean"], row.values[other]
-            s = scale(other)
-            bars = ax.errorbar(100 * x, s * y, xerr=None if math.isnan(xe) else 100 * xe,
-                               yerr=None if math.isnan(ye) else s * ye, fmt="o", capsize=3,
-                               label=row.point)
-            # Labels beside the markers, and a legend for where close points overlap them.
-            ax.annotate(row.point, (100 * x, s * y), textcoords="offset points", xytext=(5, 5),
-                        fontsize=8, color=bars.lines[0].get_color())
-        ax.set(xlabel="mean client accuracy (%)", ylabel=name)
+            ax.errorbar(x, y, xerr=clipped_errors(x, xe), yerr=clipped_errors(y, ye),
+                        fmt=MARKERS[k % len(MARKERS)], color=f"C{k % 10}", capsize=3,
+                        markersize=7, label=row.point)
+        ax.set(xlabel="mean client accuracy", ylabel=name)
         ax.grid(alpha=0.3)
     axes[0].set_title("higher and to the right is better")
     axes[1].set_title("lower and to the right is better")
-    axes[1].legend(fontsize=8)
-    fig.suptitle(f"last evaluation, mean over seeds (error bars: {CONFIDENCE:.0%} CI)")
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8,
+               title="grid point")
+    fig.suptitle(f"last evaluation, mean over seeds (error bars: {CONFIDENCE:.0%} Student-t CI "
+                 "over seeds, clipped to [0, 1])")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
 
@@ -231,8 +247,9 @@ def plot_tradeoff(path: Path, runs: Sequence[SweepRun]) -> Path:
 def curve_band(values: np.ndarray, kind: str) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(mean [T], low [T], high [T])`` of ``values [n, T]`` (n seeds, T rounds): the mean over
     seeds and either (``kind="CI"``) its 95 % Student-t interval ``mean ± t s / sqrt(n)`` per round
-    (:func:`~fastfair.sim.reporting.stats.mean_ci`; NaN for one seed) or (``"min-max"``) the range
-    over seeds."""
+    (:func:`~fastfair.sim.reporting.stats.mean_ci`; NaN for one seed) clipped to
+    :data:`BOUNDS`, the range of the accuracies it is drawn for, or (``"min-max"``) the range over
+    seeds."""
     v = np.asarray(values, dtype=np.float64)
     if v.ndim != 2 or v.shape[0] == 0:
         raise ValueError(f"values must be [seeds, rounds] with a seed; got shape {v.shape}")
@@ -242,7 +259,7 @@ def curve_band(values: np.ndarray, kind: str) -> Tuple[np.ndarray, np.ndarray, n
         raise ValueError(f"kind must be 'CI' or 'min-max'; got {kind!r}")
     stats = np.array([mean_ci(v[:, j], CONFIDENCE) for j in range(v.shape[1])]).reshape(-1, 2)
     mean, half = stats[:, 0], stats[:, 1]
-    return mean, mean - half, mean + half
+    return mean, np.maximum(mean - half, BOUNDS[0]), np.minimum(mean + half, BOUNDS[1])
 
 
 def plot_curves(path: Path, runs: Sequence[SweepRun]) -> Path:
@@ -250,7 +267,8 @@ def plot_curves(path: Path, runs: Sequence[SweepRun]) -> Path:
     groups) of each grid point of ``runs``: the mean
     over its seeds as a line and a band (:func:`curve_band`: the 95 % CI when every point has
     at least :data:`CI_BAND_SEEDS` seeds, else the range over seeds; the title says which),
-    on the evaluation rounds all its seeds share."""
+    on the evaluation rounds all its seeds share. One legend beside the panels names the
+    points."""
     plt = _pyplot()
     worst, what = _worst(runs)
     points = by_point(runs)
@@ -261,21 +279,23 @@ def plot_curves(path: Path, runs: Sequence[SweepRun]) -> Path:
         for ax, metric in zip(axes, ("acc_mean", worst)):
             curves = [dict(zip(*run.curve(metric))) for run in group]
             rounds = sorted(set.intersection(*(set(c) for c in curves)))
-            values = 100 * np.array([[c[t] for t in rounds] for c in curves]).reshape(
+            values = np.array([[c[t] for t in rounds] for c in curves]).reshape(
                 len(curves), len(rounds))
             mean, low, high = curve_band(values, kind)
             line, = ax.plot(rounds, mean, label=point, color=color)
             color = line.get_color()
             ax.fill_between(rounds, low, high, color=color, alpha=0.2)
-    axes[0].set(xlabel="round", ylabel="test accuracy (%)", title="mean client accuracy")
-    axes[1].set(xlabel="round", ylabel="test accuracy (%)", title=what)
+    axes[0].set(xlabel="round", ylabel="test accuracy", title="mean client accuracy")
+    axes[1].set(xlabel="round", ylabel="test accuracy", title=what)
     for ax in axes:
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
-    band = (f"{CONFIDENCE:.0%} CI over seeds" if kind == "CI" else
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8,
+               title="grid point")
+    band = (f"{CONFIDENCE:.0%} Student-t CI over seeds, clipped to [0, 1]" if kind == "CI" else
             f"min-max over seeds (fewer than {CI_BAND_SEEDS} seeds for a CI)")
     fig.suptitle(f"mean over seeds, band: {band}")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path

@@ -87,6 +87,9 @@ def test_integer_x_are_token_ids_with_a_label_per_position():
      ValueError, r"train\[0\]: x holds token ids \(integers\), which must be >= 0; got -2"),
     (lambda r: [(r.random(4), [0] * 4)],
      ValueError, r"train\[0\] must be x \[n, F\] and y \[n\] .*one feature per sample: x \[n, 1\]"),
+    (lambda r: [(r.integers(0, 256, (4, 1, 3, 3)).astype(np.uint8), [0] * 4)],
+     ValueError, r"train\[0\]: x is uint8 of shape \(4, 1, 3, 3\), which looks like image "
+                 r"pixels: pass float features, e.g. x.astype\(np.float32\) / 255"),
     (lambda r: [(np.array([["a", "b"]] * 4), [0] * 4)],
      TypeError, r"train\[0\]: x must hold float features or integer token ids; got dtype <U1"),
 ])

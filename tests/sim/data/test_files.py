@@ -255,3 +255,33 @@ def test_npz_tokens_and_errors(tmp_path, rng):
     np.savez(tmp_path / "c3.npz", x=np.zeros((3, 7), np.int64))
     with pytest.raises(ValueError, match="must hold x and y"):
         open_files("npz-clients", str(tmp_path))
+
+
+def test_download_makes_its_data_dir_and_names_the_data_extra(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    from fastfair.sim.config import SimulationConfig
+    from fastfair.sim.data.vision import download
+
+    target = tmp_path / "not" / "yet"
+    config = SimulationConfig(dataset="mnist", data_dir=str(target), download=True)
+    assert config.download and not target.exists()        # made when the files are fetched
+    fetched = []
+
+    class MNIST:
+        def __init__(self, root, train, download):
+            assert download and (tmp_path / "not" / "yet").is_dir()
+            fetched.append(train)
+
+    fake = types.ModuleType("torchvision")
+    fake.datasets = types.SimpleNamespace(MNIST=MNIST, FashionMNIST=None, CIFAR10=None,
+                                          CIFAR100=None)
+    monkeypatch.setitem(sys.modules, "torchvision", fake)
+    download("mnist", str(target))
+    assert fetched == [True, False]
+    monkeypatch.setitem(sys.modules, "torchvision", None)   # not installed
+    with pytest.raises(ValueError, match=r'pip install "fastfair\[data\]"'):
+        download("mnist", str(tmp_path / "other"))
+    with pytest.raises(ValueError, match="data_dir .* must be an existing folder"):
+        SimulationConfig(dataset="mnist", data_dir=str(target / "absent"))

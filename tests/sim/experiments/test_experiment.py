@@ -135,3 +135,12 @@ def test_threads_and_heap_settings_last_only_while_a_run_does():
                           check=True)
     kept, fresh = map(int, done.stdout.split())
     assert kept < 1000 < fresh  # 64 MB is 16,384 pages: freshly mapped, each faults once
+
+
+def test_one_rule_may_be_given_as_a_string_and_unknown_ones_name_the_closest():
+    config = SimulationConfig(clients=10, per_round=2, rounds=1)
+    assert Experiment(config, rules="fedavg").rules == ["fedavg"]
+    with pytest.raises(ValueError, match=r"unknown rule 'fedav' \(did you mean 'fedavg'\?\)"):
+        Experiment(config, rules=["fedavg", "fedav"])
+    with pytest.raises(TypeError, match=r"rules must be a rule name or a list of rule names"):
+        Experiment(config, rules=[1])

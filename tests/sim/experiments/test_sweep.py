@@ -172,6 +172,11 @@ def test_methods_run_beside_the_batched_rules():
     assert all(len(r.history) == 2 for r in result.runs)
 
 
+def test_one_rule_and_one_seed_may_be_given_bare():
+    sweep = Sweep(SMALL, "fedavg", seeds=0)
+    assert sweep.rules == ["fedavg"] and sweep.seeds == [0]
+
+
 def test_grid_points_combine_every_value():
     assert grid_points("term", {"x": 1}, {"tilt": [0.1, 1], "y": [2, 3]}) == [
         {"x": 1, "tilt": 0.1, "y": 2}, {"x": 1, "tilt": 0.1, "y": 3},
@@ -184,6 +189,8 @@ def test_grid_points_combine_every_value():
     (dict(grid={"qfedavg": {"q": [1.0]}}), "not run"),
     (dict(baseline="afl"), "baseline"),
     (dict(seeds=[0, 0]), "seeds"),
+    (dict(seeds="0"), r"seeds must be an integer or a list of integers >= 0, e\.g\. \[0, 1, 2\]; "
+                      r"got '0'"),
     (dict(grid={"term": {"tilt": []}}, ), "non-empty"),
     (dict(rule_options={"term": {"tlt": 1.0}}), "tilt"),
 ])

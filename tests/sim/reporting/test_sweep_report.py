@@ -12,10 +12,12 @@ import pytest
 
 from fastfair.sim.reporting.stats import SweepRun, select, summarize
 from fastfair.sim.reporting.sweep_report import (
+    bounded,
+    clipped_errors,
     curve_band,
     label,
     plot_curves,
-    scale,
+    plot_tradeoff,
     sweep_table,
     write_sweep,
 )
@@ -50,12 +52,17 @@ def _sweep(seeds=(0, 1)):
 METRICS = ["acc_mean", "acc_worst10", "acc_gini", "acc_variance"]
 
 
-def test_scales_and_labels():
-    assert [scale(m) for m in ("acc_mean", "val_acc_worst10", "acc_parity_gap")] == [100] * 3
-    assert scale("acc_variance") == scale("val_acc_variance") == 1e4
-    assert scale("acc_gini") == scale("test_loss") == scale("val_loss") == 1.0
+def test_bounded_metrics_and_labels():
+    assert all(bounded(m) for m in ("acc_mean", "val_acc_worst10", "acc_gini", "acc_parity_gap"))
+    assert not any(bounded(m) for m in ("acc_variance", "test_loss", "val_loss"))
     assert label("acc_worst10") == "worst 10%" and label("val_acc_worst10") == "val worst 10%"
     assert label("max_share") == "max_share"
+
+
+def test_error_bars_are_clipped_to_the_range_of_the_metric():
+    assert clipped_errors(0.1, 0.3) == ([pytest.approx(0.1)], [pytest.approx(0.3)])
+    assert clipped_errors(0.9, 0.3) == ([pytest.approx(0.3)], [pytest.approx(0.1)])
+    assert clipped_errors(0.5, float("nan")) is None
 
 
 def test_table_cells_are_hand_computed():
@@ -68,26 +75,27 @@ def test_table_cells_are_hand_computed():
                                 "variance"]
     term1, term10, fedavg = (next(line for line in lines if line.startswith(p))
                              for p in ("*term(tilt=1)", " term(tilt=10)", "*fedavg"))
-    # term(tilt=1): acc 0.5, 0.6 -> 55.00 ± T2 * 0.05 * 100; worst 20 %; Gini 0.2 exactly;
-    # variance 0.001 = 10 %^2; paired on fedavg (0.4, 0.5): +10.00 ± 0.
-    half = f"{T2 * 5:.2f}"
-    assert f"55.00 ± {half}" in term1 and "20.00 ± 0.00" in term1
-    assert "0.200 ± 0.000" in term1 and "10.00 ± 0.00" in term1
-    assert "+10.00 ± 0.00" in term1 and "-0.100 ± 0.000" in term1
-    # Δ worst 10 %: 0.2 - (0, 0.1) = 0.2, 0.1 -> +15.00 ± T2 * 0.05 * 100
-    assert f"+15.00 ± {half}" in term1
-    # fedavg variance 0.002, 0.003 -> 25.00 %^2 ± T2 * 0.0005 * 1e4; it is the baseline.
-    assert f"25.00 ± {T2 * 5:.2f}" in fedavg and fedavg.count("baseline") == 4
+    # term(tilt=1): acc 0.5, 0.6 -> 0.550 ± T2 * 0.05; worst 0.2; Gini 0.2 exactly;
+    # variance 0.001; paired on fedavg (0.4, 0.5): +0.100 ± 0. Fractions, as recorded.
+    half = f"{T2 * 0.05:.3f}"
+    assert f"0.550 ± {half}" in term1 and "0.200 ± 0.000" in term1
+    assert "0.0010 ± 0.0000" in term1
+    assert "+0.100 ± 0.000" in term1 and "-0.100 ± 0.000" in term1
+    # Δ worst 10 %: 0.2 - (0, 0.1) = 0.2, 0.1 -> +0.150 ± T2 * 0.05
+    assert f"+0.150 ± {half}" in term1
+    # fedavg variance 0.002, 0.003 -> 0.0025 ± T2 * 0.0005; it is the baseline.
+    assert f"0.0025 ± {T2 * 0.0005:.4f}" in fedavg and fedavg.count("baseline") == 4
     assert "95% Student-t" in table and "paired on seeds" in table
+    assert "accuracies as fractions in [0, 1]" in table
     assert "chosen on the validation split" in table
-    assert "+50.00" in term10  # tilt 10's test accuracy 0.9, 1.0 against fedavg's 0.4, 0.5
+    assert "+0.500" in term10  # tilt 10's test accuracy 0.9, 1.0 against fedavg's 0.4, 0.5
 
 
 def test_table_without_a_choice_or_a_baseline_or_a_second_seed():
     runs = [_run("fedavg", 0, acc_mean=0.5), _run("afl", 0, acc_mean=0.25)]
     table = sweep_table(summarize(runs, ["acc_mean"], None, select(runs)), ["acc_mean"], None)
     assert "*" not in table and "Δ" not in table and "validation" not in table
-    assert " fedavg" in table and "50.00" in table and "±" not in table.splitlines()[2]
+    assert " fedavg" in table and "0.500" in table and "±" not in table.splitlines()[2]
     with pytest.raises(ValueError, match="rows is empty"):
         sweep_table([], ["acc_mean"], None)
 
@@ -189,17 +197,30 @@ def test_tradeoff_plots_the_selected_points_at_their_means(tmp_path, figures):
                 None)
     tradeoff, curves = figures
     left, right = tradeoff.axes
-    # One marker per selected point: term(tilt=1) (55 %, 20 %), fedavg (45 %, 5 %).
+    # One marker per selected point: term(tilt=1) (0.55, 0.2), fedavg (0.45, 0.05), named
+    # in one legend beside the panels, never by labels over the markers.
     markers = [c.lines[0].get_xydata()[0].tolist() for c in left.containers]
-    assert markers == [pytest.approx([55.0, 20.0]), pytest.approx([45.0, 5.0])]
-    assert [t.get_text() for t in left.texts] == ["term(tilt=1)", "fedavg"]
+    assert markers == [pytest.approx([0.55, 0.2]), pytest.approx([0.45, 0.05])]
+    assert len(left.texts) == 0 and left.get_legend() is None
+    assert [t.get_text() for t in tradeoff.legends[0].get_texts()] == ["term(tilt=1)", "fedavg"]
     assert [c.lines[0].get_xydata()[0].tolist() for c in right.containers] == [
-        pytest.approx([55.0, 0.2]), pytest.approx([45.0, 0.3])]
-    assert "CI" in tradeoff.get_suptitle()
+        pytest.approx([0.55, 0.2]), pytest.approx([0.45, 0.3])]
+    assert "CI" in tradeoff.get_suptitle() and "clipped to [0, 1]" in tradeoff.get_suptitle()
     # Two seeds: the curves' band is the range, and the title says so.
     assert "min-max" in curves.get_suptitle()
     assert [line.get_label() for line in curves.axes[0].lines] == ["term(tilt=1)", "fedavg"]
-    assert curves.axes[0].lines[0].get_xydata().tolist() == [[5, 27.5], [10, 55.0]]
+    assert curves.axes[0].lines[0].get_xydata().tolist() == [[5, 0.275], [10, 0.55]]
+
+
+def test_tradeoff_error_bars_stop_at_zero_for_a_close_result(tmp_path, figures):
+    # Two seeds far apart: the t interval (t = 12.7) of the worst 10 % runs below 0.
+    runs = [_run("fedavg", s, acc_mean=0.5, acc_worst10=0.02 + 0.04 * s, acc_gini=0.2)
+            for s in (0, 1)]
+    plot_tradeoff(tmp_path / "tradeoff.png", runs)
+    (fig,) = figures
+    bars = fig.axes[0].containers[0].lines[2]   # x bars, then y bars
+    low = min(float(seg[:, 1].min()) for seg in bars[1].get_segments())
+    assert low == pytest.approx(0.0)
 
 
 def test_curves_band_is_the_ci_from_three_seeds_on_the_shared_rounds(tmp_path, figures):
@@ -207,22 +228,24 @@ def test_curves_band_is_the_ci_from_three_seeds_on_the_shared_rounds(tmp_path, f
     runs.append(_run("fedavg", 2, rounds=(2, 5, 10), acc_mean=0.5, acc_worst10=0.1))
     plot_curves(tmp_path / "curves.png", runs)
     (fig,) = figures
-    assert "95% CI" in fig.get_suptitle() and "min-max" not in fig.get_suptitle()
+    assert "95% Student-t CI" in fig.get_suptitle() and "min-max" not in fig.get_suptitle()
     line = fig.axes[0].lines[0]
     # Round 2 is only in seed 2's run: the curve keeps rounds 5 and 10.
-    assert line.get_xydata() == pytest.approx(np.array([[5, 20.0], [10, 40.0]]))
+    assert line.get_xydata() == pytest.approx(np.array([[5, 0.2], [10, 0.4]]))
     band = fig.axes[0].collections[0].get_paths()[0].vertices
-    assert band[:, 1].max() == pytest.approx(40.0 + T3 * 10 / math.sqrt(3), rel=1e-6)
+    assert band[:, 1].max() == pytest.approx(0.4 + T3 * 0.1 / math.sqrt(3), rel=1e-6)
 
 
-def test_curve_band_is_hand_computed():
-    values = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 9.0]])
+def test_curve_band_is_hand_computed_and_clipped_to_zero_and_one():
+    values = np.array([[0.1, 0.2], [0.3, 0.4], [0.5, 0.9]])
     mean, low, high = curve_band(values, "CI")
-    assert mean.tolist() == [3.0, 5.0]
-    # Column 0: s = 2; column 1: deviations -3, -1, 4 -> s = sqrt(13).
-    half = T3 * np.array([2.0, math.sqrt(13)]) / math.sqrt(3)
-    assert high - mean == pytest.approx(half, rel=1e-6)
-    assert mean - low == pytest.approx(half, rel=1e-6)
+    assert mean.tolist() == pytest.approx([0.3, 0.5])
+    # Column 0: s = 0.2; column 1: deviations -0.3, -0.1, 0.4 -> s = sqrt(0.13).
+    half = T3 * np.array([0.2, math.sqrt(0.13)]) / math.sqrt(3)
+    assert high == pytest.approx(np.minimum(mean + half, 1.0), rel=1e-6)
+    assert low == pytest.approx(np.maximum(mean - half, 0.0), rel=1e-6)
+    assert low[0] == 0.0 and high[1] == 1.0                 # both ends reached the bounds
+    values = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 9.0]])
     mean, low, high = curve_band(values[:2], "min-max")
     assert (mean.tolist(), low.tolist(), high.tolist()) == ([2, 3], [1, 2], [3, 4])
     with pytest.raises(ValueError, match="kind"):
