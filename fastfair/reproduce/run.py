@@ -36,18 +36,20 @@ from fastfair.sim.reporting.stats import mean_ci, paired_difference
 #: The verdicts, best first.
 VERDICTS = ("reproduced", "within noise", "not reproduced")
 #: The columns of ``table.csv`` (and the keys of each row of ``table.json``).
-FIELDS = ("column", "rule", "paper", "ours_mean", "ours_half", "seeds", "paper_diff",
+FIELDS = ("column", "metric", "rule", "paper", "ours_mean", "ours_half", "seeds", "paper_diff",
           "ours_diff", "ours_diff_half", "verdict", "why", "seconds")
 
 
 @dataclass
 class Row:
-    """One rule of one column: the paper's value, ours (mean and half-width of the 95 %
+    """One rule of one column on one metric (the table's, or one of its ``also``): the
+    paper's value, ours (mean and half-width of the 95 %
     interval over ``seeds``, in %), the differences to the baseline (None for the baseline
     itself or where the paper gives no number), the verdict and its reason, and the column's
     wall time in seconds."""
 
     column: str
+    metric: str
     rule: str
     paper: Optional[float]
     ours_mean: float
@@ -170,11 +172,13 @@ def run_table(spec: TableSpec, data_dir: Optional[str], out: Path, *, full: bool
             dataset = build_split(options.pop("split"), str(folder), options)
         result = Sweep(config, run.rules or [], spec.seeds,
                        rule_options=run.run.get("rule_options", {}), baseline=spec.baseline,
-                       metrics=(spec.metric,), out=out / _slug(column.name), progress=progress,
-                       dataset=dataset).run()
+                       metrics=(spec.metric, *spec.also), out=out / _slug(column.name),
+                       progress=progress, dataset=dataset).run()
         seconds = time.perf_counter() - begun
-        rows += column_rows(spec, column, {(r.rule, r.seed): 100 * r.last(spec.metric)
-                                           for r in result.runs}, run.rules or [], seconds)
+        for metric in (spec.metric, *spec.also):
+            rows += column_rows(spec, column, metric,
+                                {(r.rule, r.seed): 100 * r.last(metric) for r in result.runs},
+                                run.rules or [], seconds)
         if on_column is not None:
             on_column(column.name, seconds)
     table = TableResult(spec, rows, time.perf_counter() - started,
@@ -183,26 +187,29 @@ def run_table(spec: TableSpec, data_dir: Optional[str], out: Path, *, full: bool
     return table
 
 
-def column_rows(spec: TableSpec, column: Column, values: Dict[Tuple[str, int], float],
-                rules: Sequence[str], seconds: float) -> List[Row]:
-    """The rows of one column from each run's final metric in % (``{(rule, seed): value}``):
-    per rule its mean and interval over the table's seeds and, beside the baseline, the
-    paired difference to it with the :func:`verdict`."""
+def column_rows(spec: TableSpec, column: Column, metric: str,
+                values: Dict[Tuple[str, int], float], rules: Sequence[str],
+                seconds: float) -> List[Row]:
+    """The rows of one column on ``metric`` from each run's final value in %
+    (``{(rule, seed): value}``): per rule its mean and interval over the table's seeds and,
+    beside the baseline, the paired difference to it with the :func:`verdict` (the paper's
+    numbers are on the table's metric; the ``also`` metrics have none)."""
     rows = []
+    paper_numbers = column.paper if metric == spec.metric else {}
     base = {s: values[(spec.baseline, s)] for s in spec.seeds}
     for rule in rules:
         mine = {s: values[(rule, s)] for s in spec.seeds}
         mean, half = mean_ci(list(mine.values()))
-        paper = column.paper.get(rule)
+        paper = paper_numbers.get(rule)
         if rule == spec.baseline:
-            rows.append(Row(column.name, rule, paper, mean, half, len(mine), None, None, None,
-                            "baseline", "", seconds))
+            rows.append(Row(column.name, metric, rule, paper, mean, half, len(mine), None, None,
+                            None, "baseline", "", seconds))
             continue
         diff, diff_half, _ = paired_difference(mine, base)
-        reference = column.paper.get(spec.baseline)
+        reference = paper_numbers.get(spec.baseline)
         paper_diff = None if paper is None or reference is None else paper - reference
         word, why = verdict(paper_diff, diff, diff_half, spec.tie)
-        rows.append(Row(column.name, rule, paper, mean, half, len(mine), paper_diff, diff,
+        rows.append(Row(column.name, metric, rule, paper, mean, half, len(mine), paper_diff, diff,
                         diff_half, word, why, seconds))
     return rows
 
@@ -239,10 +246,13 @@ def markdown(table: TableResult) -> str:
              f"seeds). Verdict on Δ (fastfair.reproduce.run). Setting: {setting}. Wall time "
              f"{table.seconds:.0f} s (load average {table.load[0]:.1f} at the start, "
              f"{table.load[1]:.1f} at the end). Command: `{table.command}`.", "",
-             "| column | rule | paper | fastfair | paper Δ | fastfair Δ | verdict | why |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| column |" + (" metric |" if spec.also else "")
+             + " rule | paper | fastfair | paper Δ | fastfair Δ | verdict | why |",
+             "|---|" + ("---|" if spec.also else "") + "---|---|---|---|---|---|---|"]
+    labels = {spec.metric: spec.metric_label, **spec.also}
     for r in table.rows:
-        lines.append(f"| {r.column} | {r.rule} | {_number(r.paper)} | "
+        metric = f" {labels[r.metric]} |" if spec.also else ""
+        lines.append(f"| {r.column} |{metric} {r.rule} | {_number(r.paper)} | "
                      f"{_interval(r.ours_mean, r.ours_half)} | "
                      f"{'' if r.rule == spec.baseline else _number(r.paper_diff, True)} | "
                      f"{_interval(r.ours_diff, r.ours_diff_half, True)} | {r.verdict} | "

@@ -14,6 +14,7 @@
     tie = 0.5                          # |paper difference| below this: the paper finds none
     reduced = "what the shipped setting changes from the paper's, and why"
     unstated = ["what the paper leaves open: what was chosen"]
+    also = {acc_mean = "mean client accuracy (%)"}   # more metrics shown, without a verdict
 
     [run]                              # every column's options, in the format of
     rules = ["fedavg", "fairavg"]      # fastfair simulate --config (docs/simulator.md)
@@ -59,6 +60,7 @@ _TABLE_KEYS = {
     "seeds": OptionSpec("seeds", List[int], [0, 1, 2]),
     "tie": OptionSpec("tie", float, 0.5), "reduced": OptionSpec("reduced", str, ""),
     "unstated": OptionSpec("unstated", List[str], []), "notes": OptionSpec("notes", List[str], []),
+    "also": OptionSpec("also", Dict[str, str], {}),
 }
 _COLUMN_KEYS = {
     "name": OptionSpec("name", str, None), "paper": OptionSpec("paper", Dict[str, float], {}),
@@ -89,7 +91,8 @@ class Column:
 
 @dataclass(frozen=True)
 class TableSpec:
-    """A table file (the module's format): what it compares and every column's settings."""
+    """A table file (the module's format): what it compares and every column's settings
+    (``also``: further metrics by label, shown beside the compared one without a verdict)."""
 
     name: str
     path: Path
@@ -104,6 +107,7 @@ class TableSpec:
     reduced: str
     unstated: List[str]
     notes: List[str]
+    also: Dict[str, str]
     run: Dict[str, Any]
     full: Dict[str, Any]
     columns: List[Column]
@@ -220,7 +224,10 @@ def check_table(spec: TableSpec) -> None:
             if not isinstance(split, str):
                 raise ValueError(f"{where} (column {column.name!r}): prepare needs split, one "
                                  "of fastfair.reproduce.prepare's splits")
-            check_split(split, options)
+            try:
+                check_split(split, options)
+            except (ValueError, TypeError) as exc:
+                raise type(exc)(f"{where} (column {column.name!r}): {exc}") from None
             if column.data is None:
                 raise ValueError(f"{where} (column {column.name!r}): prepare reads files: "
                                  "give data, the folder under --data-dir")
