@@ -15,6 +15,9 @@ interval of the differences paired on seeds), :func:`verdict` says:
   interval to bound it by ``tie``), or there is one seed only (no interval);
 - **not reproduced**: our interval excludes 0 on the side opposite to D, or (``|D| < tie``)
   excludes 0 where the paper finds no difference.
+
+Where the paper's number is not available (a column's ``claim`` gives only the sign it
+claims), the sign is judged as a difference of that sign.
 """
 
 from __future__ import annotations
@@ -77,8 +80,8 @@ class TableResult:
     command: str
 
 
-def verdict(paper_diff: Optional[float], diff: float, half: float,
-            tie: float) -> Tuple[str, str]:
+def verdict(paper_diff: Optional[float], diff: float, half: float, tie: float,
+            direction: Optional[int] = None) -> Tuple[str, str]:
     """``(verdict, why)`` of our paired difference ``diff ± half`` (in %) against the paper's
     ``paper_diff`` (None: the paper gives no number), by the module's rule.
 
@@ -91,6 +94,9 @@ def verdict(paper_diff: Optional[float], diff: float, half: float,
         seed).
     tie
         Differences below it in magnitude are the paper's "no difference".
+    direction
+        Where the paper gives no number: the sign of the difference it claims (+1, -1),
+        judged as a difference of that sign; None: no claim to judge.
 
     Returns
     -------
@@ -98,11 +104,19 @@ def verdict(paper_diff: Optional[float], diff: float, half: float,
         One of :data:`VERDICTS` (or ``"no paper number"``) and a one-line reason.
     """
     ours = f"ours {diff:+.1f} ± {half:.1f}" if math.isfinite(half) else f"ours {diff:+.1f}"
-    if paper_diff is None:
+    if paper_diff is None and direction is None:
         return "no paper number", f"{ours}; the paper gives no number to compare"
     if not math.isfinite(half):
         return "within noise", f"{ours} from one seed: no interval to judge the sign by"
     low, high = diff - half, diff + half
+    if paper_diff is None:
+        side = "higher" if direction == 1 else "lower"
+        if (low > 0 and direction == 1) or (high < 0 and direction == -1):
+            return "reproduced", f"paper: {side} (no number here); {ours} excludes 0 that way"
+        if low <= 0 <= high:
+            return "within noise", f"paper: {side} (no number here); {ours} holds 0"
+        return "not reproduced", (f"paper: {side} (no number here); {ours} excludes 0 the "
+                                  "other way")
     if abs(paper_diff) < tie:
         if -tie <= low and high <= tie:
             return "reproduced", f"paper {paper_diff:+.1f} (no difference); {ours} within ±{tie}"
@@ -208,7 +222,8 @@ def column_rows(spec: TableSpec, column: Column, metric: str,
         diff, diff_half, _ = paired_difference(mine, base)
         reference = paper_numbers.get(spec.baseline)
         paper_diff = None if paper is None or reference is None else paper - reference
-        word, why = verdict(paper_diff, diff, diff_half, spec.tie)
+        claim = column.claim.get(rule) if metric == spec.metric else None
+        word, why = verdict(paper_diff, diff, diff_half, spec.tie, claim)
         rows.append(Row(column.name, metric, rule, paper, mean, half, len(mine), paper_diff, diff,
                         diff_half, word, why, seconds))
     return rows
@@ -240,7 +255,9 @@ def markdown(table: TableResult) -> str:
     setting = "the paper's full setting (--full)" if table.full else \
         "the shipped reduced setting (below)"
     lines = [f"### {spec.title}", "",
-             f"{spec.paper}, {spec.source}. Metric: {spec.metric_label} (`{spec.metric}`). "
+             f"{spec.paper}, {spec.source}. Metric: {spec.metric_label} (`{spec.metric}`"
+             + "".join(f"; beside it {label}, `{name}`" for name, label in spec.also.items())
+             + "). "
              f"fastfair: mean ± half-width of the 95 % Student-t interval over seeds {seeds}; "
              f"Δ: difference to {spec.baseline} (paper: of its numbers; ours: paired on "
              f"seeds). Verdict on Δ (fastfair.reproduce.run). Setting: {setting}. Wall time "
@@ -249,9 +266,8 @@ def markdown(table: TableResult) -> str:
              "| column |" + (" metric |" if spec.also else "")
              + " rule | paper | fastfair | paper Δ | fastfair Δ | verdict | why |",
              "|---|" + ("---|" if spec.also else "") + "---|---|---|---|---|---|---|"]
-    labels = {spec.metric: spec.metric_label, **spec.also}
     for r in table.rows:
-        metric = f" {labels[r.metric]} |" if spec.also else ""
+        metric = f" `{r.metric}` |" if spec.also else ""
         lines.append(f"| {r.column} |{metric} {r.rule} | {_number(r.paper)} | "
                      f"{_interval(r.ours_mean, r.ours_half)} | "
                      f"{'' if r.rule == spec.baseline else _number(r.paper_diff, True)} | "

@@ -26,6 +26,7 @@
     [[column]]
     name = "Synthetic, K' = 2"
     paper = {fedavg = 75.9, fairavg = 76.4}   # the paper's number per rule, in %
+    claim = {fairavg = 1}              # without numbers: the sign the paper claims vs baseline
     run = {per_round = 2}              # this column's options over [run] (and full = {...})
     data = "mnist"                     # optional: the folder under --data-dir it reads
     prepare = {split = "mnist-powerlaw"}      # optional: a split of fastfair.reproduce.prepare
@@ -65,6 +66,7 @@ _TABLE_KEYS = {
 _COLUMN_KEYS = {
     "name": OptionSpec("name", str, None), "paper": OptionSpec("paper", Dict[str, float], {}),
     "paper_note": OptionSpec("paper_note", str, ""),
+    "claim": OptionSpec("claim", Dict[str, int], {}),
     "run": OptionSpec("run", Dict[str, Any], {}), "full": OptionSpec("full", Dict[str, Any], {}),
     "data": OptionSpec("data", Optional[str], None),
     "prepare": OptionSpec("prepare", Optional[Dict[str, Any]], None),
@@ -75,14 +77,16 @@ _REQUIRED = ("title", "paper", "source", "metric", "metric_label", "baseline")
 @dataclass(frozen=True)
 class Column:
     """One column of a table: its ``name``, the paper's number per rule (``paper``, in %, with
-    ``paper_note`` saying how it was read), its options over the table's (``run``, and
-    ``full`` with ``--full``), the folder under ``--data-dir`` it reads (``data``) and the split
-    of :mod:`fastfair.reproduce.prepare` its clients come from (``prepare``: ``split`` and that
-    split's options)."""
+    ``paper_note`` saying how it was read; ``claim``: where the paper gives no number, the
+    sign of the difference to the baseline it claims, +1 or -1), its options over the
+    table's (``run``, and ``full`` with ``--full``), the folder under ``--data-dir`` it reads
+    (``data``) and the split of :mod:`fastfair.reproduce.prepare` its clients come from
+    (``prepare``: ``split`` and that split's options)."""
 
     name: str
     paper: Dict[str, float] = field(default_factory=dict)
     paper_note: str = ""
+    claim: Dict[str, int] = field(default_factory=dict)
     run: Dict[str, Any] = field(default_factory=dict)
     full: Dict[str, Any] = field(default_factory=dict)
     data: Optional[str] = None
@@ -218,6 +222,15 @@ def check_table(spec: TableSpec) -> None:
                 raise ValueError(f"{where} (column {column.name!r}): paper gives numbers for "
                                  f"{extra}, which are not among its rules {rules}")
             spec.config(column, full, os.curdir)
+            bad = {r: v for r, v in column.claim.items() if r not in rules or v not in (-1, 1)}
+            if bad:
+                raise ValueError(f"{where} (column {column.name!r}): claim maps rules among "
+                                 f"{rules} to +1 or -1; got {bad}")
+        numbers = {r: v for r, v in column.paper.items()
+                   if not isinstance(v, (int, float)) or isinstance(v, bool)}
+        if numbers:
+            raise TypeError(f"{where} (column {column.name!r}): paper maps rules to numbers "
+                            f"(in %); got {numbers}")
         if column.prepare is not None:
             options = dict(column.prepare)
             split = options.pop("split", None)

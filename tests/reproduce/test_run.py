@@ -31,6 +31,14 @@ def test_verdict_rule(paper, diff, half, expected):
     assert why
 
 
+@pytest.mark.parametrize("direction, diff, expected", [
+    (1, 3.0, "reproduced"), (1, 0.5, "within noise"), (1, -3.0, "not reproduced"),
+    (-1, -3.0, "reproduced"), (-1, 3.0, "not reproduced")])
+def test_a_claimed_sign_without_a_number_is_judged_as_a_difference(direction, diff, expected):
+    word, why = verdict(None, diff, 1.0, tie=0.5, direction=direction)
+    assert word == expected and "no number here" in why
+
+
 TABLE = """
 [table]
 title = "tiny"
@@ -77,7 +85,7 @@ def test_a_tiny_table_runs_and_writes_its_comparison(tmp_path):
     assert record["seeds"] == [0, 1] and record["full"] is False
     assert record["command"] == "fastfair reproduce tiny.toml"
     text = (out / "table.md").read_text()
-    assert "| Synthetic, K' = 2 | pooled accuracy | fairavg | 76.4 |" in text
+    assert "| Synthetic, K' = 2 | `acc_weighted_mean` | fairavg | 76.4 |" in text
     assert "Reduced: 2 rounds" in text and "- nothing" in text
     assert (out / "synthetic-k-2").is_dir()  # the column's sweep folder
 
