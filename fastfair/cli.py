@@ -274,14 +274,17 @@ def _callbacks(args: argparse.Namespace, out: Path) -> List[Any]:
 
 def _clients(args: argparse.Namespace, dataset: str) -> int:
     """``--clients``, or by default every user of a data set with its own clients (read from
-    the files' headers) and the configuration's default otherwise."""
+    the files' headers), the clients adult's ``column:`` partitions make, and the
+    configuration's default otherwise."""
     from fastfair.sim.config import SimulationConfig
     from fastfair.sim.data import DATASETS, count_clients
 
     if args.clients is not None:
         return args.clients
-    if DATASETS[dataset].natural_split and args.data_dir is not None:
-        return count_clients(dataset, args.data_dir)
+    partition = str(getattr(args, "partition", None) or "dirichlet")
+    if args.data_dir is not None and (DATASETS[dataset].natural_split
+                                      or (dataset == "adult" and partition.startswith("column:"))):
+        return count_clients(dataset, args.data_dir, partition)
     return SimulationConfig().clients
 
 
@@ -290,6 +293,7 @@ def simulate(args: argparse.Namespace) -> int:
     summary table."""
     from tqdm.contrib.logging import logging_redirect_tqdm
 
+    from fastfair.sim.data.registry import default_model_note
     from fastfair.sim.distributed import Distributed
 
     others = sorted(getattr(args, "typed", set()) - RESUME_COMPANIONS)
@@ -311,6 +315,9 @@ def simulate(args: argparse.Namespace) -> int:
             LOG.info("fastfair %s: %s | K=%d m=%d rounds=%d seeds=%s dataset=%s | writing to "
                      "%s", args.command, ", ".join(experiment.rules), b.clients, b.per_round,
                      b.rounds, ",".join(map(str, seeds)), b.dataset, experiment.out)
+            note = default_model_note(b.dataset, b.model)
+            if note:
+                LOG.info("%s", note)
         # Messages during the rounds go through tqdm, so they do not break its progress bars.
         with logging_redirect_tqdm(loggers=[LOG]):
             result = experiment.run()

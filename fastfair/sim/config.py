@@ -112,8 +112,10 @@ class SimulationConfig:
         "downloader"))
     # digits and the vision data sets
     partition: str = field(default="dirichlet", metadata=doc(
-        DATA, "how digits and the vision data sets are split across clients",
-        choices=PARTITIONS))
+        DATA, "how digits, the vision data sets, image-folder and adult are split across "
+        "clients: " + ", ".join(PARTITIONS) + "; adult also column:NAME (a client per value) "
+        "and column:NAME=VALUE[,VALUE] (those rows and the rest; column:education=Doctorate is "
+        "AFL's split)", metavar="SCHEME"))
     dirichlet_alpha: float = field(default=0.3, metadata=doc(
         DATA, "dirichlet partition: the concentration of each client's label shares (smaller: "
         "more skewed)"))
@@ -200,8 +202,10 @@ class SimulationConfig:
         if self.per_round > self.clients:
             raise ValueError(f"per_round ({self.per_round}, --per-round) cannot exceed clients "
                              f"({self.clients}, --clients)")
+        partitions = PARTITIONS + ((self.partition,) if self.dataset == "adult"
+                                   and str(self.partition).startswith("column:") else ())
         for name, choices in (("dataset", DATASETS), ("model", MODELS + (None,)),
-                              ("partition", PARTITIONS), ("precision", PRECISIONS)):
+                              ("partition", partitions), ("precision", PRECISIONS)):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name} must be one of {', '.join(map(str, choices))}; got "
                                  f"{getattr(self, name)!r}")
@@ -241,7 +245,7 @@ class SimulationConfig:
         """Refuses a non-default value of a field the other fields make unused."""
         changed = self.non_default_fields()
         family = registry.DATASETS[self.dataset].family
-        split = self.dataset == "digits" or family == "vision"
+        split = self.dataset == "digits" or family in ("vision", "images", "table")
         unused = {
             "synthetic_alpha": self.dataset != "synthetic", "synthetic_beta":
             self.dataset != "synthetic",

@@ -255,3 +255,36 @@ def full_disk(monkeypatch: Any, module: Any, after: int = 0,
         return _FullFile(f, after)
 
     monkeypatch.setattr(module, "open", fake_open, raising=False)
+
+
+def write_adult(root: Path, rng: np.random.Generator, n_train: int, n_test: int) -> None:
+    """``root/adult.data`` and ``root/adult.test`` as UCI writes them (the test file's ``|1x3
+    Cross validator`` line and labels ending in ``.``), with ``?`` for some missing values and
+    a Doctorate in every fourth row."""
+    root.mkdir(parents=True, exist_ok=True)
+    for name, n, end in (("adult.data", n_train, ""), ("adult.test", n_test, ".")):
+        lines = ["|1x3 Cross validator"] if name == "adult.test" else []
+        for i in range(n):
+            education = ["Doctorate", "Bachelors", "HS-grad", "Masters"][i % 4]
+            label = ">50K" if rng.random() < 0.3 else "<=50K"
+            lines.append(
+                f"{rng.integers(17, 90)}, {['Private', '?', 'State-gov'][i % 3]}, "
+                f"{rng.integers(10**4, 10**6)}, {education}, {rng.integers(1, 17)}, "
+                f"Never-married, {['Adm-clerical', '?'][i % 2]}, Not-in-family, White, "
+                f"{['Male', 'Female'][i % 2]}, {rng.integers(0, 5000)}, 0, "
+                f"{rng.integers(1, 99)}, United-States, {label}{end}")
+        (root / name).write_text("\n".join(lines) + "\n")
+
+
+def write_image_folder(root: Path, rng: np.random.Generator, per_class: Dict[str, int],
+                       size: int = 12, suffix: str = ".png") -> None:
+    """``root/train/<class>/NNN<suffix>`` (``per_class`` images of each class) and
+    ``root/test/<class>/*`` (a third as many, at least one), RGB ``size`` x ``size``."""
+    from PIL import Image
+
+    for split, share in (("train", 1.0), ("test", 1 / 3)):
+        for c, n in per_class.items():
+            (root / split / c).mkdir(parents=True, exist_ok=True)
+            for i in range(max(1, int(n * share))):
+                pixels = rng.integers(0, 256, (size, size, 3), dtype=np.uint8)
+                Image.fromarray(pixels, "RGB").save(root / split / c / f"{i:03d}{suffix}")

@@ -2,8 +2,9 @@
 :mod:`fastfair.sim.data.base` and :mod:`fastfair.sim.data.grouped` (built by
 :func:`fastfair.sim.data.catalog.build_dataset`, which dispatches every name) and those read from
 files in their standard formats, LEAF JSON (:mod:`~fastfair.sim.data.leaf`), torchvision's
-layouts (:mod:`~fastfair.sim.data.vision`) and a folder of per-client ``.npz`` files
-(:mod:`~fastfair.sim.data.npz`).
+layouts (:mod:`~fastfair.sim.data.vision`), a folder of per-client ``.npz`` files
+(:mod:`~fastfair.sim.data.npz`), image files in class folders
+(:mod:`~fastfair.sim.data.image_folder`) and UCI Adult (:mod:`~fastfair.sim.data.adult`).
 
 .. code-block:: python
 
@@ -41,8 +42,10 @@ def open_files(name: str, data_dir: str, clients: Optional[int] = None, *, seed:
     """Data set ``name`` read from ``data_dir``.
 
     LEAF and ``npz-clients``: ``clients`` of the data set's users (all when None, else a seeded
-    random subset). Vision data sets: the training set split across ``clients`` (required) by
-    ``partition``; ``download`` fetches missing files with torchvision's downloader. An open
+    random subset). Vision data sets and ``image-folder``: the training set split across
+    ``clients`` (required) by ``partition``; ``adult``: by ``partition``, whose ``column:...``
+    forms fix the number of clients (``clients`` None or that number). ``download`` fetches
+    missing files with torchvision's downloader. An open
     data set is reused by later calls with the same arguments while its files are unchanged
     (:func:`_signature`), so the rules of an experiment share one and the clients it has read.
     """
@@ -61,6 +64,18 @@ def open_files(name: str, data_dir: str, clients: Optional[int] = None, *, seed:
         elif spec.family == "npz":
             from fastfair.sim.data.npz import NpzClients
             _OPENED[key] = NpzClients(data_dir, clients, seed=seed)
+        elif spec.family == "table":
+            from fastfair.sim.data.adult import AdultDataset
+            _OPENED[key] = AdultDataset(data_dir, clients, partition=partition,
+                                        alpha=dirichlet_alpha,
+                                        classes_per_client=classes_per_client, seed=seed)
+        elif spec.family == "images":
+            from fastfair.sim.data.image_folder import ImageFolder
+            if clients is None:
+                raise ValueError(f"{name} is split across clients: give their number")
+            _OPENED[key] = ImageFolder(data_dir, clients, partition=partition,
+                                       alpha=dirichlet_alpha,
+                                       classes_per_client=classes_per_client, seed=seed)
         else:
             from fastfair.sim.data.vision import VisionDataset
             if clients is None:
@@ -75,16 +90,21 @@ def open_files(name: str, data_dir: str, clients: Optional[int] = None, *, seed:
 def _signature(family: str, data_dir: str) -> Tuple[Tuple[str, int, int], ...]:
     """Path, size and modification time of the files a data set opens with (LEAF's JSON, the
     .npz files, whatever sits in a vision data set's folders)."""
-    patterns = {"leaf": ["train/*.json", "test/*.json"], "npz": ["*.npz"],
-                "vision": ["*", "*/*", "*/raw/*"]}[family]
+    patterns = {"leaf": ["train/*.json", "test/*.json", "*.json"], "npz": ["*.npz"],
+                "vision": ["*", "*/*", "*/raw/*"], "table": ["adult.*"],
+                "images": ["*/*", "*/*/*"]}[family]
     paths = sorted(p for pattern in patterns for p in glob.glob(os.path.join(data_dir, pattern)))
     return tuple((p, s.st_size, s.st_mtime_ns) for p in paths for s in [os.stat(p)])
 
 
-def count_clients(name: str, data_dir: str) -> int:
+def count_clients(name: str, data_dir: str, partition: str = "dirichlet") -> int:
     """The number of users of a data set with its own clients (LEAF: reads the train files'
-    headers; ``npz-clients``: counts the files)."""
+    headers; ``npz-clients``: counts the files), or of the clients ``adult``'s ``column:...``
+    ``partition`` makes."""
     family = DATASETS[name].family
+    if family == "table" and partition.startswith("column:"):
+        from fastfair.sim.data.adult import count_adult_clients
+        return count_adult_clients(data_dir, partition)
     if family == "leaf":
         from fastfair.sim.data.leaf import count_users
         return count_users(data_dir)
@@ -96,8 +116,8 @@ def count_clients(name: str, data_dir: str) -> int:
 
 def check_files(config: Any) -> None:
     """Refuses, before anything runs, a configuration whose data cannot be there: a data set
-    with its own clients and fewer users than ``config.clients``, or vision files missing
-    without ``download``."""
+    with its own clients and fewer users than ``config.clients``, vision files missing
+    without ``download``, an image folder without images, or Adult's files missing."""
     spec = DATASETS[config.dataset]
     if spec.natural_split:
         users = count_clients(config.dataset, config.data_dir)
@@ -107,6 +127,12 @@ def check_files(config: Any) -> None:
     elif spec.family == "vision" and not config.download:
         from fastfair.sim.data.vision import find_files
         find_files(config.dataset, config.data_dir)
+    elif spec.family == "images":
+        from fastfair.sim.data.image_folder import list_images
+        list_images(config.data_dir)
+    elif spec.family == "table":
+        from fastfair.sim.data.adult import find_files as find_adult
+        find_adult(config.data_dir)
 
 
 def build_dataset(config: Any) -> FederatedDataset:

@@ -16,11 +16,27 @@ celeba         x: image file names in ``DIR/raw/img_align_celeba`` (or
 
 Opening reads the top of every file only (users and sample counts); a client's entry is read
 and decoded when the client is sampled (:mod:`fastfair.sim.data.leaf_json`).
+
+``DIR`` holds ``train/*.json`` and ``test/*.json`` as ``preprocess.sh`` writes them, or the
+files themselves side by side, named ``*train*.json`` and ``*test*.json``. Two things LEAF's own
+output does are accepted and reported once, on the ``fastfair.sim.data`` logger (the command
+line prints it):
+
+- partial sets, whose train and test files do not hold the same users (a subset of LEAF's
+  shards): the users of the test files without training data are left out (the clients are the
+  users with training data), and users with training data but no test entry are evaluated on
+  nothing; the message counts both, users and samples;
+- Shakespeare's test ``num_samples``: LEAF's ``split_data.py`` drops the 79 windows of a role's
+  test part that overlap its training part (80-character windows, so ``SEQUENCE - 1`` of them)
+  but still counts them, so each test entry holds ``num_samples - 79`` records (none when
+  ``num_samples <= 79``). Those records are used. Any other count that differs from the
+  records is refused.
 """
 
 from __future__ import annotations
 
 import glob
+import logging
 import os
 import re
 import zlib
@@ -38,6 +54,9 @@ SEQUENCE = 80
 WORDS = 25
 VOCAB = 1 << 14
 IMAGE = 84
+#: Windows of a Shakespeare role's test part that LEAF's split counts but does not write.
+OVERLAP = SEQUENCE - 1
+LOGGER = logging.getLogger("fastfair.sim.data")
 _WORD = re.compile(r"[\w']+|[.,!?;]")
 
 #: name -> (sample shape, classes, kind, vocabulary, label shape)
@@ -49,14 +68,27 @@ SHAPES = {
 }
 
 
-class LeafSplit:
-    """The users of one split folder (``*.json``, in name order): where each user's entry is."""
-
-    def __init__(self, folder: str) -> None:
+def split_files(data_dir: str, split: str) -> List[str]:
+    """The JSON files of ``split`` ('train' or 'test'), in name order: ``data_dir/split/*.json``
+    (LEAF's layout), else the ``*split*.json`` files of ``data_dir`` itself (ValueError naming
+    both places when neither holds any)."""
+    folder = os.path.join(data_dir, split)
+    if os.path.isdir(folder):
         paths = sorted(glob.glob(os.path.join(folder, "*.json")))
-        if not paths:
-            raise ValueError(f"{folder} holds no .json files: point --data-dir at the folder "
-                             "with LEAF's train/ and test/ (preprocess.sh -t sample)")
+    else:
+        paths = sorted(glob.glob(os.path.join(data_dir, f"*{split}*.json")))
+    if not paths:
+        raise ValueError(f"no {split} files: {folder}/*.json (LEAF's layout, preprocess.sh -t "
+                         f"sample) or {data_dir}/*{split}*.json; point --data-dir at the folder "
+                         "that holds them")
+    return paths
+
+
+class LeafSplit:
+    """The users of one split's files (``paths``, in that order): where each user's entry
+    is."""
+
+    def __init__(self, paths: List[str]) -> None:
         self.files = [LeafFile(p) for p in paths]
         self.where: Dict[str, Tuple[int, int]] = {}
         for f, leaf in enumerate(self.files):
@@ -77,8 +109,9 @@ class LeafSplit:
 
 
 def count_users(data_dir: str) -> int:
-    """The number of users in ``data_dir/train`` (reads the files' headers only)."""
-    return len(LeafSplit(os.path.join(data_dir, "train")).where)
+    """The number of users with training data in ``data_dir`` (reads the train files' headers
+    only)."""
+    return len(LeafSplit(split_files(data_dir, "train")).where)
 
 
 class LeafDataset(ClientFiles):
@@ -90,7 +123,9 @@ class LeafDataset(ClientFiles):
         if name not in SHAPES:
             raise ValueError(f"unknown LEAF data set {name!r}; choose from {', '.join(SHAPES)}")
         self.name, self.data_dir = name, data_dir
-        self.splits = {s: LeafSplit(os.path.join(data_dir, s)) for s in ("train", "test")}
+        self.splits = {s: LeafSplit(split_files(data_dir, s)) for s in ("train", "test")}
+        self._report_partial()
+        self._overlap_noted = False
         self.users = users = choose_clients(self.splits["train"].users(), clients, seed,
                                             f"users of {data_dir}")
         if name == "celeba":
@@ -100,6 +135,21 @@ class LeafDataset(ClientFiles):
                   for s in self.splits}
         super().__init__(counts, shape, classes, kind=kind, vocab_size=vocab, label_shape=labels,
                          cache_bytes=cache_bytes)
+
+    def _report_partial(self) -> None:
+        """Logs, once, the users one split holds and the other does not (a partial set)."""
+        train, test = self.splits["train"], self.splits["test"]
+        only_test = [u for u in test.where if u not in train.where]
+        only_train = [u for u in train.where if u not in test.where]
+        if only_test:
+            LOGGER.warning("%s in %s: %d users of the test files (%d test samples) have no "
+                           "training data and are left out; the %d users with training data "
+                           "are the clients", self.name, self.data_dir, len(only_test),
+                           sum(test.count(u) for u in only_test), len(train.where))
+        if only_train:
+            LOGGER.warning("%s in %s: %d users (%d training samples) have no test entry and are "
+                           "evaluated on nothing", self.name, self.data_dir, len(only_train),
+                           sum(train.count(u) for u in only_train))
 
     def describe(self, k: int, split: str = "train") -> str:
         """``user 'name' in FILE`` (the file of its ``split`` data), or ``of DIR`` when the
@@ -131,6 +181,8 @@ class LeafDataset(ClientFiles):
             if self.name == "shakespeare":
                 ids = _char_ids(entry["x"], SEQUENCE, who)
                 nxt = _char_ids(entry["y"], 1, who)
+                if split == "test":
+                    self._accept_overlap(k, len(ids))
                 return ids, np.concatenate([ids[:, 1:], nxt], axis=1)
             if self.name == "sent140":
                 return _word_ids([row[4] for row in entry["x"]]), self._labels(entry["y"], k, who)
@@ -138,6 +190,22 @@ class LeafDataset(ClientFiles):
         except (TypeError, KeyError, IndexError, AttributeError) as exc:
             raise ValueError(f"{who}: its entry is not what LEAF writes for {self.name} "
                              f"({type(exc).__name__}: {exc})") from None
+
+    def _accept_overlap(self, k: int, held: int) -> None:
+        """Takes the ``held`` records of user ``k``'s Shakespeare test entry as its count where
+        ``num_samples`` counts the :data:`OVERLAP` windows LEAF's split drops (logged once per
+        data set); other differences are left for :class:`ClientFiles` to refuse."""
+        counted = int(self._counts["test"][k])
+        if held == counted or held != max(0, counted - OVERLAP):
+            return
+        self._counts["test"][k] = held
+        if not self._overlap_noted:
+            self._overlap_noted = True
+            LOGGER.warning("shakespeare in %s: the test entries hold %d windows fewer than their "
+                           "num_samples count (%s: %d of %d), as LEAF's split_data.py writes "
+                           "them: it drops the windows that overlap a role's training part but "
+                           "counts them; the records held are used", self.data_dir, OVERLAP,
+                           self.describe(k, "test"), held, counted)
 
     def _labels(self, values, k: int, who: str) -> np.ndarray:
         try:

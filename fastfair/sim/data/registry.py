@@ -9,8 +9,9 @@ from typing import Dict, NamedTuple, Optional, Tuple
 
 class DatasetSpec(NamedTuple):
     """A data set: ``family`` is ``generated`` (synthetic, grouped, digits), ``leaf`` (LEAF JSON),
-    ``vision`` (torchvision's layouts, split across ``clients`` by a partition scheme) or
-    ``npz`` (one file per client); ``natural_split``: the clients are the data set's users;
+    ``vision`` (torchvision's layouts, split across ``clients`` by a partition scheme),
+    ``npz`` (one file per client), ``images`` (image files in class folders) or ``table``
+    (UCI Adult's CSV files); ``natural_split``: the clients are the data set's users;
     ``inputs``: what its samples are (``features``, ``image``, ``tokens`` with one label,
     ``next-token`` with a label per position; None: known once the files are read)."""
 
@@ -48,6 +49,12 @@ DATASETS: Dict[str, DatasetSpec] = {s.name: s for s in [
                 "CIFAR-100, fine labels (torchvision's python pickles), split by --partition"),
     DatasetSpec("npz-clients", "npz", "mlp", True, None,
                 "a folder of one .npz per client (x, y, optional x_test, y_test)"),
+    DatasetSpec("image-folder", "images", "cifar-cnn", False, "image",
+                "your images in class subfolders (train/<class>/*, test/<class>/*), split by "
+                "--partition"),
+    DatasetSpec("adult", "table", "logreg", False, "features",
+                "UCI Adult: income over 50K from census columns (one-hot), split by --partition "
+                "(column:education=Doctorate: AFL's two clients)"),
 ]}
 
 #: Every model (the flat models of fastfair.sim.models.flat, the networks of
@@ -67,3 +74,14 @@ def check_pair(dataset: str, model: Optional[str]) -> None:
         fits = [m for m, inputs in MODELS.items() if spec.inputs in inputs]
         raise ValueError(f"model {name!r} cannot take {dataset}'s samples ({spec.inputs}); "
                          f"choose from {', '.join(fits)}")
+
+
+def default_model_note(dataset: str, model: Optional[str]) -> Optional[str]:
+    """The line a run on a data set read from files shows when it trains the data set's default
+    model (``model`` None): ``"npz-clients: training the default model 'mlp' (choose one with
+    --model)"``; None when the model was chosen or the data are generated."""
+    spec = DATASETS[dataset]
+    if model is not None or spec.family == "generated":
+        return None
+    return (f"{dataset}: training the default model {spec.default_model!r} (choose one with "
+            "--model)")

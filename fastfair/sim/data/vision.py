@@ -228,7 +228,42 @@ def match_test_split(train_parts: List[np.ndarray], train_labels: np.ndarray,
     return [np.sort(np.concatenate(o)) if o else np.zeros(0, np.int64) for o in out]
 
 
-class VisionDataset(ClientFiles):
+class SplitArrays(ClientFiles):
+    """Whole train and test arrays split across clients: client k's samples of ``split`` are
+    the rows ``parts[split][k]`` of ``images[split]`` (``[n, *sample_shape]``) and
+    ``labels[split]`` (``[n]`` int64).
+
+    ``parts`` None: the training rows are split across ``clients`` by ``partition`` ('iid',
+    'dirichlet' with ``alpha``, 'pathological' with ``classes_per_client``;
+    :func:`fastfair.sim.data.arrays.partition_labels`) and the test rows follow each client's
+    class mix (:func:`match_test_split`). ``kind``: how a client's rows become a batch
+    (:class:`ClientFiles`)."""
+
+    def __init__(self, images: Dict[str, np.ndarray], labels: Dict[str, np.ndarray],
+                 sample_shape: Tuple[int, ...], num_classes: int, *,
+                 clients: Optional[int] = None, partition: str = "dirichlet", alpha: float = 0.3,
+                 classes_per_client: int = 2, seed: int = 0,
+                 parts: Optional[Dict[str, List[np.ndarray]]] = None,
+                 kind: str = "image") -> None:
+        self.images, self.labels = images, labels
+        if parts is None:
+            if clients is None:
+                raise ValueError("clients: give the number of clients to split the data across")
+            train = partition_labels(labels["train"], clients, partition, seed=seed,
+                                     alpha=alpha, classes_per_client=classes_per_client,
+                                     stream=Stream.VISION_PARTITION)
+            test = match_test_split(train, labels["train"], labels["test"], num_classes, seed)
+            parts = {"train": train, "test": test}
+        self.parts = parts
+        super().__init__({s: np.array([len(p) for p in parts[s]]) for s in parts},
+                         sample_shape, num_classes, kind=kind, cache_bytes=0)
+
+    def _read(self, split: str, k: int) -> Tuple[np.ndarray, np.ndarray]:
+        rows = self.parts[split][k]
+        return np.asarray(self.images[split][rows]), self.labels[split][rows]
+
+
+class VisionDataset(SplitArrays):
     """``name`` (mnist, fmnist, cifar10, cifar100) from ``data_dir``, split across ``clients``
     by ``partition`` ('iid', 'dirichlet' with ``alpha``, 'pathological' with
     ``classes_per_client``)."""
@@ -242,35 +277,34 @@ class VisionDataset(ClientFiles):
             download(name, data_dir)
         files = find_files(name, data_dir)
         _, shape, classes = LAYOUTS[name]
-        self.images: Dict[str, np.ndarray] = {}
-        self.labels: Dict[str, np.ndarray] = {}
+        images: Dict[str, np.ndarray] = {}
+        labels: Dict[str, np.ndarray] = {}
         for split, paths in files.items():
             if name in _CIFAR:
                 pairs = [read_cifar_batch(p, _CIFAR[name][1], classes) for p in paths]
-                self.images[split] = np.concatenate([p[0] for p in pairs])
-                self.labels[split] = np.concatenate([p[1] for p in pairs])
+                images[split] = np.concatenate([p[0] for p in pairs])
+                labels[split] = np.concatenate([p[1] for p in pairs])
             else:
-                images, labels = read_idx(paths[0]), read_idx(paths[1])
-                if images.ndim < 1 or math.prod(images.shape[1:]) != math.prod(shape):
-                    raise ValueError(f"{paths[0]}: images of {list(images.shape[1:])}; {name} "
-                                     f"has {list(shape[1:])}")
-                if labels.ndim != 1:
-                    raise ValueError(f"{paths[1]}: labels must be a vector; the file holds "
-                                     f"{list(labels.shape)}")
-                check_labels(labels, classes, paths[1])
-                self.images[split] = images.reshape((-1,) + shape)
-                self.labels[split] = np.asarray(labels, dtype=np.int64)
-                if len(self.images[split]) != len(self.labels[split]):
-                    raise ValueError(f"{paths[0]} holds {len(self.images[split])} images but "
-                                     f"{paths[1]} {len(self.labels[split])} labels")
-        train = partition_labels(self.labels["train"], clients, partition, seed=seed,
-                                 alpha=alpha, classes_per_client=classes_per_client,
-                                 stream=Stream.VISION_PARTITION)
-        test = match_test_split(train, self.labels["train"], self.labels["test"], classes, seed)
-        self.parts = {"train": train, "test": test}
-        super().__init__({s: np.array([len(p) for p in self.parts[s]]) for s in self.parts},
-                         shape, classes, kind="image", cache_bytes=0)
+                images[split], labels[split] = read_idx_pair(paths[0], paths[1], shape, classes,
+                                                             name)
+        super().__init__(images, labels, shape, classes, clients=clients, partition=partition,
+                         alpha=alpha, classes_per_client=classes_per_client, seed=seed)
 
-    def _read(self, split: str, k: int) -> Tuple[np.ndarray, np.ndarray]:
-        rows = self.parts[split][k]
-        return np.asarray(self.images[split][rows]), self.labels[split][rows]
+
+def read_idx_pair(images_path: str, labels_path: str, shape: Tuple[int, ...], classes: int,
+                  name: str) -> Tuple[np.ndarray, np.ndarray]:
+    """``(images [n, *shape] uint8, labels [n] int64)`` of an IDX images file and its labels
+    file (plain, memory-mapped, or ``.gz``), labels checked against ``[0, classes)``; ``name``
+    (the data set) is named in the errors."""
+    images, labels = read_idx(images_path), read_idx(labels_path)
+    if images.ndim < 1 or math.prod(images.shape[1:]) != math.prod(shape):
+        raise ValueError(f"{images_path}: images of {list(images.shape[1:])}; {name} "
+                         f"has {list(shape[1:])}")
+    if labels.ndim != 1:
+        raise ValueError(f"{labels_path}: labels must be a vector; the file holds "
+                         f"{list(labels.shape)}")
+    check_labels(labels, classes, labels_path)
+    if len(images) != len(labels):
+        raise ValueError(f"{images_path} holds {len(images)} images but "
+                         f"{labels_path} {len(labels)} labels")
+    return images.reshape((-1,) + shape), np.asarray(labels, dtype=np.int64)

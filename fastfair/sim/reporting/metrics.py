@@ -2,7 +2,10 @@
 
 All take a 1-D array of per-client values; fractions select ``k = max(1, floor(frac * K))``
 clients. Definitions (docs/algorithms.md §7): population variance (1/K), mean of the k worst /
-best, Gini on sorted values, parity gap max - min, and the biased autocorrelation of a series.
+best (uniform, and weighted by the clients' test samples as AAggFF's code does), Gini on sorted
+values, parity gap max - min, and the biased autocorrelation of a series. For binary tasks, the
+area under the ROC curve of each client's scores (:func:`auroc`, :func:`client_auroc`),
+computed here in NumPy from ranks.
 """
 
 from __future__ import annotations
@@ -43,6 +46,22 @@ def best_frac_mean(values: ArrayLike, frac: float) -> float:
     return float(np.partition(v, v.size - k)[v.size - k:].mean())
 
 
+def weighted_frac_mean(values: ArrayLike, weights: ArrayLike, frac: float,
+                       worst: bool = True) -> float:
+    r"""Mean of the ``k = max(1, floor(frac K))`` smallest (``worst``) or largest values, each
+    weighted by its ``weights`` (e.g. test samples): :math:`\sum_{i \in S} w_i v_i /
+    \sum_{i \in S} w_i`, S the k selected clients (ties broken by position, stably). This is
+    AAggFF's "worst / best 10 %" (its code weighs the selected clients by their samples)."""
+    v = _values(values)
+    w = _values(weights, "weights")
+    if w.shape != v.shape or (w < 0).any():
+        raise ValueError(f"weights must be {v.size} non-negative numbers; got {w.size}")
+    k = _count(v.size, frac)
+    order = np.argsort(v if worst else -v, kind="stable")[:k]
+    total = w[order].sum()
+    return float(v[order].mean() if total == 0 else np.dot(w[order], v[order]) / total)
+
+
 def gini(values: ArrayLike) -> float:
     r"""Gini coefficient :math:`\sum_i (2i - K - 1) x_{(i)} / (K \sum_i x_i)` on ascending
     :math:`x_{(i)}`, i = 1..K; 0 for equal values (and for an all-zero vector)."""
@@ -73,7 +92,8 @@ def acf(series: ArrayLike, max_lag: Optional[int] = None) -> np.ndarray:
 def fairness_metrics(values: ArrayLike, weights: Optional[ArrayLike] = None) -> Dict[str, float]:
     """Summary of per-client ``values``: ``mean`` (uniform), ``weighted_mean`` (by ``weights``,
     e.g. test-sample counts; uniform when None), ``worst10``/``worst5``, ``best10``/``best5``,
-    ``variance`` (1/K), ``gini`` and ``parity_gap`` (max - min)."""
+    ``worst10_weighted``/``best10_weighted`` (:func:`weighted_frac_mean`), ``variance`` (1/K),
+    ``gini`` and ``parity_gap`` (max - min)."""
     v = _values(values)
     w = np.ones_like(v) if weights is None else _values(weights, "weights")
     if w.shape != v.shape:
@@ -87,7 +107,64 @@ def fairness_metrics(values: ArrayLike, weights: Optional[ArrayLike] = None) -> 
         "worst5": worst_frac_mean(v, 0.05),
         "best10": best_frac_mean(v, 0.10),
         "best5": best_frac_mean(v, 0.05),
+        "worst10_weighted": weighted_frac_mean(v, w, 0.10),
+        "best10_weighted": weighted_frac_mean(v, w, 0.10, worst=False),
         "variance": float(v.var()),
         "gini": gini(v),
         "parity_gap": float(v.max() - v.min()),
     }
+
+
+def auroc(scores: ArrayLike, labels: ArrayLike) -> float:
+    r"""Area under the ROC curve of ``scores [n]`` (higher: more likely class 1) for binary
+    ``labels [n]`` (0/1), by the Mann-Whitney statistic on ranks:
+    :math:`\mathrm{AUC} = (R_1 - n_1 (n_1 + 1) / 2) / (n_1 n_0)`, :math:`R_1` the sum of the
+    ranks (1-based, tied scores sharing their mean rank) of the :math:`n_1` positives among all
+    n scores, :math:`n_0 = n - n_1`. Equals the probability that a random positive scores above
+    a random negative, ties counting one half. NaN when either class is absent."""
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    y = np.asarray(labels).reshape(-1)
+    if s.shape != y.shape:
+        raise ValueError(f"scores has {s.size} entries but labels has {y.size}")
+    if not np.isin(y, (0, 1)).all():
+        raise ValueError("labels must be 0 or 1 (AUROC is for binary tasks)")
+    if np.isnan(s).any():
+        raise ValueError("scores must not be NaN")
+    positives = int(y.sum())
+    negatives = y.size - positives
+    if positives == 0 or negatives == 0:
+        return float("nan")
+    order = np.argsort(s, kind="stable")
+    sorted_scores = s[order]
+    # Mean 1-based rank of each run of tied scores.
+    starts = np.flatnonzero(np.concatenate([[True], sorted_scores[1:] != sorted_scores[:-1]]))
+    ends = np.concatenate([starts[1:], [s.size]])
+    ranks = np.empty(s.size)
+    ranks[order] = np.repeat((starts + ends + 1) / 2.0, ends - starts)
+    rank_sum = ranks[y == 1].sum()
+    return float((rank_sum - positives * (positives + 1) / 2.0) / (positives * negatives))
+
+
+def client_auroc(scores: ArrayLike, labels: ArrayLike, offsets: ArrayLike) -> np.ndarray:
+    """``[m]`` :func:`auroc` of each client's rows ``offsets[k]:offsets[k + 1]`` of ``scores
+    [N]`` and ``labels [N]`` (NaN for a client whose samples hold one class)."""
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    y = np.asarray(labels).reshape(-1)
+    bounds = np.asarray(offsets, dtype=np.int64)
+    return np.array([auroc(s[a:b], y[a:b]) for a, b in zip(bounds[:-1], bounds[1:])])
+
+
+def auroc_metrics(per_client: ArrayLike, counts: ArrayLike, scores: ArrayLike,
+                  labels: ArrayLike) -> Dict[str, float]:
+    """The ``auroc_*`` record of a binary task: :func:`fairness_metrics` of the clients'
+    AUROC ``per_client [m]`` (weighted by their test samples ``counts [m]``) over the clients
+    whose test samples hold both classes, ``auroc_num_clients`` (how many those are) and
+    ``auroc_pooled`` (:func:`auroc` of every test sample together, ``scores [N]``, ``labels
+    [N]``). Without such a client only the pooled value and the count are given."""
+    a = np.asarray(per_client, dtype=np.float64).reshape(-1)
+    n = np.asarray(counts, dtype=np.float64).reshape(-1)
+    both = np.isfinite(a)
+    out = {"auroc_pooled": auroc(scores, labels), "auroc_num_clients": float(both.sum())}
+    if both.any():
+        out.update({f"auroc_{k}": v for k, v in fairness_metrics(a[both], n[both]).items()})
+    return out

@@ -19,6 +19,10 @@ SUMMARY_COLUMNS = [("acc_mean", "mean acc"), ("acc_weighted_mean", "weighted"),
 #: Shown only when the data set has groups: the worst group's accuracy and the Gini over the
 #: groups' accuracies.
 GROUP_COLUMNS = [("acc_worst_group", "worst grp"), ("acc_gini_groups", "grp Gini")]
+#: Shown only for a binary task: the clients' AUROC, mean, weighted by test samples and worst
+#: 10 %, and the AUROC of every test sample pooled (x 100, as the papers print it).
+AUROC_COLUMNS = [("auroc_mean", "AUC mean"), ("auroc_weighted_mean", "AUC wtd"),
+                 ("auroc_worst10", "AUC wrst10"), ("auroc_pooled", "AUC pooled")]
 
 
 def write_metrics(out: Path, histories: Dict[str, List[dict]]) -> None:
@@ -61,15 +65,15 @@ def summarize(histories: Dict[str, List[dict]], seconds: Dict[str, float]) -> Di
             continue
         series = [r["acc_mean"] for r in evals]
         lag1 = float(acf(series, 1)[1]) if len(series) > 1 else float("nan")
-        keys = [k for k, _ in SUMMARY_COLUMNS + GROUP_COLUMNS if k in evals[-1]]
+        keys = [k for k, _ in SUMMARY_COLUMNS + GROUP_COLUMNS + AUROC_COLUMNS if k in evals[-1]]
         out[rule] = {**{k: evals[-1][k] for k in keys}, "acc_mean_acf1": lag1,
                      "seconds": seconds.get(rule, 0.0)}
     return out
 
 
 def summary_table(summary: Dict[str, dict]) -> str:
-    """The summary side by side (accuracies in %)."""
-    columns = SUMMARY_COLUMNS + [c for c in GROUP_COLUMNS
+    """The summary side by side (accuracies in %, AUROC x 100)."""
+    columns = SUMMARY_COLUMNS + [c for c in GROUP_COLUMNS + AUROC_COLUMNS
                                  if summary and all(c[0] in row for row in summary.values())]
     header = (f"{'rule':<12}" + "".join(f"{label:>11}" for _, label in columns)
               + f"{'ACF(1)':>8}{'time':>9}")
@@ -85,7 +89,8 @@ def summary_table(summary: Dict[str, dict]) -> str:
         lines.append(f"{rule:<12}" + "".join(cells) + f"{row['acc_mean_acf1']:>8.2f}"
                      + f"{row['seconds']:>8.1f}s")
     lines.append("(accuracy columns in %, variance in %^2, ACF(1) of the mean-accuracy series, "
-                 "time = wall seconds of the run)")
+                 "time = wall seconds of the run"
+                 + (", AUROC x 100)" if any(k == "auroc_mean" for k, _ in columns) else ")"))
     return "\n".join(lines)
 
 

@@ -20,8 +20,9 @@ import numpy as np
 _SPREAD = ("variance", "gini", "parity_gap", "gini_groups")
 #: Metrics where smaller is better: the spread of client accuracy (variance, Gini, max - min;
 #: the Gini over groups) on
-#: the test (``acc_``) and validation (``val_acc_``) splits, and the losses.
-LOWER_IS_BETTER = frozenset({p + s for p in ("acc_", "val_acc_") for s in _SPREAD}
+#: the test (``acc_``) and validation (``val_acc_``) splits, the spread of client AUROC
+#: (``auroc_``), and the losses.
+LOWER_IS_BETTER = frozenset({p + s for p in ("acc_", "val_acc_", "auroc_") for s in _SPREAD}
                             | {"test_loss", "val_loss", "train_loss"})
 
 

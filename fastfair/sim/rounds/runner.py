@@ -18,7 +18,7 @@ from fastfair.sim.data.catalog import build_dataset, check_files
 from fastfair.sim.distributed import Distributed
 from fastfair.sim.models.flat import FlatModel
 from fastfair.sim.process import torch_threads
-from fastfair.sim.reporting.metrics import fairness_metrics, gini
+from fastfair.sim.reporting.metrics import auroc_metrics, client_auroc, fairness_metrics, gini
 from fastfair.sim.rounds.availability import build_availability, check_availability
 from fastfair.sim.rounds.build import model_for
 from fastfair.sim.seeding import Stream, numpy_rng, raw_seed
@@ -168,12 +168,18 @@ class Runner:
                 evaluation: Optional[Evaluation] = None) -> Dict[str, Any]:
         """Closes round ``t`` (played from ``started``, a ``time.perf_counter()``): appends its
         ``record`` to the history with evaluation metrics on evaluation rounds (from
-        ``evaluation`` when the caller scored the model already, as a sweep does) and the
+        ``evaluation`` when the caller scored the model already, as a sweep does), in the last
+        round of a binary task each evaluation client's AUROC (``auroc_client<id>``), and the
         seconds it took; returns the record."""
         self.round = t
         record = {"round": t, **record}
         if self.evaluation_due(t):
             record.update(self.evaluate_metrics(evaluation))
+        if t == self.config.rounds:
+            per_client = self.client_auroc()
+            if per_client is not None:
+                record.update({f"auroc_client{int(k)}": float(v)
+                               for k, v in zip(self.eval_ids, per_client)})
         record["seconds"] = time.perf_counter() - started
         self.history.append(record)
         return record
@@ -193,6 +199,19 @@ class Runner:
         """Method-specific numbers recorded beside the accuracy summary."""
         return {}
 
+    def binary_scores(self) -> Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """``(scores [N], labels [N], offsets [E + 1])`` of the global model on the evaluation
+        clients' test samples, for a binary task (two classes, one label per sample); None
+        for other tasks and for methods without one global model."""
+        return None
+
+    def client_auroc(self) -> Optional[np.ndarray]:
+        """``[E]`` AUROC of the global model on each evaluation client's test samples (NaN
+        for a client whose samples hold one class); None unless the task is binary
+        (:meth:`binary_scores`)."""
+        scored = self.binary_scores()
+        return None if scored is None else client_auroc(*scored)
+
     def global_state_dict(self) -> Dict[str, torch.Tensor]:
         """The global model now, as named tensors: a module's own ``state_dict`` (ready for
         ``module.load_state_dict``) for a :class:`~fastfair.sim.models.module.ModuleModel`."""
@@ -206,6 +225,8 @@ class Runner:
 
     def evaluate_metrics(self, evaluation: Optional[Evaluation] = None) -> Dict[str, float]:
         """The fairness summary of client accuracy (``acc_*``), the sample-weighted test loss,
+        for a binary task the same of client AUROC with the pooled AUROC (``auroc_*``,
+        :func:`~fastfair.sim.reporting.metrics.auroc_metrics`),
         the same on the validation split (``val_acc_*``, ``val_loss``) when the run holds one
         out, and :meth:`extra_metrics`. ``evaluation`` gives the two results (test, and
         validation or None) when the caller computed them (a batched sweep)."""
@@ -214,6 +235,9 @@ class Runner:
         acc, loss, counts = test
         out = {f"acc_{k}": v for k, v in fairness_metrics(acc, weights=counts).items()}
         out["test_loss"] = float(np.dot(loss, counts) / counts.sum())
+        scored = self.binary_scores()
+        if scored is not None:
+            out.update(auroc_metrics(client_auroc(*scored), counts, scored[0], scored[1]))
         groups = self.dataset.groups(self.eval_ids)
         if groups is not None:
             # Each group's mean client accuracy; the worst of them is the fairness target, the

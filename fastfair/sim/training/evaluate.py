@@ -72,3 +72,23 @@ def evaluate_clients(model: FlatModel, params: torch.Tensor, batch: ClientBatch,
     if params.dim() == 1:
         return mean_loss[0], None if acc is None else acc[0]
     return mean_loss, acc
+
+
+def logit_margins(model: FlatModel, params: torch.Tensor, batch: ClientBatch,
+                  chunk: Optional[int] = None) -> np.ndarray:
+    r"""``[N]`` float64 score of each sample of ``batch`` for a binary task (two classes, one
+    label per sample): the logit margin :math:`z_1 - z_0` of the model ``params [P]``, the
+    log-odds of class 1 under the softmax, in inference mode, ``chunk`` samples per forward
+    pass (default ``model.eval_rows``). Its ranking is what :func:`~fastfair.sim.reporting.
+    metrics.auroc` scores."""
+    chunk = chunk or model.eval_rows
+    p = params.reshape(1, -1)
+    parts = []
+    with torch.inference_mode():
+        for start in range(0, batch.x.shape[0], chunk):
+            xs = batch.x[start:start + chunk]
+            logits = model.forward(p, xs.unsqueeze(0))[0]
+            parts.append((logits[:, 1] - logits[:, 0]).double().cpu())
+    if not parts:
+        return np.zeros(0)
+    return torch.cat(parts).numpy()

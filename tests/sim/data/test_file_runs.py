@@ -37,12 +37,24 @@ def _write(name, root, rng):
     elif name in ("cifar10", "cifar100"):
         sf.write_cifar(root, rng, classes=10 if name == "cifar10" else 100, n_batch=20)
         return ["--clients", "4", "--partition", "pathological", "--classes-per-client", "3"]
+    elif name == "image-folder":
+        sf.write_image_folder(root, rng, {"cat": 12, "dog": 9, "fox": 10})
+        return ["--clients", "4", "--partition", "iid"]
+    elif name == "adult":
+        sf.write_adult(root, rng, 40, 16)
+        return ["--partition", "column:education=Doctorate"]
     else:
         sf.write_npz_clients(root, rng, [8, 5, 9, 6])
     return []
 
 
 FILE_SETS = [n for n, s in DATASETS.items() if s.family != "generated"]
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    """Decoded images are cached in the test's own folder."""
+    monkeypatch.setenv("FASTFAIR_CACHE_DIR", str(tmp_path / "cache"))
 
 
 @pytest.mark.parametrize("name", FILE_SETS)
@@ -77,6 +89,20 @@ def test_simulate_runs_every_data_set_with_its_default_model(tmp_path, name):
         module.load_state_dict(models["aaggff-d"])
         assert not torch.equal(torch.cat([v.float().reshape(-1) for v in
                                           models["fedavg"].values()]), model.init(None))
+
+
+@pytest.mark.parametrize("model", [None, "mlp"])
+def test_a_run_names_the_default_model_it_trains(tmp_path, capsys, model):
+    data = tmp_path / "data"
+    extra = _write("adult", data, np.random.default_rng(2))
+    chosen = ["--model", model] if model else []
+    assert main(["simulate", "--rule", "fedavg", "--dataset", "adult", "--data-dir", str(data),
+                 "--rounds", "1", "--per-round", "2", "--out", str(tmp_path / "run"),
+                 *extra, *chosen]) == 0
+    err = capsys.readouterr().err
+    note = "adult: training the default model 'logreg' (choose one with --model)"
+    assert (note in err) == (model is None)
+    assert "K=2 m=2" in err
 
 
 def test_python_api_writes_what_the_cli_writes_on_files(tmp_path):
