@@ -298,6 +298,15 @@ def _no_gpu():
     (["--log", "wandb"], "needs the wandb package", lambda: _missing("wandb")),
     (["--log", "csv,nope"], "unknown logger 'nope'", None),
     (["--model", "femnist-cnn"], "cannot take synthetic's samples", None),
+    (["--objective", "cvar"], "objective 'cvar' trains a threshold t beside the model", None),
+    (["--objective-option", "mu=0.1"], "objective options need an objective", None),
+    (["--objective", "proximal", "--objective-option", "mu=-1"], "objective 'proximal': mu must",
+     None),
+    (["--server-optimizer", "fedadam", "--server-option", "lr=0.3"],
+     "must not set lr (--server-option lr=0.3): the server learning rate is server_lr; give "
+     "--server-lr 0.3", None),
+    (["--lr-schedule", "step:gamma=2"],
+     "lr_schedule (--lr-schedule): step's gamma must be in (0, 1]; got 2.0", None),
 ])
 def test_a_refused_run_is_one_error_line_and_no_folder(argv, message, applies, seeds, tmp_path,
                                                         capsys):

@@ -80,11 +80,18 @@ def build_server_optimizer(name: str, **options: Any) -> ServerOptimizer:
 
 
 def describe() -> str:
-    """A listing of every rule and server optimiser with its options and defaults."""
+    """A listing of every rule, client objective (:mod:`fastfair.aggregators.compose`) and
+    server optimiser with its options and defaults."""
+    from fastfair.aggregators.compose import OBJECTIVE_NAMES, objective_options
+
     lines: List[str] = ["rules:"]
     for name, cls in RULES.items():
         opts = ", ".join(s.describe() for s in rule_options(name).values())
         lines.append(f"  {name:<10} {cls.__name__:<11} {opts}")
+    lines.append("client objectives (--objective; none: the rule's own):")
+    for name in OBJECTIVE_NAMES:
+        opts = ", ".join(f"{k}={v!r}" for k, v in objective_options(name).items())
+        lines.append(f"  {name:<10} {'(fedcvar only)' if name == 'cvar' else opts}".rstrip())
     lines.append("server optimizers:")
     for name, opt_cls in SERVER_OPTIMIZERS.items():
         opts = ", ".join(s.describe() for s in server_optimizer_options(name).values())

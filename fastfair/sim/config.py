@@ -13,8 +13,10 @@ from typing import Any, Dict, Optional
 
 from fastfair._options import check_options, dataclass_options
 from fastfair.aggregators.bounds import NORM_REFERENCES, check_bound
+from fastfair.aggregators.compose import check_objective_options
 from fastfair.aggregators.over_groups import PRIORS, SHARES
 from fastfair.sim.data import registry
+from fastfair.sim.lr_schedule import parse_lr_schedule, round_lr
 
 DATASETS = tuple(registry.DATASETS)
 MODELS = tuple(registry.MODELS)
@@ -51,9 +53,11 @@ class SimulationConfig:
     rounds) compare rules in seconds per rule on 2 cores.
 
     ``rule`` is a rule of :mod:`fastfair.aggregators.registry` or a method (``fedevg``,
-    ``superfed-mm``, ``superfed-lm``) with its ``rule_options``; ``server_optimizer`` (``sgd``
-    with ``lr = server_lr`` by default) takes the server step of the rules, with
-    ``server_options`` (its ``lr`` defaults to ``server_lr``). Data sets read from files take
+    ``superfed-mm``, ``superfed-lm``) with its ``rule_options``; ``objective`` (None: the
+    rule's own) is what the clients minimise, with ``objective_options``
+    (:mod:`fastfair.aggregators.compose`); ``server_optimizer`` (``sgd`` by default) takes the
+    server step of the rules, with ``server_options`` and learning rate ``server_lr`` (None:
+    the optimiser's own default). Data sets read from files take
     ``data_dir`` (vision ones may ``download`` missing files); ``model`` None is the data set's
     default (:data:`fastfair.sim.data.registry.DATASETS`). Every value is checked here:
     a wrong type is a ``TypeError`` and a value out of range a ``ValueError``, both naming the
@@ -63,6 +67,14 @@ class SimulationConfig:
     rule: str = field(default="fedavg", metadata=doc(RULES, "the rule or method"))
     rule_options: Dict[str, Any] = field(default_factory=dict,
                                          metadata=doc(RULES, "the rule's options"))
+    # the client objective, an axis apart from the rule (fastfair.aggregators.compose)
+    objective: Optional[str] = field(default=None, metadata=doc(
+        RULES, "what the clients minimise under any rule: plain, proximal (FedProx's term, "
+        "option mu) or propfair (options M, epsilon, extension); none: the rule's own "
+        "(docs/algorithms.md lists the combinations)",
+        choices="fastfair.aggregators.compose:OBJECTIVE_NAMES"))
+    objective_options: Dict[str, Any] = field(default_factory=dict, metadata=doc(
+        RULES, "an objective option, e.g. mu=0.01 (repeatable)"))
     dataset: str = field(default="synthetic", metadata=doc(
         DATA, "the data set; all but the generated ones (" + ", ".join(GENERATED) + ") are read "
         "from --data-dir (see docs/data.md)", choices=DATASETS))
@@ -133,9 +145,14 @@ class SimulationConfig:
     batch_size: int = field(default=32, metadata=doc(TRAINING, "local minibatch size"))
     lr: float = field(default=0.1, metadata=doc(TRAINING, "client learning rate"))
     lr_decay: float = field(default=1.0, metadata=doc(TRAINING, "per-round lr factor"))
+    lr_schedule: Optional[str] = field(default=None, metadata=doc(
+        TRAINING, "the client lr over rounds, in place of --lr-decay: step:gamma=G,every=N "
+        "(lr G^floor((t-1)/N)) or cosine:min=M[,rounds=T] (from lr to M over T rounds, default "
+        "--rounds); docs/simulator.md", metavar="KIND:KEY=VALUE,..."))
     # server
-    server_lr: float = field(default=1.0, metadata=doc(
-        TRAINING, "the server optimizer's learning rate"))
+    server_lr: Optional[float] = field(default=None, metadata=doc(
+        TRAINING, "the server optimizer's learning rate; none: its documented default (1 for "
+        "sgd and fedavgm, 0.01 for fedadam, fedyogi and fedadagrad; docs/defaults.md)"))
     server_optimizer: str = field(default="sgd", metadata=doc(
         TRAINING, "the server step of the rules",
         choices="fastfair.aggregators.server_opt:SERVER_OPTIMIZERS"))
@@ -210,7 +227,8 @@ class SimulationConfig:
                 raise ValueError(f"{name} must be one of {', '.join(map(str, choices))}; got "
                                  f"{getattr(self, name)!r}")
         for name, ok, what in (
-                ("lr", self.lr > 0, "> 0"), ("server_lr", self.server_lr > 0, "> 0"),
+                ("lr", self.lr > 0, "> 0"),
+                ("server_lr", self.server_lr is None or self.server_lr > 0, "> 0"),
                 ("lr_decay", 0 < self.lr_decay <= 1, "in (0, 1]"),
                 ("synthetic_alpha", self.synthetic_alpha >= 0, ">= 0"),
                 ("synthetic_beta", self.synthetic_beta >= 0, ">= 0"),
@@ -219,7 +237,8 @@ class SimulationConfig:
                 ("group_shift", self.group_shift >= 0, ">= 0")):
             if not ok:
                 raise ValueError(f"{_named(name)} must be {what}; got {getattr(self, name)}")
-        for name in ("rule_options", "server_options", "availability_options"):
+        for name in ("rule_options", "objective_options", "server_options",
+                     "availability_options"):
             options = getattr(self, name)
             if not isinstance(options, dict) or not all(isinstance(k, str) for k in options):
                 raise TypeError(f"{name} must be a dict of option names to values; got "
@@ -232,6 +251,13 @@ class SimulationConfig:
             raise ValueError(f"update_norm_reference = {self.update_norm_reference!r} has no "
                              "effect without max_update_norm (--max-update-norm): set that, or "
                              "leave update_norm_reference at its default")
+        check_objective_options(self.objective, self.objective_options)
+        if self.lr_schedule is not None:
+            if self.lr_decay != 1.0:
+                raise ValueError("lr_decay (--lr-decay) and lr_schedule (--lr-schedule) both "
+                                 "schedule the client lr: give one (lr_decay d is "
+                                 f"step:gamma={self.lr_decay:g},every=1)")
+            parse_lr_schedule(self.lr_schedule, self.lr, self.rounds)
         self._check_used()
         self._check_groups()
         registry.check_pair(self.dataset, self.model)
@@ -275,6 +301,13 @@ class SimulationConfig:
                              "both give the clients' groups: choose one")
         if self.groups_file is not None and not os.path.isfile(self.groups_file):
             raise ValueError(f"groups_file (--groups-file) {self.groups_file!r} is not a file")
+
+    def client_lr(self, t: int) -> float:
+        """The client learning rate of round ``t`` (1-based): ``lr`` under ``lr_schedule``, or
+        under the per-round factor ``lr_decay`` (:func:`fastfair.sim.lr_schedule.round_lr`)."""
+        schedule = None if self.lr_schedule is None else parse_lr_schedule(
+            self.lr_schedule, self.lr, self.rounds)
+        return round_lr(self.lr, t, self.lr_decay, schedule)
 
     def to_dict(self) -> Dict[str, Any]:
         return dataclasses.asdict(self)

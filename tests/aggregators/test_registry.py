@@ -30,6 +30,7 @@ def test_build_passes_options_and_lists_them():
     for name in [*registry.RULES, *A.SERVER_OPTIMIZERS]:
         assert f"  {name} " in listing
     assert "tilt=0.1" in listing and "momentum=0.9" in listing
+    assert "  proximal   mu=0.1\n" in listing and "  cvar       (fedcvar only)\n" in listing
 
 
 def test_unknown_names_and_options_suggest_the_closest():

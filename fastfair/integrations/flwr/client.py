@@ -15,9 +15,10 @@ of :mod:`fastfair.aggregators.objectives`, shared with the simulator):
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from fastfair.aggregators.base import Aggregator
+from fastfair.aggregators.compose import round_objective
 from fastfair.aggregators.objectives import THRESHOLD_KEY, ClientObjective
 
 __all__ = ["RECEIVED_LOSS_KEY", "RULE_KEY", "THRESHOLD_KEY", "ClientObjective",
@@ -31,9 +32,12 @@ RULE_KEY = "fastfair-rule"
 RECEIVED_LOSS_KEY = "fastfair-received-loss"
 
 
-def client_config(aggregator: Aggregator) -> Dict[str, Any]:
+def client_config(aggregator: Aggregator,
+                  objective: Optional[ClientObjective] = None) -> Dict[str, Any]:
     """The config entries the clients of ``aggregator`` need this round: ``fastfair-rule`` (its
-    name) and its :meth:`~fastfair.aggregators.Aggregator.client_objective`'s ``to_config()``.
+    name) and the ``to_config()`` of ``objective``, the objective chosen in place of the rule's
+    own (:func:`fastfair.aggregators.compose.choose_objective`), or else of the rule's
+    :meth:`~fastfair.aggregators.Aggregator.client_objective`.
 
     FedProx adds ``fastfair-objective = "proximal"`` and ``fastfair-mu``; PropFair
     (``weighting="fedavg"``) ``"propfair"``, ``fastfair-M``, ``fastfair-epsilon`` and
@@ -46,5 +50,5 @@ def client_config(aggregator: Aggregator) -> Dict[str, Any]:
     """
     if not isinstance(aggregator, Aggregator):
         raise TypeError(f"aggregator must be a fastfair rule; got {type(aggregator).__name__}")
-    objective = aggregator.client_objective()
+    objective = round_objective(aggregator, objective)
     return {RULE_KEY: aggregator.name, **({} if objective is None else objective.to_config())}

@@ -18,6 +18,7 @@ from flwr.supercore import log
 
 from fastfair.aggregators.base import FORMAT_VERSION, UPDATE_INPUTS, Aggregator
 from fastfair.aggregators.bounds import UpdateBound
+from fastfair.aggregators.compose import choose_objective, round_objective
 from fastfair.aggregators.server_opt import SGD, ServerOptimizer
 from fastfair.integrations.flwr.aggregate import propose_server_step
 from fastfair.integrations.flwr.arrays import array_to_numpy, numpy_to_array
@@ -69,18 +70,20 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
         :class:`~fastfair.aggregators.ReportedGroups` to read each reply's group from its
         metric ``"fastfair-group"`` (an integer in ``[0, G)``; a reply without one is dropped).
     server_optimizer
-        The server step on the round's combined pseudo-gradient
-        (:class:`~fastfair.aggregators.ServerOptimizer`: SGD, FedAvgM, FedAdam, FedYogi,
-        FedAdagrad); its ``lr`` is the server learning rate :math:`\eta`. ``None`` (default):
-        ``SGD(lr=1.0)``, the rule's own average.
+        The server step on the round's combined pseudo-gradient (SGD, FedAvgM, FedAdam,
+        FedYogi, FedAdagrad); its ``lr`` is :math:`\eta`. None: ``SGD(lr=1.0)``, the rule's own.
+    objective, objective_options
+        What the clients minimise in place of the rule's own (None): ``"plain"``, ``"proximal"``
+        (``{"mu": ...}``) or ``"propfair"``, sent in every round's train config
+        (:func:`client_config`); :func:`fastfair.aggregators.compose.choose_objective` refuses
+        a combination without meaning.
     loss_key
         Metric key of each client's loss of the *received* model on its training data, measured
         before local training (as the adaptive rules require). Default :data:`RECEIVED_LOSS_KEY`
-        (``"fastfair-received-loss"``), a key no Flower client sets by accident: Flower's own
-        examples report ``train_loss``, the mean loss *during* local training, a different
-        quantity. Required only by rules that use losses (``needs_losses``): a reply without it
-        is dropped with a warning that says what to send, and a round in which no reply has it
-        raises ``AggregationError``.
+        (``"fastfair-received-loss"``), not Flower's ``train_loss`` (the mean loss *during*
+        local training). Required only by rules that use losses (``needs_losses``): a reply
+        without it is dropped with a warning that says what to send, and a round in which no
+        reply has it raises ``AggregationError``.
     client_id_key
         Metric key of each client's id in ``[0, K)`` (e.g. its partition id), so that per-client
         state follows the data across runs. ``None`` (default): Flower node ids are numbered
@@ -94,10 +97,9 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
     fraction_train, fraction_evaluate, min_train_nodes, min_evaluate_nodes, min_available_nodes,
     weighted_by_key, arrayrecord_key, configrecord_key, train_metrics_aggr_fn,
     evaluate_metrics_aggr_fn
-        As Flower's ``FedAvg`` (client sampling, record keys, metric averaging).
-        ``weighted_by_key`` (default ``"num-examples"``) gives the counts the rules weigh by.
-        The default metric averaging is :func:`average_metrics` (Flower's weighted average,
-        which never raises on inconsistent replies).
+        As Flower's ``FedAvg`` (client sampling, record keys, metric averaging). ``weighted_by_key``
+        (default ``"num-examples"``) gives the counts the rules weigh by. The default metric
+        averaging is :func:`average_metrics` (Flower's weighted average, which never raises).
     max_update_norm, update_norm_reference, max_samples_per_client
         The opt-in bound of :mod:`fastfair.aggregators.bounds` (off by default): each reply's
         update :math:`X_i = w - w_i` is clipped to norm :math:`\tau` (``max_update_norm`` times
@@ -120,6 +122,8 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
 
     def __init__(self, aggregator: Aggregator, *,
                  server_optimizer: Optional[ServerOptimizer] = None,
+                 objective: Optional[str] = None,
+                 objective_options: Optional[Mapping[str, Any]] = None,
                  loss_key: str = RECEIVED_LOSS_KEY, client_id_key: Optional[str] = None,
                  round_input_keys: Optional[Mapping[str, str]] = None,
                  fraction_train: float = 1.0, fraction_evaluate: float = 1.0,
@@ -151,8 +155,9 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
             raise TypeError("server_optimizer must be a fastfair server optimiser (e.g. "
                             "fastfair.aggregators.FedAdam(lr=0.01)) or None; got "
                             f"{type(server_optimizer).__name__}")
-        objective = aggregator.client_objective()
-        reports = {} if objective is None else objective.reports
+        chosen = choose_objective(aggregator, objective, objective_options)
+        own = round_objective(aggregator, chosen)
+        reports = {} if own is None else own.reports
         keys = {name: reports[name] for name in aggregator.round_inputs if name in reports}
         keys.update(round_input_keys or {})
         missing = [name for name in aggregator.round_inputs
@@ -170,6 +175,8 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
                          train_metrics_aggr_fn=train_metrics_aggr_fn or average_metrics,
                          evaluate_metrics_aggr_fn=evaluate_metrics_aggr_fn or average_metrics)
         self.aggregator = aggregator
+        #: The client objective in place of the rule's own (None: the rule's own).
+        self.objective = chosen
         #: The opt-in bound on each reply (:class:`~fastfair.aggregators.bounds.UpdateBound`).
         self.bound = bound
         self.server_optimizer = server_optimizer
@@ -192,8 +199,7 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
 
     # ------------------------------------------------------------------ Flower hooks
     def summary(self) -> None:
-        """Logs the rule, the optimiser and the keys read from replies, then Flower's FedAvg
-        summary."""
+        """Logs the rule, the optimiser and the keys read from replies, then Flower's."""
         log(INFO, "\t├──> fastfair rule: %r", self.aggregator)
         log(INFO, "\t│\t├── server optimizer: %r", self.server_optimizer)
         log(INFO, "\t│\t├── loss key: '%s' (needed: %s)", self.loss_key,
@@ -206,11 +212,11 @@ class FastFairStrategy(_ReplyChecks, _FlowerFedAvg):
 
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> Iterable[Message]:
-        """Flower's sampling and messages, with the rule's client config added; remembers the
-        model sent (viewed in place) for the server step."""
+        """Flower's sampling and messages, with the client config added; remembers the model
+        sent (viewed in place) for the server step."""
         keys = list(arrays.keys())
         self._sent = (keys, [array_to_numpy(arrays[k]) for k in keys])
-        for key, value in client_config(self.aggregator).items():
+        for key, value in client_config(self.aggregator, self.objective).items():
             config[key] = value
         return super().configure_train(server_round, arrays, config, grid)
 

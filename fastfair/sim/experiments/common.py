@@ -65,6 +65,21 @@ def check_named(rules: Sequence[str], **named: Mapping[str, Any]) -> None:
                              f"drop it from {name} or add it to the rules")
 
 
+def point_config(config: Any, rule: str, seed: int, options: Mapping[str, Any]) -> Any:
+    """The configuration of one run of a sweep: ``config`` with ``rule``, ``seed`` and the grid
+    point's ``options``. The keys ``objective`` and ``objective.KEY`` of a point choose the
+    run's client objective and its options (over ``config.objective_options``); the others are
+    the rule's options. So a grid spans objectives as it spans rule options:
+    ``--grid aaggff-d:objective.mu=0.001,0.01`` with ``--objective proximal``."""
+    prefix = "objective."
+    chosen = {k[len(prefix):]: v for k, v in options.items() if k.startswith(prefix)}
+    return dataclasses.replace(
+        config, rule=rule, seed=seed, objective=options.get("objective", config.objective),
+        objective_options={**config.objective_options, **chosen},
+        rule_options={k: v for k, v in options.items()
+                      if k != "objective" and not k.startswith(prefix)})
+
+
 def with_fairness(config: Any, fair_over: Optional[str],
                   group_prior: Optional[str]) -> Any:
     """``config`` with ``fair_over`` and ``group_prior`` where given (not None), checked as the

@@ -51,6 +51,7 @@ from fastfair.sim.experiments.common import (
     check_named,
     check_rules,
     play_alone,
+    point_config,
     round_hooks,
     run_summary,
     with_fairness,
@@ -159,7 +160,9 @@ class Sweep(Orchestration):
         :class:`~fastfair.sim.models.module.ModuleModel` given as ``model`` starts each seed
         from weights drawn from that seed, unless built with ``init="given"``).
     grid
-        ``{rule: {option: [values]}}``: every combination is a grid point of the rule.
+        ``{rule: {option: [values]}}``: every combination is a grid point of the rule; the
+        options ``objective`` and ``objective.KEY`` span the client objective
+        (:func:`~fastfair.sim.experiments.common.point_config`).
     rule_options
         ``{rule: {option: value}}``: options fixed for every point of a rule.
     baseline
@@ -221,8 +224,7 @@ class Sweep(Orchestration):
         check_name("select metric (--select)", select, selectable_metrics())
         self.specs = [RunSpec(r, tuple(sorted(o.items())), s)
                       for r in rules for o in self.points[r] for s in seeds]
-        self.configs = {spec: dataclasses.replace(config, rule=spec.rule, seed=spec.seed,
-                                                  rule_options=dict(spec.options))
+        self.configs = {spec: point_config(config, spec.rule, spec.seed, dict(spec.options))
                         for spec in self.specs}
         for cfg in self.configs.values():
             runner_class(cfg.rule).validate(cfg)

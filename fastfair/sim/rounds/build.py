@@ -6,6 +6,7 @@ from typing import Optional
 
 from fastfair.aggregators import OverGroups, registry
 from fastfair.aggregators.base import Aggregator
+from fastfair.aggregators.compose import choose_objective
 from fastfair.aggregators.over_groups import check_group_form
 from fastfair.aggregators.server_opt import ServerOptimizer
 from fastfair.sim.config import SimulationConfig
@@ -18,11 +19,14 @@ from fastfair.sim.models.zoo import build_model
 def check_rule(config: SimulationConfig) -> None:
     """Refuses the rule of ``config`` before any data are read: its options, its participation
     (AAggFF-S needs ``per_round == clients``) and, over groups, its group form (the groups
-    themselves are known once the data set is)."""
+    themselves are known once the data set is) and its combination with the client objective
+    (:func:`~fastfair.aggregators.compose.choose_objective`)."""
     if config.fair_over == "groups":
         check_group_form(config.rule, config.rule_options, config.group_prior)
+        rule = registry.build(config.rule, config.clients, **config.rule_options)
     else:
-        build_rule(config)
+        rule = build_rule(config)
+    choose_objective(rule, config.objective, config.objective_options)
 
 
 def build_rule(config: SimulationConfig,
@@ -53,12 +57,23 @@ def build_rule(config: SimulationConfig,
 
 
 def build_server_optimizer(config: SimulationConfig) -> ServerOptimizer:
-    """The server optimiser of ``config``; its learning rate is ``config.server_lr``."""
+    """The server optimiser of ``config`` with ``config.server_options``; its learning rate is
+    :func:`server_lr` (``config.server_lr``, or the optimiser's own default when None)."""
     if "lr" in config.server_options:
-        raise ValueError("server_options must not set lr: the server learning rate is "
-                         "server_lr (--server-lr)")
-    return registry.build_server_optimizer(config.server_optimizer, lr=config.server_lr,
+        lr = config.server_options["lr"]
+        raise ValueError(f"server_options must not set lr (--server-option lr={lr}): the server "
+                         f"learning rate is server_lr; give --server-lr {lr} (server_lr = {lr!r})")
+    lr = {} if config.server_lr is None else {"lr": config.server_lr}
+    return registry.build_server_optimizer(config.server_optimizer, **lr,
                                            **config.server_options)
+
+
+def server_lr(config: SimulationConfig) -> float:
+    """The server learning rate of ``config``: ``config.server_lr``, or the default ``lr`` of
+    ``config.server_optimizer`` (``docs/defaults.md``) when None."""
+    if config.server_lr is not None:
+        return config.server_lr
+    return float(registry.server_optimizer_options(config.server_optimizer)["lr"].default)
 
 
 def model_for(config: SimulationConfig, dataset: FederatedDataset) -> FlatModel:

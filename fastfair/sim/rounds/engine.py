@@ -2,14 +2,12 @@
 
 A round samples a cohort (an availability model), lets every sampled client report the loss of
 the received model on its training data where the rule or the record needs it
-(:meth:`Simulation.needs_received_loss`), trains the cohort in one batched pass on the rule's
-client objective, asks the rule for mixing coefficients (with the round inputs it declares),
-averages the updates with them through the averaging kernel, and lets the server optimiser step
-on the result: weights -> weighted_average -> all-reduce -> optimiser step. A cohort that
-repeats from one round to the next (full participation) trains on the batch of client data it
-had, unless its data set draws fresh samples per call (``FederatedDataset.fixed_data``). Under
-``torch.distributed`` each process trains a contiguous slice of the cohort, and one all-reduce
-sums the weighted updates.
+(:meth:`Simulation.needs_received_loss`), trains the cohort in one batched pass on the client
+objective (the rule's own, or the configuration's), asks the rule for mixing coefficients,
+averages the updates with them, and lets the server optimiser step (weights -> weighted_average
+-> all-reduce -> step). A cohort that repeats (full participation) trains on the batch it had,
+unless its data set draws fresh samples per call (``FederatedDataset.fixed_data``). Under
+``torch.distributed`` each process trains a slice of the cohort; one all-reduce sums them.
 
 All randomness derives from (seed, round, client id) through :mod:`fastfair.sim.seeding`, so a
 run resumed from a checkpoint, or run on any number of processes, makes the same choices as an
@@ -25,13 +23,14 @@ import torch
 
 from fastfair import ops
 from fastfair.aggregators.bounds import UpdateBound
+from fastfair.aggregators.compose import choose_objective, round_objective
 from fastfair.aggregators.objectives import ClientObjective
 from fastfair.sim.config import SimulationConfig
 from fastfair.sim.data.base import ClientBatch, FederatedDataset, concat_batches
 from fastfair.sim.data.validation import ValidationSplit
 from fastfair.sim.distributed import Distributed
 from fastfair.sim.models.flat import FlatModel, check_model
-from fastfair.sim.rounds.build import build_rule, build_server_optimizer, check_rule
+from fastfair.sim.rounds.build import build_rule, build_server_optimizer, check_rule, server_lr
 from fastfair.sim.rounds.runner import Runner
 from fastfair.sim.seeding import CohortKeys, Stream, torch_seed
 from fastfair.sim.training.alone import fold_in_order
@@ -87,6 +86,7 @@ class Simulation(Runner):
         # (ids, batch) of the last cohort this run generated, when its data are fixed.
         self._last_train: Optional[Tuple[np.ndarray, ClientBatch]] = None
         other, config = self._evaluate_like, self.config
+        self.objective = choose_objective(self.rule, config.objective, config.objective_options)
         del self._evaluate_like
         if other is not None and other.dataset is self.dataset and all(
                 getattr(other.config, f) == getattr(config, f)
@@ -305,7 +305,7 @@ def _check_diverged(losses: np.ndarray, ids: np.ndarray, config: SimulationConfi
         k = int(bad[0])
         raise ValueError(f"training diverged: the global model's loss on client {int(ids[k])} "
                          f"is {losses[k]}; lower lr (--lr, now {config.lr:g}) or server_lr "
-                         f"(--server-lr, now {config.server_lr:g})")
+                         f"(--server-lr, now {server_lr(config):g})")
 
 
 def _scores(model: FlatModel, params: torch.Tensor,
@@ -372,7 +372,7 @@ def play_round(sims: Sequence[Simulation], t: int,
     lead = sims[0]
     cfg, dist, device = lead.config, lead.dist, lead.device
     local = LocalTrainingConfig(epochs=cfg.epochs, steps=cfg.local_steps,
-                                batch_size=cfg.batch_size, lr=cfg.lr * cfg.lr_decay ** (t - 1),
+                                batch_size=cfg.batch_size, lr=cfg.client_lr(t),
                                 precision=cfg.precision)
     shares = [dist.my_slice(ids.shape[0]) for ids in cohorts]
     groups: Dict[Tuple[int, int, bytes], List[int]] = {}
@@ -388,7 +388,7 @@ def play_round(sims: Sequence[Simulation], t: int,
         seed = torch_seed(sims[r0].config.seed, Stream.ROUND_TRAINING, t)
         for r in members:
             lanes[r] = Lane(sims[r].params, first + np.arange(len(ids)),
-                            sims[r].rule.client_objective())
+                            round_objective(sims[r].rule, sims[r].objective))
         batches.append(batch)
         keys.append(CohortKeys.of(seed, ids, device))
         first += len(ids)

@@ -36,6 +36,7 @@ class FedEvgSimulation(MethodRunner):
               "hidden": f"{_OWN}: hidden", "epochs": f"{_OWN}: local_epochs",
               "local_steps": f"{_OWN}: local_epochs", "batch_size": f"{_OWN}: batch_size",
               "lr": f"{_OWN}: lr", "lr_decay": f"{_OWN}: lr_decay, lr_decay_every",
+              "lr_schedule": f"{_OWN}: lr_decay, lr_decay_every",
               "server_lr": f"the server step is Langevin; {_OWN}: beta_start, beta_end",
               "server_optimizer": "the server moves a synthetic set, not a model",
               "server_options": "the server moves a synthetic set, not a model",
@@ -44,7 +45,9 @@ class FedEvgSimulation(MethodRunner):
               "train_loss": "FedEvg reports train_loss every round",
               "validation": "FedEvg's options are not chosen on a validation split",
               "fair_over": "it is a method with its own server step, not a weighting rule; "
-                           "run a rule over groups"}
+                           "run a rule over groups",
+              "objective": "FedEvg's clients train an energy model of their own form",
+              "objective_options": "FedEvg's clients train an energy model of their own form"}
 
     takes_model = False
 

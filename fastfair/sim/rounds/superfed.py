@@ -61,7 +61,9 @@ class SuperFedSimulation(MethodRunner):
               "train_loss": "SuPerFed reports train_loss every round",
               "validation": "SuPerFed's options are not chosen on a validation split",
               "fair_over": "it is a method with its own server step, not a weighting rule; "
-                           "run a rule over groups"}
+                           "run a rule over groups",
+              "objective": "SuPerFed's clients minimise its own mixed-model loss",
+              "objective_options": "SuPerFed's clients minimise its own mixed-model loss"}
     model: FlatModel  # _model builds one for every run
 
     def _build(self) -> None:
@@ -120,7 +122,7 @@ class SuperFedSimulation(MethodRunner):
         mixed = ops.superfed_mix(f, l, lam, self.layout)
         round_seed = torch_seed(cfg.seed, Stream.ROUND_TRAINING, t)
         local = LocalTrainingConfig(epochs=cfg.epochs, steps=cfg.local_steps,
-                                    batch_size=cfg.batch_size, lr=cfg.lr * cfg.lr_decay ** (t - 1))
+                                    batch_size=cfg.batch_size, lr=cfg.client_lr(t))
         first_loss = None
         assert o.nu is not None  # its __post_init__ sets the mode's default
         nu = o.nu if mixing else 0.0

@@ -580,6 +580,23 @@ def test_cvar_threshold_travels_in_every_rounds_config():
 
 
 
+def test_an_objective_composes_with_any_rule_through_the_train_config():
+    strategy = FastFairStrategy(agg.AAggFFD(K), server_optimizer=agg.FedAdam(),
+                                objective="proximal", objective_options={"mu": 0.01})
+    config = configure(strategy, model(np.random.default_rng(0)), range(K))[0].content["config"]
+    assert (config["fastfair-rule"], config["fastfair-objective"], config["fastfair-mu"]) == (
+        "aaggff-d", "proximal", 0.01)
+    assert ClientObjective.from_config(config).to_config() == strategy.objective.to_config()
+    propfair = FastFairStrategy(agg.FairAvg(K), objective="propfair")
+    assert client_config(propfair.aggregator, propfair.objective)["fastfair-M"] == 2.0
+    assert client_config(agg.AAggFFD(K)) == {"fastfair-rule": "aaggff-d"}
+    with pytest.raises(ValueError, match="objective 'proximal' with rule 'fedcvar': fedcvar's "
+                                         "relay form averages the thresholds"):
+        FastFairStrategy(agg.FedCVaRAvg(K), objective="proximal")
+    with pytest.raises(ValueError, match="objective options need an objective"):
+        FastFairStrategy(agg.FedAvg(K), objective_options={"mu": 0.1})
+
+
 # --------------------------------------------------------------------------- real simulation
 
 SIM_RULES = ["fedavg", "aaggff-d", "fedmaba", "qfedavg", "fedcvar", "fedprox", "propfair",

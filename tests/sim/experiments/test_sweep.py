@@ -235,3 +235,25 @@ def test_simulate_with_several_seeds_is_a_sweep(tmp_path, capsys):
                  str(tmp_path / "x"), "--quiet"]) == 0
     assert "Δ mean acc" in capsys.readouterr().out
     assert (tmp_path / "x" / "sweep_summary.csv").is_file()
+
+
+def test_a_grid_spans_the_client_objective_and_each_run_is_the_run_alone():
+    base = SimulationConfig(clients=8, per_round=4, rounds=3, eval_every=3, eval_clients=8,
+                            model="mlp", hidden=4, validation=0.25, objective="proximal")
+    grid = {"aaggff-d": {"objective.mu": [0.001, 0.5]}, "fedavg": {"objective": ["plain",
+                                                                                 "proximal"]}}
+    result = Sweep(base, ["fedavg", "aaggff-d"], seeds=[0], grid=grid).run()
+    assert len(result.runs) == 4
+    for run in result.runs:
+        options = dict(run.options)
+        config = dataclasses.replace(
+            base, rule=run.rule, objective=options.get("objective", "proximal"),
+            objective_options={"mu": options["objective.mu"]} if "objective.mu" in options
+            else {})
+        alone = Simulation(config)
+        for _ in range(base.rounds):
+            alone.step()
+        assert [{k: v for k, v in r.items() if k != "seconds"} for r in run.history] == [
+            {k: v for k, v in r.items() if k != "seconds"} for r in alone.history], run.point
+    with pytest.raises(ValueError, match="objective 'propfair' with rule 'fedprox'"):
+        Sweep(base, ["fedprox"], grid={"fedprox": {"objective": ["propfair", "proximal"]}})
