@@ -45,7 +45,7 @@ def main(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     if args.list:
         for name in table_names():
             spec = load_table(name)
-            print(f"{name}: {spec.title} ({spec.source})")
+            print(f"{name}: {spec.title}")
         return 0
     if args.name is None:
         raise ValueError("name the table to run (fastfair reproduce --list names them)")
