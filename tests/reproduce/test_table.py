@@ -88,3 +88,14 @@ def test_seeds_replaced_must_be_distinct(tmp_path):
     assert replace_seeds(spec, [4, 5]).seeds == [4, 5]
     with pytest.raises(ValueError, match="--seeds must be distinct"):
         replace_seeds(spec, [1, 1])
+
+
+def test_every_shipped_table_is_shown_in_the_fidelity_page_with_its_command():
+    from tests.helpers import ROOT
+
+    page = (ROOT / "docs" / "fidelity.md").read_text()
+    section = page[page.index("## The papers' tables on their data"):]
+    for name in table_names():
+        spec = load_table(name)
+        assert f"### {spec.title}\n" in section, name
+        assert f"Command: `fastfair reproduce {name} " in section, name
