@@ -32,21 +32,16 @@ A combination is refused, with its reason, where it has no meaning (:func:`choos
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional
 
 from fastfair._options import check_name
 from fastfair.aggregators.base import Aggregator
-from fastfair.aggregators.objectives import ClientObjective
-from fastfair.aggregators.registry import build, rule_options
+from fastfair.aggregators.objectives import OBJECTIVE_NAMES, OBJECTIVE_RULES, ClientObjective
+from fastfair.aggregators.registry import build, objective_options
 
-#: The client objectives a run may choose, by their config kind.
-OBJECTIVE_NAMES: Tuple[str, ...] = ("plain", "proximal", "propfair", "cvar")
-
-#: The rule whose options (names, defaults, checks) an objective takes, and which of them.
-OBJECTIVE_RULES: Dict[str, Tuple[str, Tuple[str, ...]]] = {
-    "proximal": ("fedprox", ("mu",)),
-    "propfair": ("propfair", ("M", "epsilon", "extension")),
-}
+__all__ = ["FIXED_BY_RULE", "OBJECTIVE_NAMES", "OBJECTIVE_RULES", "build_objective",
+           "check_objective_options", "choose_objective", "objective_options",
+           "own_objective_kind", "round_objective"]
 
 #: Why a rule with an objective of its own takes no other, by rule name.
 FIXED_BY_RULE: Dict[str, str] = {
@@ -59,28 +54,6 @@ FIXED_BY_RULE: Dict[str, str] = {
     "fedcvar": "fedcvar's relay form averages the thresholds t' that its CVaR objective trains "
                "beside the model; clients of another objective train none",
 }
-
-
-def objective_options(name: str) -> Dict[str, Any]:
-    """The options of objective ``name`` with their defaults (those of the rule that names it,
-    :data:`OBJECTIVE_RULES`); empty for ``plain`` and ``cvar``.
-
-    Parameters
-    ----------
-    name
-        One of :data:`OBJECTIVE_NAMES`.
-
-    Returns
-    -------
-    dict
-        ``{option: default}``, e.g. ``{"mu": 0.1}`` for ``proximal``.
-    """
-    check_name("objective", name, OBJECTIVE_NAMES)
-    if name not in OBJECTIVE_RULES:
-        return {}
-    rule, names = OBJECTIVE_RULES[name]
-    spec = rule_options(rule)
-    return {n: spec[n].default for n in names}
 
 
 def check_objective_options(name: Optional[str], options: Mapping[str, Any]) -> None:

@@ -274,6 +274,15 @@ class CVaRObjective(ClientObjective):
         return cls(**options, lr_threshold=None if lr is None or float(lr) < 0 else lr)
 
 
+#: The client objectives a run may choose (:mod:`fastfair.aggregators.compose`), by kind.
+OBJECTIVE_NAMES: Tuple[str, ...] = ("plain", "proximal", "propfair", "cvar")
+
+#: The rule whose options (names, defaults, checks) an objective takes, and which of them.
+OBJECTIVE_RULES: Dict[str, Tuple[str, Tuple[str, ...]]] = {
+    "proximal": ("fedprox", ("mu",)),
+    "propfair": ("propfair", ("M", "epsilon", "extension")),
+}
+
 #: Every objective kind, by the name a client config carries.
 OBJECTIVES: Dict[str, Type[ClientObjective]] = {
     c.kind: c for c in (ClientObjective, ProximalObjective, PropFairObjective, CVaRObjective)}

@@ -26,6 +26,7 @@ from fastfair.aggregators.fedavg import FairAvg, FedAvg, FedProx
 from fastfair.aggregators.fedcvar import FedCVaRAvg
 from fastfair.aggregators.fedmaba import FedMABA
 from fastfair.aggregators.fedmgda import FedMGDA
+from fastfair.aggregators.objectives import OBJECTIVE_NAMES, OBJECTIVE_RULES
 from fastfair.aggregators.propfair import PropFair
 from fastfair.aggregators.qfedavg import QFedAvg
 from fastfair.aggregators.server_opt import SERVER_OPTIMIZERS, ServerOptimizer
@@ -50,6 +51,29 @@ def rule_options(name: str) -> Dict[str, OptionSpec]:
 def server_optimizer_options(name: str) -> Dict[str, OptionSpec]:
     """The options of server optimiser ``name`` with their defaults."""
     return signature_options(_lookup("server optimizer", name, SERVER_OPTIMIZERS).__init__)
+
+
+def objective_options(name: str) -> Dict[str, Any]:
+    """The options of client objective ``name`` with their defaults: those of the rule that
+    names it (:data:`~fastfair.aggregators.objectives.OBJECTIVE_RULES`); empty for ``plain``
+    and ``cvar``.
+
+    Parameters
+    ----------
+    name
+        One of :data:`~fastfair.aggregators.objectives.OBJECTIVE_NAMES`.
+
+    Returns
+    -------
+    dict
+        ``{option: default}``, e.g. ``{"mu": 0.1}`` for ``proximal``.
+    """
+    check_name("objective", name, list(OBJECTIVE_NAMES))
+    if name not in OBJECTIVE_RULES:
+        return {}
+    rule, names = OBJECTIVE_RULES[name]
+    spec = rule_options(rule)
+    return {n: spec[n].default for n in names}
 
 
 def check_rule_options(name: str, options: Dict[str, Any]) -> None:
@@ -82,7 +106,6 @@ def build_server_optimizer(name: str, **options: Any) -> ServerOptimizer:
 def describe() -> str:
     """A listing of every rule, client objective (:mod:`fastfair.aggregators.compose`) and
     server optimiser with its options and defaults."""
-    from fastfair.aggregators.compose import OBJECTIVE_NAMES, objective_options
 
     lines: List[str] = ["rules:"]
     for name, cls in RULES.items():
