@@ -121,6 +121,9 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("rules", help="list every rule, server optimizer and method with its options",
                    description="Lists every rule and server optimizer with its options and "
                                "defaults, and the methods (their options: --rule-option).")
+    from fastfair.reproduce.command import add_parser
+
+    add_parser(sub)
     return parser
 
 
@@ -387,6 +390,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 except Interrupted as stop:  # SIGINT/SIGTERM: stopped at a round boundary
                     LOG.error("fastfair %s: %s", args.command, stop.describe(args.command))
                     return stop.exit_code
+            if args.command == "reproduce":
+                from fastfair.reproduce.command import main as reproduce
+
+                return reproduce(args, list(sys.argv[1:] if argv is None else argv))
             if args.command == "rules":
                 from fastfair.aggregators.registry import describe
                 from fastfair.methods import METHODS

@@ -269,6 +269,10 @@ def main(argv=None) -> int:
     text = "\n".join(HEADER + sections + NOTES)
     if args.only and args.out.exists():  # the other sections stay as they were
         text = merge(args.out.read_text(), text)
+    elif args.out.exists():  # the papers' tables (scripts/fidelity_tables.py) stay
+        old = args.out.read_text()
+        start = old.find("\n## The papers' tables on their data")
+        text += old[start:] if start >= 0 else ""
     args.out.write_text(text)
     return 0
 

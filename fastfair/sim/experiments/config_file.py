@@ -181,7 +181,12 @@ def load_run_file(path: Union[str, "os.PathLike[str]"]) -> RunFile:
     maps each rule to its options, and ``grid`` each rule to its options' values.
     """
     where = os.fspath(path)
-    raw = read_file(where)
+    return parse_run_file(read_file(where), where)
+
+
+def parse_run_file(raw: Dict[str, Any], where: str) -> RunFile:
+    """:func:`load_run_file` of the mapping ``raw`` already read (from a file, or a table of a
+    larger file), its errors naming ``where``."""
     fields = _fields()
     top = {**{k: s for k, s in fields.items() if k not in RUN_KEYS}, **RUN_KEYS,
            "config": OptionSpec("config", Dict[str, Any], {})}

@@ -1,0 +1,312 @@
+"""Running a table (:class:`~fastfair.reproduce.table.TableSpec`): every column as one sweep of
+its rules over the table's seeds, then the paper's numbers beside ours with a verdict, written
+as Markdown (``table.md``), CSV (``table.csv``) and JSON (``table.json``).
+
+The verdict is on the paper's claim, the difference between a rule and the baseline in the
+same column, which the paper's setting and a reduced one share (absolute levels move with the
+rounds and the model; the table shows them and their gap to the paper without a verdict).
+With D the paper's difference and ``d ± h`` ours (mean and half-width of the 95 % Student-t
+interval of the differences paired on seeds), :func:`verdict` says:
+
+- **reproduced**: ``|D| >= tie`` and our interval lies wholly on D's side of 0; or
+  ``|D| < tie`` (the paper finds no difference) and our interval lies within ``[-tie, tie]``;
+- **within noise**: our interval holds 0 (with ``|D| >= tie``: the seeds cannot tell the
+  difference's sign; with ``|D| < tie``: no difference, as in the paper, but too wide an
+  interval to bound it by ``tie``), or there is one seed only (no interval);
+- **not reproduced**: our interval excludes 0 on the side opposite to D, or (``|D| < tie``)
+  excludes 0 where the paper finds no difference.
+
+Where the paper's number is not available (a column's ``claim`` gives only the sign it
+claims), the sign is judged as a difference of that sign.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import re
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from fastfair.reproduce.prepare import build_split, data_folder
+from fastfair.reproduce.table import Column, TableSpec
+from fastfair.sim.reporting.stats import mean_ci, paired_difference
+
+#: The verdicts, best first.
+VERDICTS = ("reproduced", "within noise", "not reproduced")
+#: The columns of ``table.csv`` (and the keys of each row of ``table.json``).
+FIELDS = ("column", "metric", "rule", "paper", "ours_mean", "ours_half", "seeds", "paper_diff",
+          "ours_diff", "ours_diff_half", "verdict", "why", "seconds")
+
+
+@dataclass
+class Row:
+    """One rule of one column on one metric (the table's, or one of its ``also``): the
+    paper's value, ours (mean and half-width of the 95 %
+    interval over ``seeds``, in %), the differences to the baseline (None for the baseline
+    itself or where the paper gives no number), the verdict and its reason, and the column's
+    wall time in seconds."""
+
+    column: str
+    metric: str
+    rule: str
+    paper: Optional[float]
+    ours_mean: float
+    ours_half: float
+    seeds: int
+    paper_diff: Optional[float]
+    ours_diff: Optional[float]
+    ours_diff_half: Optional[float]
+    verdict: str
+    why: str
+    seconds: float
+
+
+@dataclass
+class TableResult:
+    """A table's rows, its wall time, the load average (1 minute) at its start and end, the
+    seeds, whether it ran the paper's full setting, and the command that regenerates it."""
+
+    spec: TableSpec
+    rows: List[Row]
+    seconds: float
+    load: Tuple[float, float]
+    seeds: List[int]
+    full: bool
+    command: str
+
+
+def verdict(paper_diff: Optional[float], diff: float, half: float, tie: float,
+            direction: Optional[int] = None) -> Tuple[str, str]:
+    """``(verdict, why)`` of our paired difference ``diff ± half`` (in %) against the paper's
+    ``paper_diff`` (None: the paper gives no number), by the module's rule.
+
+    Parameters
+    ----------
+    paper_diff
+        D, the paper's rule-minus-baseline difference in points.
+    diff, half
+        d and h: our mean difference and the half-width of its 95 % interval (NaN for one
+        seed).
+    tie
+        Differences below it in magnitude are the paper's "no difference".
+    direction
+        Where the paper gives no number: the sign of the difference it claims (+1, -1),
+        judged as a difference of that sign; None: no claim to judge.
+
+    Returns
+    -------
+    tuple of str
+        One of :data:`VERDICTS` (or ``"no paper number"``) and a one-line reason.
+    """
+    ours = f"ours {diff:+.1f} ± {half:.1f}" if math.isfinite(half) else f"ours {diff:+.1f}"
+    if paper_diff is None and direction is None:
+        return "no paper number", f"{ours}; the paper gives no number to compare"
+    if not math.isfinite(half):
+        return "within noise", f"{ours} from one seed: no interval to judge the sign by"
+    low, high = diff - half, diff + half
+    if paper_diff is None:
+        side = "higher" if direction == 1 else "lower"
+        if (low > 0 and direction == 1) or (high < 0 and direction == -1):
+            return "reproduced", f"paper: {side} (no number here); {ours} excludes 0 that way"
+        if low <= 0 <= high:
+            return "within noise", f"paper: {side} (no number here); {ours} holds 0"
+        return "not reproduced", (f"paper: {side} (no number here); {ours} excludes 0 the "
+                                  "other way")
+    if abs(paper_diff) < tie:
+        if -tie <= low and high <= tie:
+            return "reproduced", f"paper {paper_diff:+.1f} (no difference); {ours} within ±{tie}"
+        if low <= 0 <= high:
+            return "within noise", (f"paper {paper_diff:+.1f} (no difference); {ours} holds 0 "
+                                    f"but is wider than ±{tie}")
+        return "not reproduced", (f"paper {paper_diff:+.1f} (no difference); {ours} excludes "
+                                  "0")
+    if (low > 0 and paper_diff > 0) or (high < 0 and paper_diff < 0):
+        return "reproduced", f"paper {paper_diff:+.1f}; {ours} excludes 0 on the paper's side"
+    if low <= 0 <= high:
+        return "within noise", f"paper {paper_diff:+.1f}; {ours} holds 0: sign not settled"
+    return "not reproduced", f"paper {paper_diff:+.1f}; {ours} excludes 0 on the other side"
+
+
+def run_table(spec: TableSpec, data_dir: Optional[str], out: Path, *, full: bool = False,
+              progress: bool = False, command: str = "",
+              on_column: Optional[Callable[[str, float], None]] = None) -> TableResult:
+    """Runs every column of ``spec`` (one sweep of its rules over ``spec.seeds``, written
+    into ``out/<column>/``) and writes ``table.md``, ``table.csv`` and ``table.json`` into
+    ``out``.
+
+    Parameters
+    ----------
+    spec
+        The table (its seeds as given; :func:`~fastfair.reproduce.table.replace_seeds`).
+    data_dir
+        The folder holding the data sets' folders (``mnist/``, ...); needed by columns that
+        read files.
+    out
+        The output folder (created; must be empty or absent).
+    full
+        Run the paper's full setting (the table file's ``[full]``).
+    progress
+        Progress bars on standard error.
+    command
+        The command line recorded in the outputs.
+    on_column
+        Called with each column's name and wall time once it is done.
+
+    Returns
+    -------
+    TableResult
+    """
+    from fastfair.sim.experiments.sweep import Sweep
+
+    needs = sorted({c.data for c in spec.columns if c.data is not None})
+    if needs and (data_dir is None or not os.path.isdir(data_dir)):
+        raise ValueError(f"table {spec.name} reads {', '.join(needs)}: --data-dir must be the "
+                         f"folder holding them; got {data_dir!r}")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ValueError(f"--out {out} must be an empty folder or absent")
+    plans = []
+    for column in spec.columns:  # every column checked before any runs
+        folder = data_folder(data_dir, column.data) if column.data and data_dir else None
+        plans.append((column, spec.run_file(column, full), spec.config(column, full, folder),
+                      folder))
+    out.mkdir(parents=True, exist_ok=True)
+    load_start = os.getloadavg()[0]
+    started = time.perf_counter()
+    rows: List[Row] = []
+    for column, run, config, folder in plans:
+        begun = time.perf_counter()
+        dataset = None
+        if column.prepare is not None:
+            options = dict(column.prepare)
+            dataset = build_split(options.pop("split"), str(folder), options)
+        result = Sweep(config, run.rules or [], spec.seeds,
+                       rule_options=run.run.get("rule_options", {}), baseline=spec.baseline,
+                       metrics=(spec.metric, *spec.also), out=out / _slug(column.name),
+                       progress=progress, dataset=dataset).run()
+        seconds = time.perf_counter() - begun
+        for metric in (spec.metric, *spec.also):
+            rows += column_rows(spec, column, metric,
+                                {(r.rule, r.seed): 100 * r.last(metric) for r in result.runs},
+                                run.rules or [], seconds)
+        if on_column is not None:
+            on_column(column.name, seconds)
+    table = TableResult(spec, rows, time.perf_counter() - started,
+                        (load_start, os.getloadavg()[0]), list(spec.seeds), full, command)
+    write_outputs(table, out)
+    return table
+
+
+def column_rows(spec: TableSpec, column: Column, metric: str,
+                values: Dict[Tuple[str, int], float], rules: Sequence[str],
+                seconds: float) -> List[Row]:
+    """The rows of one column on ``metric`` from each run's final value in %
+    (``{(rule, seed): value}``): per rule its mean and interval over the table's seeds and,
+    beside the baseline, the paired difference to it with the :func:`verdict` (the paper's
+    numbers are on the table's metric; the ``also`` metrics have none)."""
+    rows = []
+    paper_numbers = column.paper if metric == spec.metric else {}
+    base = {s: values[(spec.baseline, s)] for s in spec.seeds}
+    for rule in rules:
+        mine = {s: values[(rule, s)] for s in spec.seeds}
+        mean, half = mean_ci(list(mine.values()))
+        paper = paper_numbers.get(rule)
+        if rule == spec.baseline:
+            rows.append(Row(column.name, metric, rule, paper, mean, half, len(mine), None, None,
+                            None, "baseline", "", seconds))
+            continue
+        diff, diff_half, _ = paired_difference(mine, base)
+        reference = paper_numbers.get(spec.baseline)
+        paper_diff = None if paper is None or reference is None else paper - reference
+        claim = column.claim.get(rule) if metric == spec.metric else None
+        word, why = verdict(paper_diff, diff, diff_half, spec.tie, claim)
+        rows.append(Row(column.name, metric, rule, paper, mean, half, len(mine), paper_diff, diff,
+                        diff_half, word, why, seconds))
+    return rows
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower() or "column"
+
+
+def _number(value: Optional[float], signed: bool = False) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:+.1f}" if signed else f"{value:.1f}"
+
+
+def _interval(mean: Optional[float], half: Optional[float], signed: bool = False) -> str:
+    if mean is None:
+        return ""
+    text = _number(mean, signed)
+    return text + (f" ± {half:.1f}" if half is not None and math.isfinite(half) else "")
+
+
+def markdown(table: TableResult) -> str:
+    """The table as Markdown: a heading naming the paper and its table, a line on the metric,
+    seeds, setting, wall time, load and command, the rows, then what the setting reduces,
+    what the paper leaves unstated and the notes."""
+    spec = table.spec
+    seeds = ", ".join(map(str, table.seeds))
+    setting = "the paper's full setting (--full)" if table.full else \
+        "the shipped reduced setting (below)"
+    lines = [f"### {spec.title}", "",
+             f"{spec.paper}, {spec.source}. Metric: {spec.metric_label} (`{spec.metric}`"
+             + "".join(f"; beside it {label}, `{name}`" for name, label in spec.also.items())
+             + "). "
+             f"fastfair: mean ± half-width of the 95 % Student-t interval over seeds {seeds}; "
+             f"Δ: difference to {spec.baseline} (paper: of its numbers; ours: paired on "
+             f"seeds). Verdict on Δ (fastfair.reproduce.run). Setting: {setting}. Wall time "
+             f"{table.seconds:.0f} s (load average {table.load[0]:.1f} at the start, "
+             f"{table.load[1]:.1f} at the end). Command: `{table.command}`.", "",
+             "| column |" + (" metric |" if spec.also else "")
+             + " rule | paper | fastfair | paper Δ | fastfair Δ | verdict | why |",
+             "|---|" + ("---|" if spec.also else "") + "---|---|---|---|---|---|---|"]
+    for r in table.rows:
+        metric = f" `{r.metric}` |" if spec.also else ""
+        lines.append(f"| {r.column} |{metric} {r.rule} | {_number(r.paper)} | "
+                     f"{_interval(r.ours_mean, r.ours_half)} | "
+                     f"{'' if r.rule == spec.baseline else _number(r.paper_diff, True)} | "
+                     f"{_interval(r.ours_diff, r.ours_diff_half, True)} | {r.verdict} | "
+                     f"{r.why} |")
+    notes = [c for c in spec.columns if c.paper_note]
+    if notes:
+        lines += ["", "The paper's numbers: " + " ".join(f"{c.name}: {c.paper_note}"
+                                                           for c in notes)]
+    if not table.full and spec.reduced:
+        lines += ["", f"Reduced: {spec.reduced}"]
+    if spec.unstated:
+        lines += ["", "Unstated in the paper, and what was chosen:", ""]
+        lines += [f"- {item}" for item in spec.unstated]
+    if spec.notes:
+        lines += [""] + [f"- {item}" for item in spec.notes]
+    return "\n".join(lines) + "\n"
+
+
+def write_outputs(table: TableResult, out: Path) -> None:
+    """``out/table.md`` (:func:`markdown`), ``out/table.csv`` (:data:`FIELDS`, one row per
+    rule and column) and ``out/table.json`` (the rows with the table's name, paper, source,
+    metric, seeds, setting, wall time, load and command)."""
+    (out / "table.md").write_text(markdown(table))
+    with open(out / "table.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer.writeheader()
+        for row in table.rows:
+            writer.writerow(asdict(row))
+    spec = table.spec
+    record: Dict[str, Any] = {
+        "name": spec.name, "title": spec.title, "paper": spec.paper, "source": spec.source,
+        "metric": spec.metric, "baseline": spec.baseline, "seeds": table.seeds,
+        "full": table.full, "seconds": table.seconds, "load_average": list(table.load),
+        "command": table.command, "rows": [_finite(asdict(r)) for r in table.rows]}
+    (out / "table.json").write_text(json.dumps(record, indent=1) + "\n")
+
+
+def _finite(row: Dict[str, Any]) -> Dict[str, Any]:
+    # JSON has no NaN: a one-seed interval is written as null.
+    return {k: None if isinstance(v, float) and not math.isfinite(v) else v
+            for k, v in row.items()}

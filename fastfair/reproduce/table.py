@@ -1,0 +1,253 @@
+"""Table files: one TOML file per table or figure of a seed paper, shipped in
+``fastfair/reproduce/tables``.
+
+.. code-block:: toml
+
+    [table]
+    title = "FairAvg vs FedAvg: accuracy of the aggregate model at the final round"
+    paper = "U. Michieli and M. Ozay, Are All Users Treated Fairly in FL Systems? CVPR-W 2021"
+    source = "Table 2"                 # the exact table or figure the numbers come from
+    metric = "acc_weighted_mean"       # the run metric compared (a fraction; shown in %)
+    metric_label = "accuracy (%) on the pooled test samples of every client"
+    baseline = "fedavg"                # differences are paired on seeds against this rule
+    seeds = [0, 1, 2]
+    tie = 0.5                          # |paper difference| below this: the paper finds none
+    reduced = "what the shipped setting changes from the paper's, and why"
+    unstated = ["what the paper leaves open: what was chosen"]
+    also = {acc_mean = "mean client accuracy (%)"}   # more metrics shown, without a verdict
+
+    [run]                              # every column's options, in the format of
+    rules = ["fedavg", "fairavg"]      # fastfair simulate --config (docs/simulator.md)
+    rounds = 50
+
+    [full]                             # replaced with --full: the paper's setting
+    rounds = 200
+
+    [[column]]
+    name = "Synthetic, K' = 2"
+    paper = {fedavg = 75.9, fairavg = 76.4}   # the paper's number per rule, in %
+    claim = {fairavg = 1}              # without numbers: the sign the paper claims vs baseline
+    run = {per_round = 2}              # this column's options over [run] (and full = {...})
+    data = "mnist"                     # optional: the folder under --data-dir it reads
+    prepare = {split = "mnist-powerlaw"}      # optional: a split of fastfair.reproduce.prepare
+
+A column's options are ``[run]``, then its ``run``, then (with ``--full``) ``[full]`` and its
+``full``; each is checked as a configuration file is (:func:`~fastfair.sim.experiments.
+config_file.parse_run_file`) and as a :class:`~fastfair.sim.config.SimulationConfig`, without
+running anything (:func:`check_table`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Union
+
+from fastfair._options import OptionSpec, check_options
+from fastfair.sim.config import SimulationConfig
+from fastfair.sim.experiments.config_file import RunFile, parse_run_file, read_file
+
+#: The folder of the shipped table files.
+TABLES_DIR = Path(__file__).with_name("tables")
+
+_TABLE_KEYS = {
+    "title": OptionSpec("title", str, None), "paper": OptionSpec("paper", str, None),
+    "source": OptionSpec("source", str, None), "metric": OptionSpec("metric", str, None),
+    "metric_label": OptionSpec("metric_label", str, None),
+    "baseline": OptionSpec("baseline", str, None),
+    "seeds": OptionSpec("seeds", List[int], [0, 1, 2]),
+    "tie": OptionSpec("tie", float, 0.5), "reduced": OptionSpec("reduced", str, ""),
+    "unstated": OptionSpec("unstated", List[str], []), "notes": OptionSpec("notes", List[str], []),
+    "also": OptionSpec("also", Dict[str, str], {}),
+}
+_COLUMN_KEYS = {
+    "name": OptionSpec("name", str, None), "paper": OptionSpec("paper", Dict[str, float], {}),
+    "paper_note": OptionSpec("paper_note", str, ""),
+    "claim": OptionSpec("claim", Dict[str, int], {}),
+    "run": OptionSpec("run", Dict[str, Any], {}), "full": OptionSpec("full", Dict[str, Any], {}),
+    "data": OptionSpec("data", Optional[str], None),
+    "prepare": OptionSpec("prepare", Optional[Dict[str, Any]], None),
+}
+_REQUIRED = ("title", "paper", "source", "metric", "metric_label", "baseline")
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a table: its ``name``, the paper's number per rule (``paper``, in %, with
+    ``paper_note`` saying how it was read; ``claim``: where the paper gives no number, the
+    sign of the difference to the baseline it claims, +1 or -1), its options over the
+    table's (``run``, and ``full`` with ``--full``), the folder under ``--data-dir`` it reads
+    (``data``) and the split of :mod:`fastfair.reproduce.prepare` its clients come from
+    (``prepare``: ``split`` and that split's options)."""
+
+    name: str
+    paper: Dict[str, float] = field(default_factory=dict)
+    paper_note: str = ""
+    claim: Dict[str, int] = field(default_factory=dict)
+    run: Dict[str, Any] = field(default_factory=dict)
+    full: Dict[str, Any] = field(default_factory=dict)
+    data: Optional[str] = None
+    prepare: Optional[Dict[str, Any]] = None
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A table file (the module's format): what it compares and every column's settings
+    (``also``: further metrics by label, shown beside the compared one without a verdict)."""
+
+    name: str
+    path: Path
+    title: str
+    paper: str
+    source: str
+    metric: str
+    metric_label: str
+    baseline: str
+    seeds: List[int]
+    tie: float
+    reduced: str
+    unstated: List[str]
+    notes: List[str]
+    also: Dict[str, str]
+    run: Dict[str, Any]
+    full: Dict[str, Any]
+    columns: List[Column]
+
+    def options(self, column: Column, full: bool) -> Dict[str, Any]:
+        """The configuration-file mapping of ``column``: ``[run]``, its ``run``, then with
+        ``full`` ``[full]`` and its ``full`` (later ones replace earlier keys)."""
+        merged = {**self.run, **column.run}
+        if full:
+            merged.update(self.full)
+            merged.update(column.full)
+        return merged
+
+    def run_file(self, column: Column, full: bool) -> RunFile:
+        """The column's options checked as a configuration file (ValueError or TypeError
+        naming the table file and the column)."""
+        where = f"{self.path} (column {column.name!r}{', --full' if full else ''})"
+        return parse_run_file(self.options(column, full), where)
+
+    def config(self, column: Column, full: bool, data_dir: Optional[str]) -> SimulationConfig:
+        """The column's :class:`~fastfair.sim.config.SimulationConfig` (its first rule and
+        seed), with ``data_dir`` as its data folder when it reads one."""
+        run = self.run_file(column, full)
+        values = dict(run.config)
+        if column.data is not None:
+            values["data_dir"] = data_dir
+        try:
+            return SimulationConfig(**values, seed=self.seeds[0])
+        except (ValueError, TypeError) as exc:
+            raise type(exc)(f"{self.path} (column {column.name!r}): {exc}") from None
+
+
+def table_names() -> List[str]:
+    """The names of the shipped tables (their files' names without ``.toml``), sorted."""
+    return sorted(p.stem for p in TABLES_DIR.glob("*.toml"))
+
+
+def load_table(name: Union[str, "os.PathLike[str]"]) -> TableSpec:
+    """The shipped table ``name`` (:func:`table_names`), or the table file at that path,
+    checked (:func:`check_table`).
+
+    Raises
+    ------
+    ValueError
+        An unknown name (the closest names suggested), or a file that is not a table file
+        (naming the file and the key).
+    """
+    text = os.fspath(name)
+    path = Path(text) if text.endswith(".toml") else TABLES_DIR / f"{text}.toml"
+    if not path.is_file():
+        close = difflib.get_close_matches(text, table_names(), n=3)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise ValueError(f"no table {text!r}{hint}; fastfair reproduce --list names them")
+    raw = read_file(path)
+    check_options(f"table file {path}", raw, {
+        "table": OptionSpec("table", Dict[str, Any], {}),
+        "run": OptionSpec("run", Dict[str, Any], {}),
+        "full": OptionSpec("full", Dict[str, Any], {}),
+        "column": OptionSpec("column", List[Dict[str, Any]], [])})
+    head = raw.get("table", {})
+    check_options(f"table file {path} [table]", head, _TABLE_KEYS)
+    missing = [k for k in _REQUIRED if k not in head]
+    if missing:
+        raise ValueError(f"table file {path} [table] needs {', '.join(missing)}")
+    columns = []
+    for i, item in enumerate(raw.get("column", [])):
+        check_options(f"table file {path} [[column]] {i + 1}", item, _COLUMN_KEYS)
+        if "name" not in item:
+            raise ValueError(f"table file {path}: [[column]] {i + 1} needs a name")
+        columns.append(Column(**item))
+    if not columns:
+        raise ValueError(f"table file {path} has no [[column]]")
+    values = {k: head.get(k, spec.default) for k, spec in _TABLE_KEYS.items()}
+    spec = TableSpec(name=path.stem, path=path, run=raw.get("run", {}),
+                     full=raw.get("full", {}), columns=columns, **values)
+    check_table(spec)
+    return spec
+
+
+def check_table(spec: TableSpec) -> None:
+    """Checks every column of ``spec``, in its shipped and its full setting, as a
+    configuration file and a :class:`~fastfair.sim.config.SimulationConfig` (its data folder
+    stood in for by the current folder: nothing is read or run), its rules against the
+    baseline and the paper's numbers, and its split's options.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Naming the table file, the column and the option.
+    """
+    from fastfair.reproduce.prepare import check_split
+
+    where = f"table file {spec.path}"
+    if len(spec.seeds) != len(set(spec.seeds)) or not spec.seeds:
+        raise ValueError(f"{where}: seeds must be distinct, at least one; got {spec.seeds}")
+    names = [c.name for c in spec.columns]
+    if len(set(names)) != len(names):
+        raise ValueError(f"{where}: column names must be distinct; got {names}")
+    for column in spec.columns:
+        for full in (False, True):
+            run = spec.run_file(column, full)
+            rules = run.rules or []
+            if spec.baseline not in rules:
+                raise ValueError(f"{where} (column {column.name!r}): the baseline "
+                                 f"{spec.baseline!r} is not among its rules {rules}")
+            extra = sorted(set(column.paper) - set(rules))
+            if extra:
+                raise ValueError(f"{where} (column {column.name!r}): paper gives numbers for "
+                                 f"{extra}, which are not among its rules {rules}")
+            spec.config(column, full, os.curdir)
+            bad = {r: v for r, v in column.claim.items() if r not in rules or v not in (-1, 1)}
+            if bad:
+                raise ValueError(f"{where} (column {column.name!r}): claim maps rules among "
+                                 f"{rules} to +1 or -1; got {bad}")
+        numbers = {r: v for r, v in column.paper.items()
+                   if not isinstance(v, (int, float)) or isinstance(v, bool)}
+        if numbers:
+            raise TypeError(f"{where} (column {column.name!r}): paper maps rules to numbers "
+                            f"(in %); got {numbers}")
+        if column.prepare is not None:
+            options = dict(column.prepare)
+            split = options.pop("split", None)
+            if not isinstance(split, str):
+                raise ValueError(f"{where} (column {column.name!r}): prepare needs split, one "
+                                 "of fastfair.reproduce.prepare's splits")
+            try:
+                check_split(split, options)
+            except (ValueError, TypeError) as exc:
+                raise type(exc)(f"{where} (column {column.name!r}): {exc}") from None
+            if column.data is None:
+                raise ValueError(f"{where} (column {column.name!r}): prepare reads files: "
+                                 "give data, the folder under --data-dir")
+
+
+def replace_seeds(spec: TableSpec, seeds: List[int]) -> TableSpec:
+    """``spec`` run over ``seeds`` instead of its own (distinct integers >= 0)."""
+    if not seeds or len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
+        raise ValueError(f"--seeds must be distinct integers >= 0, at least one; got {seeds}")
+    return dataclasses.replace(spec, seeds=list(seeds))

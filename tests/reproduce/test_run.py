@@ -1,0 +1,108 @@
+"""The table machinery: the verdict rule, and one tiny run of a table end to end (2 rounds,
+2 seeds of Synthetic) with the columns of its outputs."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import pytest
+
+from fastfair.reproduce.run import FIELDS, run_table, verdict
+from fastfair.reproduce.table import load_table
+
+
+@pytest.mark.parametrize("paper, diff, half, expected", [
+    (8.3, 5.0, 2.0, "reproduced"),          # interval (3, 7) on the paper's side
+    (8.3, 1.0, 2.0, "within noise"),        # (-1, 3) holds 0
+    (8.3, -5.0, 2.0, "not reproduced"),     # (-7, -3): the other side
+    (-0.6, -3.0, 1.0, "reproduced"),
+    (-0.6, 3.0, 1.0, "not reproduced"),
+    (0.0, 0.1, 0.3, "reproduced"),          # no difference, bounded by the tie
+    (0.0, 0.1, 2.0, "within noise"),        # no difference, too wide to bound
+    (0.2, 3.0, 1.0, "not reproduced"),      # a difference where the paper has none
+    (8.3, 5.0, math.nan, "within noise"),   # one seed
+    (None, 5.0, 1.0, "no paper number"),
+])
+def test_verdict_rule(paper, diff, half, expected):
+    word, why = verdict(paper, diff, half, tie=0.5)
+    assert word == expected
+    assert why
+
+
+@pytest.mark.parametrize("direction, diff, expected", [
+    (1, 3.0, "reproduced"), (1, 0.5, "within noise"), (1, -3.0, "not reproduced"),
+    (-1, -3.0, "reproduced"), (-1, 3.0, "not reproduced")])
+def test_a_claimed_sign_without_a_number_is_judged_as_a_difference(direction, diff, expected):
+    word, why = verdict(None, diff, 1.0, tie=0.5, direction=direction)
+    assert word == expected and "no number here" in why
+
+
+TABLE = """
+[table]
+title = "tiny"
+paper = "a paper"
+source = "Table 9"
+metric = "acc_weighted_mean"
+metric_label = "pooled accuracy"
+baseline = "fedavg"
+seeds = [0, 1]
+reduced = "2 rounds"
+unstated = ["nothing"]
+also = {acc_mean = "mean client accuracy"}
+
+[run]
+rules = ["fedavg", "fairavg"]
+clients = 10
+per_round = 2
+rounds = 2
+eval_every = 2
+
+[[column]]
+name = "Synthetic, K' = 2"
+paper = {fedavg = 75.9, fairavg = 76.4}
+"""
+
+
+def test_a_tiny_table_runs_and_writes_its_comparison(tmp_path):
+    path = tmp_path / "tiny.toml"
+    path.write_text(TABLE)
+    out = tmp_path / "out"
+    table = run_table(load_table(path), None, out, command="fastfair reproduce tiny.toml")
+    assert [(r.metric, r.rule) for r in table.rows] == [
+        ("acc_weighted_mean", "fedavg"), ("acc_weighted_mean", "fairavg"),
+        ("acc_mean", "fedavg"), ("acc_mean", "fairavg")]
+    base, fair = table.rows[:2]
+    assert base.verdict == "baseline" and base.paper == 75.9 and base.seeds == 2
+    assert fair.paper_diff == pytest.approx(0.5)
+    assert fair.verdict == verdict(0.5, fair.ours_diff, fair.ours_diff_half, 0.5)[0]
+    assert table.rows[3].verdict == "no paper number"  # an ``also`` metric
+    with open(out / "table.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert tuple(rows[0]) == FIELDS and len(rows) == 4
+    record = json.loads((out / "table.json").read_text())
+    assert record["seeds"] == [0, 1] and record["full"] is False
+    assert record["command"] == "fastfair reproduce tiny.toml"
+    text = (out / "table.md").read_text()
+    assert "| Synthetic, K' = 2 | `acc_weighted_mean` | fairavg | 76.4 |" in text
+    assert "Reduced: 2 rounds" in text and "- nothing" in text
+    assert (out / "synthetic-k-2").is_dir()  # the column's sweep folder
+
+
+def test_a_table_reading_files_needs_the_data_dir(tmp_path):
+    path = tmp_path / "files.toml"
+    path.write_text(TABLE.replace("[[column]]\n", "[[column]]\ndata = \"mnist\"\n")
+                    .replace("clients = 10", "dataset = \"mnist\"\nclients = 10"))
+    with pytest.raises(ValueError, match="--data-dir must be the folder"):
+        run_table(load_table(path), None, tmp_path / "out")
+    assert not (tmp_path / "out").exists()  # refused before anything is written
+
+
+def test_a_used_out_folder_is_refused(tmp_path):
+    path = tmp_path / "tiny.toml"
+    path.write_text(TABLE)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "x").write_text("")
+    with pytest.raises(ValueError, match="--out .* must be an empty folder"):
+        run_table(load_table(path), None, tmp_path / "out")
