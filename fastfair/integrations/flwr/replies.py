@@ -1,7 +1,6 @@
 """The untrusted train replies of a Flower round: reading and checking each field of a reply
 (a reply that fails is dropped with a log line naming the node and the field), measuring its
-update, numbering the clients that sent them, and averaging the replies' metrics without ever
-raising (:func:`average_metrics`). :class:`~fastfair.integrations.flwr.strategy.FastFairStrategy`
+update and its round inputs. :class:`~fastfair.integrations.flwr.strategy.FastFairStrategy`
 reads its replies through the :class:`ReplyReader` it owns."""
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from logging import WARNING
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
-from flwr.app import Message, MetricRecord, RecordDict
+from flwr.app import Message, RecordDict
 from flwr.serverapp.exception import AggregationError
 from flwr.supercore import log
 
@@ -21,6 +20,7 @@ from fastfair.aggregators.bounds import UpdateBound
 from fastfair.aggregators.compose import round_objective
 from fastfair.integrations.flwr.aggregate import squared_distance
 from fastfair.integrations.flwr.arrays import array_to_numpy
+from fastfair.integrations.flwr.metrics import finite_number
 from fastfair.integrations.flwr.nodes import NodeNumbering
 
 if TYPE_CHECKING:
@@ -47,23 +47,10 @@ class _Reply:
         self.group = group
 
 
-def _finite_number(value: Any) -> Optional[float]:
-    """``value`` as a finite float, or None: bools, non-numbers, NaN, inf and integers too
-    large for a float (``float(10**400)`` raises ``OverflowError``) are not numbers here."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer,
-                                                                     np.floating)):
-        return None
-    try:
-        v = float(value)
-    except (OverflowError, ValueError, TypeError):
-        return None
-    return v if math.isfinite(v) else None
-
-
 def _integer(value: Any) -> Optional[int]:
     """``value`` as an int when it is an integer (an int, or a float with no fraction that fits
     a float), else None."""
-    v = _finite_number(value)
+    v = finite_number(value)
     if v is None or v != math.floor(v):
         return None
     return int(value) if isinstance(value, (int, np.integer)) else int(v)
@@ -73,71 +60,6 @@ def _shown(value: Any) -> str:
     """``repr(value)``, shortened for a log line (a 400-digit integer is not read)."""
     text = repr(value)
     return text if len(text) <= 40 else f"{text[:30]}... ({len(text)} characters)"
-
-
-def _is_number(value: Any) -> bool:
-    return _finite_number(value) is not None
-
-
-def average_metrics(records: List[RecordDict], weighted_by_key: str,
-                    weights: Optional[np.ndarray] = None) -> MetricRecord:
-    r"""Flower's weighted average of the replies' metrics, made safe for untrusted replies.
-
-    .. math:: \bar{v}_{key} = \sum_{i \ni key} \frac{n_i}{\sum_j n_j}\, v_{i, key}
-
-    (elementwise for lists), as ``flwr.serverapp.strategy.strategy_utils.aggregate_metricrecords``,
-    except that it never raises: a key whose values are not all finite numbers, or not all
-    lists of finite numbers of one length, is left out with a log line; weights that are not
-    finite non-negative numbers count as 0, and when they sum to 0 (or overflow) every reply
-    weighs the same.
-
-    Parameters
-    ----------
-    records
-        The replies' contents, one ``MetricRecord`` each (others are left out).
-    weighted_by_key
-        The metric holding each reply's weight :math:`n_i` (left out of the result).
-    weights
-        ``[len(records)]`` weights to use instead of reading ``weighted_by_key`` (the
-        strategy's checked and capped counts).
-
-    Returns
-    -------
-    MetricRecord
-    """
-    metrics = [next(iter(r.metric_records.values())) if len(r.metric_records) == 1 else None
-               for r in records]
-    if weights is None:
-        weights = np.array([0.0 if m is None else max(_finite_number(m.get(weighted_by_key))
-                                                      or 0.0, 0.0) for m in metrics])
-    w = np.asarray(weights, dtype=np.float64)
-    scale = float(w.max()) if w.size else 0.0
-    w = w / scale if scale > 0 else np.ones_like(w)  # scaled first: huge counts do not overflow
-    w = w / w.sum() if w.size else w
-    values: Dict[str, List[Tuple[float, Any]]] = {}
-    for m, wi in zip(metrics, w):
-        if m is None:
-            continue
-        for key, value in m.items():
-            if key != weighted_by_key:
-                values.setdefault(key, []).append((float(wi), value))
-    out = MetricRecord()
-    for key, pairs in values.items():
-        vals = [v for _, v in pairs]
-        if all(_is_number(v) for v in vals):
-            out[key] = float(sum(wi * float(v) for wi, v in pairs))
-            continue
-        lists = all(isinstance(v, list) and all(_is_number(x) for x in v) for v in vals)
-        if lists and len({len(v) for v in vals}) == 1:
-            out[key] = [float(sum(wi * float(v[j]) for wi, v in pairs))
-                        for j in range(len(vals[0]))]
-            continue
-        why = ("lists of different lengths" if lists else
-               "a number in one reply and a list in another, or a value that is not a finite "
-               "number")
-        log(WARNING, "metric '%s' is left out of the averaged metrics: the replies hold "
-            "%s", key, why)
-    return out
 
 
 def _non_finite(keys: List[str], arrays: List[np.ndarray]) -> Optional[str]:
@@ -250,6 +172,32 @@ class ReplyReader:
         inputs.update(computed if scales is None else self.bound.clipped_inputs(computed, scales))
         return inputs, scales
 
+    def report_groups(self, ids: np.ndarray, usable: List[_Reply]) -> None:
+        """Tells a rule over the groups the clients report (``ReportedGroups``) the group of
+        each client ``ids[i]`` of the replies :meth:`read` kept; other rules take no report."""
+        groups = self._reported_groups()
+        if groups is not None:
+            groups.report(ids, [r.group for r in usable])
+
+    @staticmethod
+    def evaluate_contents(replies: List[Message]) -> List[RecordDict]:
+        """The contents of the evaluation replies that hold exactly one ``MetricRecord``; the
+        others are left out with a log line (Flower's FedAvg raises on them)."""
+        contents = []
+        for msg in replies:
+            if len(msg.content.metric_records) != 1:
+                log(WARNING, "aggregate_evaluate: leaving out the reply of node %d: expected one "
+                    "MetricRecord; got %d", msg.metadata.src_node_id,
+                    len(msg.content.metric_records))
+            else:
+                contents.append(msg.content)
+        return contents
+
+    def _reported_groups(self) -> Any:
+        """The rule's groups when the clients report them (None otherwise)."""
+        groups = getattr(self.aggregator, "groups", None)
+        return groups if groups is not None and getattr(groups, "reported", False) else None
+
     def _read_reply(self, msg: Message, sent_model: Model) -> Optional[_Reply]:
         """The reply's arrays and metrics, or None (with a log line saying why) if unusable."""
         node = msg.metadata.src_node_id
@@ -292,7 +240,7 @@ class ReplyReader:
                  f"integer that fits a float; got {_shown(raw)}")
             return None
         raw = metrics.get(self.loss_key)
-        loss = _finite_number(raw)
+        loss = finite_number(raw)
         if loss is None and self.aggregator.needs_losses:
             drop(f"metric '{self.loss_key}' is missing or not a finite number (got "
                  f"{_shown(raw)}); rule {self.aggregator.name!r} needs it: "
@@ -305,7 +253,7 @@ class ReplyReader:
             return None
         inputs = {}
         for name, key in self.round_input_keys.items():
-            value = _finite_number(metrics.get(key))
+            value = finite_number(metrics.get(key))
             if value is None:
                 drop(f"metric '{key}' ({name}) is missing or not a finite number; got "
                      f"{_shown(metrics.get(key))}")
@@ -320,9 +268,8 @@ class ReplyReader:
                      f"[0, {self.aggregator.num_clients}); got {_shown(raw)}")
                 return None
         group = None
-        groups = getattr(self.aggregator, "groups", None)
-        # A rule over the groups the clients report.
-        if groups is not None and getattr(groups, "reported", False):
+        groups = self._reported_groups()
+        if groups is not None:
             raw = metrics.get(GROUP_KEY)
             group = _integer(raw)
             if group is None or not 0 <= group < groups.num_groups:

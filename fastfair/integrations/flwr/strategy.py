@@ -22,12 +22,17 @@ from flwr.supercore import log
 from fastfair.aggregators.base import FORMAT_VERSION, Aggregator
 from fastfair.aggregators.bounds import UpdateBound
 from fastfair.aggregators.compose import choose_objective
-from fastfair.aggregators.server_opt import SGD, ServerOptimizer
-from fastfair.integrations.flwr.aggregate import check_model_dtypes, propose_server_step
+from fastfair.aggregators.server_opt import ServerOptimizer
+from fastfair.integrations.flwr.aggregate import (
+    check_model_dtypes,
+    checked_parts,
+    propose_server_step,
+)
 from fastfair.integrations.flwr.arrays import array_to_numpy, numpy_to_array
 from fastfair.integrations.flwr.client import RECEIVED_LOSS_KEY, client_config
+from fastfair.integrations.flwr.metrics import add_round_metrics, average_metrics
 from fastfair.integrations.flwr.nodes import NodeNumbering, checked_node_ids
-from fastfair.integrations.flwr.replies import ReplyReader, _non_finite, _Reply, average_metrics
+from fastfair.integrations.flwr.replies import ReplyReader, _non_finite, _Reply
 from fastfair.integrations.flwr.selection import ReplySelection
 from fastfair.state import StateDict
 
@@ -139,26 +144,8 @@ class FastFairStrategy(_FlowerFedAvg):
                  max_samples_per_client: Optional[float] = None,
                  keep_first: Optional[int] = None, deadline: Optional[float] = None) -> None:
         selection = ReplySelection(keep_first, deadline)
-        if isinstance(aggregator, ServerOptimizer):
-            raise TypeError(f"aggregator is the server optimiser {aggregator!r}: pass a rule as "
-                            "aggregator and the optimiser as server_optimizer=, e.g. "
-                            f"FastFairStrategy(FedAvg(num_clients), server_optimizer="
-                            f"{aggregator!r})")
-        if not isinstance(aggregator, Aggregator):
-            raise TypeError("aggregator must be a fastfair rule (e.g. "
-                            "fastfair.aggregators.FedAvg(num_clients)); got "
-                            f"{type(aggregator).__name__}")
-        if aggregator.expects_gradients:
-            raise ValueError(f"aggregator {aggregator!r} expects gradients at the received model "
-                             "in the replies; the strategy aggregates trained models, so "
-                             "configure the rule for model updates")
+        server_optimizer = checked_parts(aggregator, server_optimizer)
         bound = UpdateBound(max_update_norm, update_norm_reference, max_samples_per_client)
-        if server_optimizer is None:
-            server_optimizer = SGD()
-        elif not isinstance(server_optimizer, ServerOptimizer):
-            raise TypeError("server_optimizer must be a fastfair server optimiser (e.g. "
-                            "fastfair.aggregators.FedAdam(lr=0.01)) or None; got "
-                            f"{type(server_optimizer).__name__}")
         chosen = choose_objective(aggregator, objective, objective_options)
         reader = ReplyReader(aggregator, chosen, bound, weighted_by_key=weighted_by_key,
                              loss_key=loss_key, client_id_key=client_id_key,
@@ -302,14 +289,7 @@ class FastFairStrategy(_FlowerFedAvg):
         default :func:`average_metrics` never raises; a user's ``evaluate_metrics_aggr_fn``
         that raises is logged and the round has no evaluation metrics."""
         valid, _ = self._check_and_log_replies(list(replies), is_train=False, validate=False)
-        contents = []
-        for msg in valid:
-            if len(msg.content.metric_records) != 1:
-                log(WARNING, "aggregate_evaluate: leaving out the reply of node %d: expected one "
-                    "MetricRecord; got %d", msg.metadata.src_node_id,
-                    len(msg.content.metric_records))
-            else:
-                contents.append(msg.content)
+        contents = self.replies.evaluate_contents(valid)
         if not contents:
             return None
         try:
@@ -335,10 +315,7 @@ class FastFairStrategy(_FlowerFedAvg):
                   else None)
         inputs, scales = self.replies.round_inputs(sent, usable)
         metrics = self._train_metrics(usable, counts)
-        groups = getattr(self.aggregator, "groups", None)
-        # The groups of this round's replies, for a rule over reported groups.
-        if groups is not None and getattr(groups, "reported", False):
-            groups.report(ids, [r.group for r in usable])
+        self.replies.report_groups(ids, usable)
         try:
             coef, commit_rule = self.aggregator.propose(ids, losses, num_samples=counts,
                                                         **inputs)
@@ -376,14 +353,7 @@ class FastFairStrategy(_FlowerFedAvg):
                                    f"{server_round}: {exc}") from exc
         commit_step()
         self._numbering.commit(new_nodes)
-        metrics["fastfair-clients"] = [int(i) for i in ids]
-        metrics["fastfair-coefficients"] = [float(c) for c in coef]
-        metrics["fastfair-coef-min"] = float(coef.min())
-        metrics["fastfair-coef-max"] = float(coef.max())
-        metrics["fastfair-coef-sum"] = float(coef.sum())
-        metrics["fastfair-dropped"] = int(dropped)
-        if scales is not None:
-            metrics["fastfair-clipped"] = int((scales < 1.0).sum())
+        add_round_metrics(metrics, ids, coef, dropped, scales)
         self.last_round = {"client_ids": ids, "coefficients": coef,
                            "node_ids": np.array([r.node_id for r in usable], dtype=np.uint64)}
         if scales is not None:
