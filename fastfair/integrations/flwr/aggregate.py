@@ -8,7 +8,8 @@ replies' arrays (a model of one float dtype is one pass) and never forms the upd
 and rounded back to their dtype. Arrays are told apart by their dtype's kind, never its name:
 IEEE half, single and double floats in either byte order are combined exactly (non-native byte
 order through a native copy, swapped back), and every other layout (``longdouble``, complex,
-structured, strings) is refused by :func:`check_model_dtypes`.
+structured, strings) is refused by :func:`check_model_dtypes`. :func:`checked_parts` checks
+the rule and the server optimiser a strategy combines.
 """
 
 from __future__ import annotations
