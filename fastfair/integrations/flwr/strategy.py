@@ -2,8 +2,9 @@
 server step is a fastfair server optimiser (the round is described in
 :mod:`fastfair.integrations.flwr`). It is composed of the parts it owns: the
 :class:`~fastfair.integrations.flwr.replies.ReplyReader` that reads and checks its replies
-(``replies``) and the :class:`~fastfair.integrations.flwr.selection.ReplySelection` that
-keeps the replies its policy selects (``selection``)."""
+(``replies``), the :class:`~fastfair.integrations.flwr.selection.ReplySelection` that keeps
+the replies its policy selects (``selection``) and the
+:class:`~fastfair.integrations.flwr.nodes.NodeNumbering` of nodes without a client id."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from fastfair.integrations.flwr.arrays import array_to_numpy, numpy_to_array
 from fastfair.integrations.flwr.client import RECEIVED_LOSS_KEY, client_config
 from fastfair.integrations.flwr.metrics import add_round_metrics, average_metrics
 from fastfair.integrations.flwr.nodes import NodeNumbering, checked_node_ids
-from fastfair.integrations.flwr.replies import ReplyReader, _non_finite, _Reply
+from fastfair.integrations.flwr.replies import Model, ReplyReader, _non_finite, _Reply
 from fastfair.integrations.flwr.selection import ReplySelection
 from fastfair.state import StateDict
 
@@ -168,7 +169,7 @@ class FastFairStrategy(_FlowerFedAvg):
         #: Keeps the replies the policy selects (:class:`ReplySelection`).
         self.selection = selection
         self._numbering = NodeNumbering(aggregator.num_clients)
-        self._sent: Optional[Tuple[List[str], List[np.ndarray]]] = None
+        self._sent: Optional[Model] = None
         self._out: Optional[List[np.ndarray]] = None
         #: Coefficients, client ids and node ids of the last aggregated round (for inspection).
         self.last_round: Optional[Dict[str, np.ndarray]] = None
