@@ -162,3 +162,42 @@ def test_lazy_packages_show_type_checkers_the_names_they_export():
                        if isinstance(node, ast.Assign)
                        and getattr(node.targets[0], "id", "") == "_EXPORTS")
         assert checked == {(m, n) for m, names in exports.items() for n in names}, path
+
+
+def _private_bases_from_elsewhere(source: str):
+    """``(line, class, base)`` of every class that inherits a private class (``_Name``) another
+    module defines: imported by name (``from m import _Name``) or reached as ``m._Name``."""
+    tree = ast.parse(source)
+    imported = {a.asname or a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                for a in node.names if a.name.startswith("_") and not a.name.startswith("__")}
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for base in node.bases:
+            name = (base.id if isinstance(base, ast.Name) and base.id in imported else
+                    base.attr if isinstance(base, ast.Attribute) and base.attr.startswith("_")
+                    and not base.attr.startswith("__") else None)
+            if name is not None:
+                found.append((node.lineno, node.name, name))
+    return found
+
+
+def test_no_class_inherits_a_private_class_of_another_module():
+    """A private class is its own module's detail: a class elsewhere that needs what it does
+    owns a public object that does it (as ``FastFairStrategy`` owns its ``ReplyReader``)
+    instead of inheriting it as a mixin."""
+    found = [f"{path.relative_to(PACKAGE)}:{line}: class {cls}({base})"
+             for path in _modules()
+             for line, cls, base in _private_bases_from_elsewhere(path.read_text())]
+    assert not found, "\n".join(found)
+
+
+def test_a_private_mixin_from_another_module_is_found():
+    source = ("from fastfair.integrations.flwr.replies import _Checks as _C, Public\n"
+              "import fastfair.sim.engine as engine\n"
+              "class _Own: ...\n"
+              "class A(_C, Public): ...\n"
+              "class B(engine._Runner): ...\n"
+              "class C(_Own, engine.Runner): ...\n")
+    assert _private_bases_from_elsewhere(source) == [(4, "A", "_C"), (5, "B", "_Runner")]

@@ -59,13 +59,17 @@ of :mod:`fastfair.aggregators.objectives`, shared with the simulator.
 Modules: :mod:`~fastfair.integrations.flwr.arrays` (Flower arrays read in place),
 :mod:`~fastfair.integrations.flwr.aggregate` (the pure server step),
 :mod:`~fastfair.integrations.flwr.client` (the client config),
-:mod:`~fastfair.integrations.flwr.replies` (the untrusted replies, :func:`average_metrics`) and
-:mod:`~fastfair.integrations.flwr.strategy` (:class:`FastFairStrategy`).
+:mod:`~fastfair.integrations.flwr.metrics` (the replies' metrics, :func:`average_metrics`),
+:mod:`~fastfair.integrations.flwr.replies` (reading and checking the untrusted replies),
+:mod:`~fastfair.integrations.flwr.selection` (keep-first and deadline policies),
+:mod:`~fastfair.integrations.flwr.nodes` (numbering nodes as clients) and
+:mod:`~fastfair.integrations.flwr.strategy` (:class:`FastFairStrategy`, which owns a reader, a
+selection policy and a node numbering).
 """
 
 try:
     from fastfair.integrations.flwr.arrays import array_to_numpy, numpy_to_array
-    from fastfair.integrations.flwr.replies import average_metrics
+    from fastfair.integrations.flwr.metrics import average_metrics
     from fastfair.integrations.flwr.strategy import FastFairStrategy
 except ImportError as exc:  # the integration is an optional extra
     if not (exc.name or "").startswith("flwr"):

@@ -8,7 +8,8 @@ replies' arrays (a model of one float dtype is one pass) and never forms the upd
 and rounded back to their dtype. Arrays are told apart by their dtype's kind, never its name:
 IEEE half, single and double floats in either byte order are combined exactly (non-native byte
 order through a native copy, swapped back), and every other layout (``longdouble``, complex,
-structured, strings) is refused by :func:`check_model_dtypes`.
+structured, strings) is refused by :func:`check_model_dtypes`. :func:`checked_parts` checks
+the rule and the server optimiser a strategy combines.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
 import numpy as np
 
 from fastfair import ops
-from fastfair.aggregators.server_opt import ServerOptimizer
+from fastfair.aggregators.base import Aggregator
+from fastfair.aggregators.server_opt import SGD, ServerOptimizer
 
 #: Item sizes of the IEEE floats the fused pass takes (half, single, double).
 _IEEE_FLOAT_SIZES = (2, 4, 8)
@@ -29,6 +31,34 @@ def is_ieee_float(dtype: np.dtype) -> bool:
     """Whether ``dtype`` is an IEEE half, single or double float, in either byte order (by its
     kind and item size, never its name: ``>f4`` is a float, ``longdouble`` is not IEEE)."""
     return dtype.kind == "f" and dtype.itemsize in _IEEE_FLOAT_SIZES
+
+
+def checked_parts(aggregator: Aggregator, server_optimizer: Optional[ServerOptimizer]
+                  ) -> ServerOptimizer:
+    """The server optimiser a strategy steps with (``SGD(lr=1.0)`` for None), once the rule
+    and the optimiser are checked: a rule (not an optimiser) that aggregates trained models
+    (not gradients at the received model), and a fastfair optimiser; TypeError or ValueError
+    naming the argument and the fix otherwise."""
+    if isinstance(aggregator, ServerOptimizer):
+        raise TypeError(f"aggregator is the server optimiser {aggregator!r}: pass a rule as "
+                        "aggregator and the optimiser as server_optimizer=, e.g. "
+                        f"FastFairStrategy(FedAvg(num_clients), server_optimizer="
+                        f"{aggregator!r})")
+    if not isinstance(aggregator, Aggregator):
+        raise TypeError("aggregator must be a fastfair rule (e.g. "
+                        "fastfair.aggregators.FedAvg(num_clients)); got "
+                        f"{type(aggregator).__name__}")
+    if aggregator.expects_gradients:
+        raise ValueError(f"aggregator {aggregator!r} expects gradients at the received model "
+                         "in the replies; the strategy aggregates trained models, so "
+                         "configure the rule for model updates")
+    if server_optimizer is None:
+        server_optimizer = SGD()
+    elif not isinstance(server_optimizer, ServerOptimizer):
+        raise TypeError("server_optimizer must be a fastfair server optimiser (e.g. "
+                        "fastfair.aggregators.FedAdam(lr=0.01)) or None; got "
+                        f"{type(server_optimizer).__name__}")
+    return server_optimizer
 
 
 def check_model_dtypes(keys: Sequence[str], arrays: Sequence[np.ndarray]) -> None:

@@ -1,27 +1,33 @@
 """The untrusted train replies of a Flower round: reading and checking each field of a reply
 (a reply that fails is dropped with a log line naming the node and the field), measuring its
-update, numbering the clients that sent them, and averaging the replies' metrics without ever
-raising (:func:`average_metrics`). :class:`~fastfair.integrations.flwr.strategy.FastFairStrategy`
-reads its replies through :class:`_ReplyChecks`."""
+update and its round inputs. :class:`~fastfair.integrations.flwr.strategy.FastFairStrategy`
+reads its replies through the :class:`ReplyReader` it owns."""
 
 from __future__ import annotations
 
 import math
 from collections import Counter
 from logging import WARNING
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
-from flwr.app import Message, MetricRecord, RecordDict
+from flwr.app import Message, RecordDict
 from flwr.serverapp.exception import AggregationError
 from flwr.supercore import log
 
-from fastfair.aggregators.base import FORMAT_VERSION
+from fastfair.aggregators.base import UPDATE_INPUTS, Aggregator
+from fastfair.aggregators.bounds import UpdateBound
+from fastfair.aggregators.compose import round_objective
 from fastfair.integrations.flwr.aggregate import squared_distance
 from fastfair.integrations.flwr.arrays import array_to_numpy
+from fastfair.integrations.flwr.metrics import finite_number
+from fastfair.integrations.flwr.nodes import NodeNumbering
 
 if TYPE_CHECKING:
-    from fastfair.aggregators.base import Aggregator
+    from fastfair.aggregators.objectives import ClientObjective
+
+#: The model a round sent: its array names and its arrays, viewed in place.
+Model = Tuple[List[str], List[np.ndarray]]
 
 #: The metric key of a client's group in a reply, read when the rule runs over the groups the
 #: clients report (:class:`~fastfair.aggregators.ReportedGroups`).
@@ -41,23 +47,10 @@ class _Reply:
         self.group = group
 
 
-def _finite_number(value: Any) -> Optional[float]:
-    """``value`` as a finite float, or None: bools, non-numbers, NaN, inf and integers too
-    large for a float (``float(10**400)`` raises ``OverflowError``) are not numbers here."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer,
-                                                                     np.floating)):
-        return None
-    try:
-        v = float(value)
-    except (OverflowError, ValueError, TypeError):
-        return None
-    return v if math.isfinite(v) else None
-
-
 def _integer(value: Any) -> Optional[int]:
     """``value`` as an int when it is an integer (an int, or a float with no fraction that fits
     a float), else None."""
-    v = _finite_number(value)
+    v = finite_number(value)
     if v is None or v != math.floor(v):
         return None
     return int(value) if isinstance(value, (int, np.integer)) else int(v)
@@ -67,71 +60,6 @@ def _shown(value: Any) -> str:
     """``repr(value)``, shortened for a log line (a 400-digit integer is not read)."""
     text = repr(value)
     return text if len(text) <= 40 else f"{text[:30]}... ({len(text)} characters)"
-
-
-def _is_number(value: Any) -> bool:
-    return _finite_number(value) is not None
-
-
-def average_metrics(records: List[RecordDict], weighted_by_key: str,
-                    weights: Optional[np.ndarray] = None) -> MetricRecord:
-    r"""Flower's weighted average of the replies' metrics, made safe for untrusted replies.
-
-    .. math:: \bar{v}_{key} = \sum_{i \ni key} \frac{n_i}{\sum_j n_j}\, v_{i, key}
-
-    (elementwise for lists), as ``flwr.serverapp.strategy.strategy_utils.aggregate_metricrecords``,
-    except that it never raises: a key whose values are not all finite numbers, or not all
-    lists of finite numbers of one length, is left out with a log line; weights that are not
-    finite non-negative numbers count as 0, and when they sum to 0 (or overflow) every reply
-    weighs the same.
-
-    Parameters
-    ----------
-    records
-        The replies' contents, one ``MetricRecord`` each (others are left out).
-    weighted_by_key
-        The metric holding each reply's weight :math:`n_i` (left out of the result).
-    weights
-        ``[len(records)]`` weights to use instead of reading ``weighted_by_key`` (the
-        strategy's checked and capped counts).
-
-    Returns
-    -------
-    MetricRecord
-    """
-    metrics = [next(iter(r.metric_records.values())) if len(r.metric_records) == 1 else None
-               for r in records]
-    if weights is None:
-        weights = np.array([0.0 if m is None else max(_finite_number(m.get(weighted_by_key))
-                                                      or 0.0, 0.0) for m in metrics])
-    w = np.asarray(weights, dtype=np.float64)
-    scale = float(w.max()) if w.size else 0.0
-    w = w / scale if scale > 0 else np.ones_like(w)  # scaled first: huge counts do not overflow
-    w = w / w.sum() if w.size else w
-    values: Dict[str, List[Tuple[float, Any]]] = {}
-    for m, wi in zip(metrics, w):
-        if m is None:
-            continue
-        for key, value in m.items():
-            if key != weighted_by_key:
-                values.setdefault(key, []).append((float(wi), value))
-    out = MetricRecord()
-    for key, pairs in values.items():
-        vals = [v for _, v in pairs]
-        if all(_is_number(v) for v in vals):
-            out[key] = float(sum(wi * float(v) for wi, v in pairs))
-            continue
-        lists = all(isinstance(v, list) and all(_is_number(x) for x in v) for v in vals)
-        if lists and len({len(v) for v in vals}) == 1:
-            out[key] = [float(sum(wi * float(v[j]) for wi, v in pairs))
-                        for j in range(len(vals[0]))]
-            continue
-        why = ("lists of different lengths" if lists else
-               "a number in one reply and a list in another, or a value that is not a finite "
-               "number")
-        log(WARNING, "metric '%s' is left out of the averaged metrics: the replies hold "
-            "%s", key, why)
-    return out
 
 
 def _non_finite(keys: List[str], arrays: List[np.ndarray]) -> Optional[str]:
@@ -163,25 +91,114 @@ def _measure(keys: List[str], sent: List[np.ndarray], arrays: List[np.ndarray]
     return sq, None
 
 
-class _ReplyChecks:
-    """The checks of :class:`~fastfair.integrations.flwr.strategy.FastFairStrategy` on its
-    train replies, as a mixin: they read the strategy's rule (``aggregator``), its metric keys
-    (``weighted_by_key``, ``loss_key``, ``client_id_key``, ``round_input_keys``), the model it
-    sent (``_sent``), whether update norms are measured (``_measures``), the round inputs it
-    computes from the models (``_computed``) and its node numbering (``_node_index``)."""
+class ReplyReader:
+    r"""Reads and checks the untrusted train replies of a round for one rule; a
+    :class:`~fastfair.integrations.flwr.strategy.FastFairStrategy` owns one (``replies``) and
+    passes each round the model it sent and its node numbering.
 
-    # What the checks read, set by the strategy (declared here for the type checker).
-    aggregator: Aggregator
-    weighted_by_key: str
-    loss_key: str
-    client_id_key: Optional[str]
-    round_input_keys: Dict[str, str]
-    _computed: List[str]
-    _sent: Optional[Tuple[List[str], List[np.ndarray]]]
-    _measures: bool
-    _node_index: Dict[int, int]
+    Parameters
+    ----------
+    aggregator
+        The rule: what it needs (``needs_losses``, ``invalid_loss``, ``num_clients``,
+        ``allow_duplicates``, its ``groups``) decides what a reply must carry.
+    objective
+        The client objective chosen in place of the rule's own (None: the rule's own); its
+        ``reports`` name the metric of each of the rule's ``round_inputs`` it provides.
+    bound
+        The opt-in :class:`~fastfair.aggregators.bounds.UpdateBound` on each reply.
+    weighted_by_key, loss_key, client_id_key
+        The metric keys of each reply's example count, its loss of the received model and its
+        client id (None: clients are numbered by Flower node id).
+    round_input_keys
+        ``{input name: metric key}`` over the objective's keys, or adding inputs read from the
+        metrics. A round input that neither the models (``sq_norms``, ``updates``) nor a metric
+        provide is refused (ValueError naming it and the fix).
+    """
 
-    def _read_reply(self, msg: Message) -> Optional[_Reply]:
+    def __init__(self, aggregator: Aggregator, objective: Optional[ClientObjective],
+                 bound: UpdateBound, *, weighted_by_key: str, loss_key: str,
+                 client_id_key: Optional[str],
+                 round_input_keys: Optional[Mapping[str, str]] = None) -> None:
+        own = round_objective(aggregator, objective)
+        reports = {} if own is None else own.reports
+        keys = {name: reports[name] for name in aggregator.round_inputs if name in reports}
+        keys.update(round_input_keys or {})
+        missing = [name for name in aggregator.round_inputs
+                   if name not in UPDATE_INPUTS and name not in keys]
+        if missing:
+            raise ValueError(f"rule {aggregator.name!r} needs the round input(s) "
+                             f"{', '.join(missing)}, which neither the replies' models nor its "
+                             "client objective provide: map each to the reply metric that "
+                             "carries it with round_input_keys")
+        self.aggregator, self.bound = aggregator, bound
+        self.weighted_by_key, self.loss_key = weighted_by_key, loss_key
+        self.client_id_key = client_id_key
+        #: Round inputs read from the reply metrics, ``{input name: metric key}``.
+        self.round_input_keys = keys
+        #: Round inputs computed from the replies' models (of :data:`UPDATE_INPUTS`).
+        self.computed = [name for name in aggregator.round_inputs
+                         if name in UPDATE_INPUTS and name not in keys]
+        # Whether each reply's update norm is measured as it is read (the clip and the inputs
+        # from the models need it, and it finds NaN/inf on the way); otherwise the arrays are
+        # checked through the step itself (NaN and inf reach the new model whatever their
+        # coefficient), which costs no pass over the replies when every reply is finite.
+        self.measures = bool(self.computed) or bound.clips
+
+    def read(self, server_round: int, replies: List[Message], sent: Model,
+             numbering: NodeNumbering) -> List[_Reply]:
+        """The usable replies of the round, each checked against the model ``sent``
+        (``(keys, arrays)``); a reply that fails a check, whose client id another reply also
+        claims, or (numbering by node id) that ``numbering`` has no client id left for
+        (:meth:`NodeNumbering.drop_unnumbered`) is dropped with a log line. Raises
+        ``AggregationError`` when the rule needs losses and no reply has the loss key."""
+        self._check_losses_sent(server_round, replies)
+        usable = [r for r in (self._read_reply(msg, sent) for msg in replies) if r is not None]
+        usable = self._drop_shared_ids(usable)
+        return usable if self.client_id_key is not None else numbering.drop_unnumbered(usable)
+
+    def round_inputs(self, sent: List[np.ndarray], usable: List[_Reply]
+                     ) -> Tuple[Dict[str, Any], Optional[np.ndarray]]:
+        r"""``(inputs, scales)``: the rule's round inputs over the replies (read from their
+        metrics, or computed from their models and clipped as the bound says) and the bound's
+        ``[n]`` clip scales :math:`\min(1, \tau / \|X_i\|)` (None without a clip)."""
+        sq_norms = np.array([r.sq_norm for r in usable]) if self.measures else None
+        scales = None
+        if self.bound.clips:
+            assert sq_norms is not None  # a bound measures every reply (measures)
+            scales = self.bound.scales(np.sqrt(sq_norms))
+        inputs = {name: np.array([r.inputs[name] for r in usable])
+                  for name in self.round_input_keys}
+        computed = self._computed_inputs(sent, usable, sq_norms)
+        inputs.update(computed if scales is None else self.bound.clipped_inputs(computed, scales))
+        return inputs, scales
+
+    def report_groups(self, ids: np.ndarray, usable: List[_Reply]) -> None:
+        """Tells a rule over the groups the clients report (``ReportedGroups``) the group of
+        each client ``ids[i]`` of the replies :meth:`read` kept; other rules take no report."""
+        groups = self._reported_groups()
+        if groups is not None:
+            groups.report(ids, [r.group for r in usable])
+
+    @staticmethod
+    def evaluate_contents(replies: List[Message]) -> List[RecordDict]:
+        """The contents of the evaluation replies that hold exactly one ``MetricRecord``; the
+        others are left out with a log line (Flower's FedAvg raises on them)."""
+        contents = []
+        for msg in replies:
+            if len(msg.content.metric_records) != 1:
+                log(WARNING, "aggregate_evaluate: leaving out the reply of node %d: expected one "
+                    "MetricRecord; got %d", msg.metadata.src_node_id,
+                    len(msg.content.metric_records))
+            else:
+                contents.append(msg.content)
+        return contents
+
+    def _reported_groups(self) -> Any:
+        """The rule's groups when the clients report them (None otherwise)."""
+        groups = getattr(self.aggregator, "groups", None)
+        return groups if groups is not None and getattr(groups, "reported", False) else None
+
+    def _read_reply(self, msg: Message, sent_model: Model) -> Optional[_Reply]:
         """The reply's arrays and metrics, or None (with a log line saying why) if unusable."""
         node = msg.metadata.src_node_id
         content = msg.content
@@ -195,8 +212,7 @@ class _ReplyChecks:
             return None
         record = next(iter(content.array_records.values()))
         metrics = next(iter(content.metric_records.values()))
-        assert self._sent is not None  # aggregate_train refuses a round before configure_train
-        keys, sent = self._sent
+        keys, sent = sent_model
         if list(record.keys()) != keys:
             drop(f"its arrays are named {list(record.keys())[:4]}...; the model sent has "
                  f"{keys[:4]}...")
@@ -212,7 +228,7 @@ class _ReplyChecks:
                      f"{g.dtype}{list(g.shape)}")
                 return None
         sq_norm = None
-        if self._measures:  # the norms are needed: they check the arrays on the way
+        if self.measures:  # the norms are needed: they check the arrays on the way
             sq_norm, why = _measure(keys, sent, arrays)
             if why is not None:
                 drop(why)
@@ -224,7 +240,7 @@ class _ReplyChecks:
                  f"integer that fits a float; got {_shown(raw)}")
             return None
         raw = metrics.get(self.loss_key)
-        loss = _finite_number(raw)
+        loss = finite_number(raw)
         if loss is None and self.aggregator.needs_losses:
             drop(f"metric '{self.loss_key}' is missing or not a finite number (got "
                  f"{_shown(raw)}); rule {self.aggregator.name!r} needs it: "
@@ -237,7 +253,7 @@ class _ReplyChecks:
             return None
         inputs = {}
         for name, key in self.round_input_keys.items():
-            value = _finite_number(metrics.get(key))
+            value = finite_number(metrics.get(key))
             if value is None:
                 drop(f"metric '{key}' ({name}) is missing or not a finite number; got "
                      f"{_shown(metrics.get(key))}")
@@ -252,9 +268,8 @@ class _ReplyChecks:
                      f"[0, {self.aggregator.num_clients}); got {_shown(raw)}")
                 return None
         group = None
-        groups = getattr(self.aggregator, "groups", None)
-        # A rule over the groups the clients report.
-        if groups is not None and getattr(groups, "reported", False):
+        groups = self._reported_groups()
+        if groups is not None:
             raw = metrics.get(GROUP_KEY)
             group = _integer(raw)
             if group is None or not 0 <= group < groups.num_groups:
@@ -279,28 +294,6 @@ class _ReplyChecks:
                 "by %d replies", nodes, "client id" if by_client else "node id", k, len(nodes))
         return [r for r in usable if key(r) not in shared] if shared else usable
 
-    def _drop_unnumbered(self, usable: List[_Reply]) -> List[_Reply]:
-        """The replies less those of new nodes beyond the ``num_clients`` K that the node
-        numbering can take (when client ids come from node ids), each dropped with a log line
-        that says how to fix it: one node too many must not end the run."""
-        if self.client_id_key is not None:
-            return usable
-        room = self.aggregator.num_clients - len(self._node_index)
-        kept: List[_Reply] = []
-        new: Set[int] = set()
-        for r in usable:
-            known = r.node_id in self._node_index or r.node_id in new
-            if known or len(new) < room:
-                if not known:
-                    new.add(r.node_id)
-                kept.append(r)
-            else:
-                log(WARNING, "aggregate_train: dropping the reply of node %d: %d distinct nodes "
-                    "are numbered already, num_clients = %d; build the aggregator with "
-                    "num_clients >= the number of nodes, or pass client_id_key", r.node_id,
-                    len(self._node_index) + len(new), self.aggregator.num_clients)
-        return kept
-
     def _what_to_send(self) -> str:
         """What a reply must carry for a rule that needs losses (for error messages)."""
         return (f"each client must report its loss of the model it received, on its training "
@@ -321,21 +314,14 @@ class _ReplyChecks:
                                "evaluate the received model before training and add "
                                f"{{'{self.loss_key}': loss}} to the reply's MetricRecord")
 
-    def _client_ids(self, usable: List[_Reply]) -> Tuple[np.ndarray, Dict[int, int]]:
-        """Client ids of the replies, and the node numbers this round would add (committed
-        only once the rule accepts the round); the replies are those :meth:`_drop_unnumbered`
-        kept."""
+    def client_ids(self, usable: List[_Reply], numbering: NodeNumbering
+                   ) -> Tuple[np.ndarray, Dict[int, int]]:
+        """``[n]`` client ids of the replies :meth:`read` kept (from their metric, or from
+        ``numbering``), and the node numbers ``{node id: client id}`` this round would add
+        (committed by the caller once the rule accepts the round)."""
         if self.client_id_key is not None:
             return np.array([r.client for r in usable], dtype=np.int64), {}
-        new: Dict[int, int] = {}
-        ids = []
-        for r in usable:
-            idx = self._node_index.get(r.node_id, new.get(r.node_id))
-            if idx is None:  # at most num_clients in all (_drop_unnumbered)
-                idx = len(self._node_index) + len(new)
-                new[r.node_id] = idx
-            ids.append(idx)
-        return np.array(ids, dtype=np.int64), new
+        return numbering.client_ids(usable)
 
     def _computed_inputs(self, sent: List[np.ndarray], usable: List[_Reply],
                          sq_norms: Optional[np.ndarray]) -> Dict[str, Any]:
@@ -343,34 +329,9 @@ class _ReplyChecks:
         (squared update norms, measured without forming the updates) and ``updates``
         (``w - w_i``), of the updates before any clip (``UpdateBound.clipped_inputs``)."""
         inputs: Dict[str, Any] = {}
-        if "sq_norms" in self._computed:
+        if "sq_norms" in self.computed:
             assert sq_norms is not None  # measured: inputs computed from the models need it
             inputs["sq_norms"] = sq_norms
-        if "updates" in self._computed:
+        if "updates" in self.computed:
             inputs["updates"] = [[g - a for g, a in zip(sent, r.arrays)] for r in usable]
         return inputs
-
-
-def checked_node_ids(state_dict: Any, num_clients: int) -> List[int]:
-    """The node ids of a :meth:`FastFairStrategy.state_dict` (its header checked: its keys and
-    format version) as a list of ints; anything but a list of at most ``num_clients`` distinct
-    Flower node ids (integers in ``[0, 2**64)``, not bools) is refused naming the entry."""
-    if not isinstance(state_dict, dict) or set(state_dict) != {"format_version", "rule",
-                                                               "optimizer", "node_ids"}:
-        raise ValueError("state_dict must come from FastFairStrategy.state_dict()")
-    # Version 3 changed only the rule's per-client vectors, which the rule's load upgrades.
-    if state_dict["format_version"] not in (2, FORMAT_VERSION):
-        raise ValueError(f"state_dict has format_version {state_dict['format_version']!r}; "
-                         f"this fastfair reads versions 2 and {FORMAT_VERSION}")
-    nodes = state_dict["node_ids"]
-    bad = [] if not isinstance(nodes, (list, tuple)) else [
-        i for i, n in enumerate(nodes) if isinstance(n, (bool, np.bool_))
-        or not isinstance(n, (int, np.integer)) or not 0 <= n < 2 ** 64]
-    if not isinstance(nodes, (list, tuple)) or bad:
-        raise ValueError("state_dict['node_ids'] must be a list of Flower node ids "
-                         "(integers in [0, 2**64)); got " + (f"{nodes[bad[0]]!r} at "
-                         f"position {bad[0]}" if bad else type(nodes).__name__))
-    ids = [int(n) for n in nodes]
-    if len(set(ids)) != len(ids) or len(ids) > num_clients:
-        raise ValueError("state_dict['node_ids'] must be distinct and at most num_clients")
-    return ids

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from flwr.app import Message
 
@@ -47,24 +47,25 @@ def select_replies(replies: Sequence[Message], started: float, keep_first: Optio
     return kept, [m for m in order if id(m) not in chosen]
 
 
-class SelectsReplies:
-    """What a strategy adds to apply the policies: the round's start, stamped when Flower's
-    ``configure_train`` runs (next in the strategy's method order), and :meth:`_selected`.
+class ReplySelection:
+    """The selection policy a strategy owns: the round's start, stamped by :meth:`start` when
+    the strategy configures a round, and the replies :meth:`select` keeps.
 
     ``keep_first``: aggregate the first ``keep_first`` replies by reply time (over-selection:
     let Flower sample ``ceil(m (1 + f))`` nodes through ``fraction_train`` /
     ``min_train_nodes`` and keep m); ``deadline``: only those made within that many seconds of
-    the round's start. None (the default): every reply. The others count in
-    ``fastfair-dropped``."""
+    the round's start. None (the default): every reply. Checked by :func:`check_policy`."""
 
-    keep_first: Optional[int] = None
-    deadline: Optional[float] = None
-    _started = 0.0
+    def __init__(self, keep_first: Optional[int] = None,
+                 deadline: Optional[float] = None) -> None:
+        self.keep_first, self.deadline = check_policy(keep_first, deadline)
+        #: When the round began (``time.time()``), 0.0 before the first round.
+        self.started = 0.0
 
-    def configure_train(self, *args: Any, **kwargs: Any) -> Any:
-        self._started = time.time()
-        return super().configure_train(*args, **kwargs)  # type: ignore[misc]
+    def start(self) -> None:
+        """Stamps the round's start: now."""
+        self.started = time.time()
 
-    def _selected(self, replies: Sequence[Message]) -> Tuple[List[Message], List[Message]]:
-        """:func:`select_replies` of this round."""
-        return select_replies(replies, self._started, self.keep_first, self.deadline)
+    def select(self, replies: Sequence[Message]) -> Tuple[List[Message], List[Message]]:
+        """``(kept, late)``: :func:`select_replies` of the round begun at :meth:`start`."""
+        return select_replies(replies, self.started, self.keep_first, self.deadline)

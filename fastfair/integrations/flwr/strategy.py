@@ -1,7 +1,10 @@
 """:class:`FastFairStrategy`: a Flower strategy whose aggregation is a fastfair rule and whose
 server step is a fastfair server optimiser (the round is described in
-:mod:`fastfair.integrations.flwr`; its replies are read and checked by
-:mod:`fastfair.integrations.flwr.replies`)."""
+:mod:`fastfair.integrations.flwr`). It is composed of the parts it owns: the
+:class:`~fastfair.integrations.flwr.replies.ReplyReader` that reads and checks its replies
+(``replies``), the :class:`~fastfair.integrations.flwr.selection.ReplySelection` that keeps
+the replies its policy selects (``selection``) and the
+:class:`~fastfair.integrations.flwr.nodes.NodeNumbering` of nodes without a client id."""
 
 from __future__ import annotations
 
@@ -17,21 +20,21 @@ from flwr.serverapp.exception import AggregationError
 from flwr.serverapp.strategy import FedAvg as _FlowerFedAvg
 from flwr.supercore import log
 
-from fastfair.aggregators.base import FORMAT_VERSION, UPDATE_INPUTS, Aggregator
+from fastfair.aggregators.base import FORMAT_VERSION, Aggregator
 from fastfair.aggregators.bounds import UpdateBound
-from fastfair.aggregators.compose import choose_objective, round_objective
-from fastfair.aggregators.server_opt import SGD, ServerOptimizer
-from fastfair.integrations.flwr.aggregate import check_model_dtypes, propose_server_step
+from fastfair.aggregators.compose import choose_objective
+from fastfair.aggregators.server_opt import ServerOptimizer
+from fastfair.integrations.flwr.aggregate import (
+    check_model_dtypes,
+    checked_parts,
+    propose_server_step,
+)
 from fastfair.integrations.flwr.arrays import array_to_numpy, numpy_to_array
 from fastfair.integrations.flwr.client import RECEIVED_LOSS_KEY, client_config
-from fastfair.integrations.flwr.replies import (
-    _non_finite,
-    _Reply,
-    _ReplyChecks,
-    average_metrics,
-    checked_node_ids,
-)
-from fastfair.integrations.flwr.selection import SelectsReplies, check_policy
+from fastfair.integrations.flwr.metrics import add_round_metrics, average_metrics
+from fastfair.integrations.flwr.nodes import NodeNumbering, checked_node_ids
+from fastfair.integrations.flwr.replies import Model, ReplyReader, _non_finite, _Reply
+from fastfair.integrations.flwr.selection import ReplySelection
 from fastfair.state import StateDict
 
 MetricsAggregation = Callable[[List[RecordDict], str], MetricRecord]
@@ -45,7 +48,7 @@ class _NotFinite(Exception):
     """A step that is not finite because of these replies (``args[0]``: (reply, why) pairs)."""
 
 
-class FastFairStrategy(_ReplyChecks, SelectsReplies, _FlowerFedAvg):
+class FastFairStrategy(_FlowerFedAvg):
     r"""A Flower strategy whose aggregation is a fastfair rule.
 
     .. code-block:: python
@@ -109,7 +112,7 @@ class FastFairStrategy(_ReplyChecks, SelectsReplies, _FlowerFedAvg):
         ``max_update_norm`` itself with ``"absolute"``) and each reported count to
         ``max_samples_per_client``, before the rule sees the round.
     keep_first, deadline
-        Selection policies on the replies (:class:`~.selection.SelectsReplies`).
+        Selection policies on the replies (:class:`~.selection.ReplySelection`).
 
     Every field of a reply is untrusted: a reply whose arrays hold NaN or inf, whose count is
     not a non-negative integer that fits a float, whose loss, round inputs or client id are
@@ -141,39 +144,13 @@ class FastFairStrategy(_ReplyChecks, SelectsReplies, _FlowerFedAvg):
                  update_norm_reference: str = "median",
                  max_samples_per_client: Optional[float] = None,
                  keep_first: Optional[int] = None, deadline: Optional[float] = None) -> None:
-        self.keep_first, self.deadline = check_policy(keep_first, deadline)
-        if isinstance(aggregator, ServerOptimizer):
-            raise TypeError(f"aggregator is the server optimiser {aggregator!r}: pass a rule as "
-                            "aggregator and the optimiser as server_optimizer=, e.g. "
-                            f"FastFairStrategy(FedAvg(num_clients), server_optimizer="
-                            f"{aggregator!r})")
-        if not isinstance(aggregator, Aggregator):
-            raise TypeError("aggregator must be a fastfair rule (e.g. "
-                            "fastfair.aggregators.FedAvg(num_clients)); got "
-                            f"{type(aggregator).__name__}")
-        if aggregator.expects_gradients:
-            raise ValueError(f"aggregator {aggregator!r} expects gradients at the received model "
-                             "in the replies; the strategy aggregates trained models, so "
-                             "configure the rule for model updates")
+        selection = ReplySelection(keep_first, deadline)
+        server_optimizer = checked_parts(aggregator, server_optimizer)
         bound = UpdateBound(max_update_norm, update_norm_reference, max_samples_per_client)
-        if server_optimizer is None:
-            server_optimizer = SGD()
-        elif not isinstance(server_optimizer, ServerOptimizer):
-            raise TypeError("server_optimizer must be a fastfair server optimiser (e.g. "
-                            "fastfair.aggregators.FedAdam(lr=0.01)) or None; got "
-                            f"{type(server_optimizer).__name__}")
         chosen = choose_objective(aggregator, objective, objective_options)
-        own = round_objective(aggregator, chosen)
-        reports = {} if own is None else own.reports
-        keys = {name: reports[name] for name in aggregator.round_inputs if name in reports}
-        keys.update(round_input_keys or {})
-        missing = [name for name in aggregator.round_inputs
-                   if name not in UPDATE_INPUTS and name not in keys]
-        if missing:
-            raise ValueError(f"rule {aggregator.name!r} needs the round input(s) "
-                             f"{', '.join(missing)}, which neither the replies' models nor its "
-                             "client objective provide: map each to the reply metric that "
-                             "carries it with round_input_keys")
+        reader = ReplyReader(aggregator, chosen, bound, weighted_by_key=weighted_by_key,
+                             loss_key=loss_key, client_id_key=client_id_key,
+                             round_input_keys=round_input_keys)
         super().__init__(fraction_train=fraction_train, fraction_evaluate=fraction_evaluate,
                          min_train_nodes=min_train_nodes, min_evaluate_nodes=min_evaluate_nodes,
                          min_available_nodes=min_available_nodes,
@@ -187,23 +164,41 @@ class FastFairStrategy(_ReplyChecks, SelectsReplies, _FlowerFedAvg):
         #: The opt-in bound on each reply (:class:`~fastfair.aggregators.bounds.UpdateBound`).
         self.bound = bound
         self.server_optimizer = server_optimizer
-        self.loss_key = loss_key
-        self.client_id_key = client_id_key
-        #: Round inputs read from the reply metrics, ``{input name: metric key}``.
-        self.round_input_keys = keys
-        self._computed = [name for name in aggregator.round_inputs
-                          if name in UPDATE_INPUTS and name not in keys]
-        # Whether each reply's update norm is measured as it is read (the clip and the inputs
-        # from the models need it, and it finds NaN/inf on the way); otherwise the arrays are
-        # checked through the step itself (NaN and inf reach the new model whatever their
-        # coefficient), which costs no pass over the replies when every reply is finite.
-        self._measures = bool(self._computed) or bound.clips
-        self._node_index: Dict[int, int] = {}
-        self._sent: Optional[Tuple[List[str], List[np.ndarray]]] = None
+        #: Reads and checks each round's replies (:class:`ReplyReader`).
+        self.replies = reader
+        #: Keeps the replies the policy selects (:class:`ReplySelection`).
+        self.selection = selection
+        self._numbering = NodeNumbering(aggregator.num_clients)
+        self._sent: Optional[Model] = None
         self._out: Optional[List[np.ndarray]] = None
         #: Coefficients, client ids and node ids of the last aggregated round (for inspection).
         self.last_round: Optional[Dict[str, np.ndarray]] = None
         self._lock = threading.RLock()  # one round at a time: each commits whole or not at all
+
+    @property
+    def loss_key(self) -> str:
+        """The metric key of each reply's loss of the received model."""
+        return self.replies.loss_key
+
+    @property
+    def client_id_key(self) -> Optional[str]:
+        """The metric key of each reply's client id (None: numbered by node id)."""
+        return self.replies.client_id_key
+
+    @property
+    def round_input_keys(self) -> Dict[str, str]:
+        """Round inputs read from the reply metrics, ``{input name: metric key}``."""
+        return self.replies.round_input_keys
+
+    @property
+    def keep_first(self) -> Optional[int]:
+        """How many of the first replies a round keeps (None: every reply)."""
+        return self.selection.keep_first
+
+    @property
+    def deadline(self) -> Optional[float]:
+        """Seconds after the round's start within which a reply counts (None: no deadline)."""
+        return self.selection.deadline
 
     def __getstate__(self) -> Dict[str, Any]:
         """The strategy without its lock (a lock is not copied or pickled)."""
@@ -235,6 +230,7 @@ class FastFairStrategy(_ReplyChecks, SelectsReplies, _FlowerFedAvg):
         check_model_dtypes(keys, sent)
         with self._lock:
             self._sent = (keys, sent)
+            self.selection.start()
         for key, value in client_config(self.aggregator, self.objective).items():
             config[key] = value
         return super().configure_train(server_round, arrays, config, grid)
@@ -262,10 +258,8 @@ class FastFairStrategy(_ReplyChecks, SelectsReplies, _FlowerFedAvg):
                                    "strategy needs the model it sent")
         valid, failed = self._check_and_log_replies(list(replies), is_train=True,
                                                     validate=False)
-        valid, late = self._selected(valid)
-        self._check_losses_sent(server_round, valid)
-        usable = [r for r in (self._read_reply(msg) for msg in valid) if r is not None]
-        usable = self._drop_unnumbered(self._drop_shared_ids(usable))
+        valid, late = self.selection.select(valid)
+        usable = self.replies.read(server_round, valid, self._sent, self._numbering)
         dropped = len(failed) + len(late) + len(valid) - len(usable)
         if not usable:
             log(WARNING, "aggregate_train: no usable reply in round %d; the global model is "
@@ -296,14 +290,7 @@ class FastFairStrategy(_ReplyChecks, SelectsReplies, _FlowerFedAvg):
         default :func:`average_metrics` never raises; a user's ``evaluate_metrics_aggr_fn``
         that raises is logged and the round has no evaluation metrics."""
         valid, _ = self._check_and_log_replies(list(replies), is_train=False, validate=False)
-        contents = []
-        for msg in valid:
-            if len(msg.content.metric_records) != 1:
-                log(WARNING, "aggregate_evaluate: leaving out the reply of node %d: expected one "
-                    "MetricRecord; got %d", msg.metadata.src_node_id,
-                    len(msg.content.metric_records))
-            else:
-                contents.append(msg.content)
+        contents = self.replies.evaluate_contents(valid)
         if not contents:
             return None
         try:
@@ -324,23 +311,12 @@ class FastFairStrategy(_ReplyChecks, SelectsReplies, _FlowerFedAvg):
             raise _Refused(f"every usable reply reports '{self.weighted_by_key}' 0, so there "
                            "is nothing to weigh; clients must report the number of examples "
                            "they trained on")
-        ids, new_nodes = self._client_ids(usable)
+        ids, new_nodes = self.replies.client_ids(usable, self._numbering)
         losses = (np.array([r.loss for r in usable]) if all(r.loss is not None for r in usable)
                   else None)
-        sq_norms = np.array([r.sq_norm for r in usable]) if self._measures else None
-        scales = None
-        if self.bound.clips:
-            assert sq_norms is not None  # a bound measures every reply (_measures)
-            scales = self.bound.scales(np.sqrt(sq_norms))
-        inputs = {name: np.array([r.inputs[name] for r in usable])
-                  for name in self.round_input_keys}
-        computed = self._computed_inputs(sent, usable, sq_norms)
-        inputs.update(computed if scales is None else self.bound.clipped_inputs(computed, scales))
+        inputs, scales = self.replies.round_inputs(sent, usable)
         metrics = self._train_metrics(usable, counts)
-        groups = getattr(self.aggregator, "groups", None)
-        # The groups of this round's replies, for a rule over reported groups.
-        if groups is not None and getattr(groups, "reported", False):
-            groups.report(ids, [r.group for r in usable])
+        self.replies.report_groups(ids, usable)
         try:
             coef, commit_rule = self.aggregator.propose(ids, losses, num_samples=counts,
                                                         **inputs)
@@ -360,7 +336,7 @@ class FastFairStrategy(_ReplyChecks, SelectsReplies, _FlowerFedAvg):
             self._out = [np.empty_like(g) for g in sent]
         new, commit_step = propose_server_step(self.server_optimizer, sent,
                                                [r.arrays for r in usable], step, out=self._out)
-        if new is None and not (self._measures or checked):
+        if new is None and not (self.replies.measures or checked):
             bad = [(r, why) for r, why in ((r, _non_finite(keys, r.arrays)) for r in usable)
                    if why is not None]
             if bad:
@@ -377,15 +353,8 @@ class FastFairStrategy(_ReplyChecks, SelectsReplies, _FlowerFedAvg):
             raise AggregationError(f"rule {self.aggregator.name!r} could not commit round "
                                    f"{server_round}: {exc}") from exc
         commit_step()
-        self._node_index.update(new_nodes)
-        metrics["fastfair-clients"] = [int(i) for i in ids]
-        metrics["fastfair-coefficients"] = [float(c) for c in coef]
-        metrics["fastfair-coef-min"] = float(coef.min())
-        metrics["fastfair-coef-max"] = float(coef.max())
-        metrics["fastfair-coef-sum"] = float(coef.sum())
-        metrics["fastfair-dropped"] = int(dropped)
-        if scales is not None:
-            metrics["fastfair-clipped"] = int((scales < 1.0).sum())
+        self._numbering.commit(new_nodes)
+        add_round_metrics(metrics, ids, coef, dropped, scales)
         self.last_round = {"client_ids": ids, "coefficients": coef,
                            "node_ids": np.array([r.node_id for r in usable], dtype=np.uint64)}
         if scales is not None:
@@ -414,10 +383,9 @@ class FastFairStrategy(_ReplyChecks, SelectsReplies, _FlowerFedAvg):
         torch's defaults reads it), save it with :func:`fastfair.save_state` (NumPy only) or
         pickle it; restore with :meth:`load_state_dict`."""
         with self._lock:
-            nodes = sorted(self._node_index, key=self._node_index.__getitem__)
             return StateDict(format_version=FORMAT_VERSION, rule=self.aggregator.state_dict(),
                              optimizer=self.server_optimizer.state_dict(),
-                             node_ids=[int(n) for n in nodes])
+                             node_ids=self._numbering.node_ids())
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
         """Restores :meth:`state_dict` (the rule's and the optimiser's own checks apply: same
@@ -430,4 +398,4 @@ class FastFairStrategy(_ReplyChecks, SelectsReplies, _FlowerFedAvg):
             copy.deepcopy(self.aggregator).load_state_dict(state_dict["rule"])
             self.server_optimizer.load_state_dict(state_dict["optimizer"])
             self.aggregator.load_state_dict(state_dict["rule"])
-            self._node_index = {n: i for i, n in enumerate(nodes)}
+            self._numbering.restore(nodes)

@@ -12,7 +12,7 @@ from flwr.app import Message, MessageType, Metadata  # noqa: E402
 
 from fastfair.aggregators import FedAvg  # noqa: E402
 from fastfair.integrations.flwr import FastFairStrategy  # noqa: E402
-from fastfair.integrations.flwr.selection import select_replies  # noqa: E402
+from fastfair.integrations.flwr.selection import ReplySelection, select_replies  # noqa: E402
 from tests.integrations.flwr.test_strategy import (  # noqa: E402
     K,
     client_replies,
@@ -65,3 +65,20 @@ def test_the_strategy_aggregates_only_the_kept_replies(monkeypatch):
 def test_policies_are_checked(kwargs, match):
     with pytest.raises(ValueError, match=match):
         FastFairStrategy(FedAvg(K), **kwargs)
+
+
+def test_a_selection_keeps_the_replies_of_the_round_it_started(monkeypatch):
+    rng = np.random.default_rng(2)
+    replies = [_at(r, t) for r, t in zip(client_replies(rng, FedAvg(K), model(rng), range(3), 1),
+                                         (506.0, 501.0, 503.0))]
+    selection = ReplySelection(keep_first=None, deadline=4.0)
+    monkeypatch.setattr("time.time", lambda: 500.0)
+    selection.start()
+    kept, late = selection.select(replies)
+    assert [m.metadata.src_node_id for m in kept] == [1, 2]
+    assert [m.metadata.src_node_id for m in late] == [0]
+    monkeypatch.setattr("time.time", lambda: 503.0)
+    selection.start()  # a later round: its deadline counts from its own start
+    assert [m.metadata.src_node_id for m in selection.select(replies)[0]] == [1, 2, 0]
+    with pytest.raises(ValueError, match="keep_first"):
+        ReplySelection(keep_first=True)
