@@ -28,7 +28,7 @@ INFERRED = {"dataset", "clients"}
 
 
 def _commands(parser=None):
-    parser = parser or cli._parser()
+    parser = parser or cli.build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return sub.choices
 
@@ -63,7 +63,7 @@ def test_every_field_is_an_option_with_its_default(command, f):
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_no_options_make_the_default_configuration(command):
-    args = cli._parser().parse_args([command])
+    args = cli.build_parser().parse_args([command])
     assert cli._config(args, ["fedavg"], 0) == SimulationConfig()
     assert cli._config(args, ["fedavg", "fedevg"], 0).dataset == "digits"
 
@@ -93,7 +93,7 @@ def test_every_option_reaches_its_field(command):
     hints = typing.get_type_hints(SimulationConfig)
     for f in FIELDS:
         words, value = _non_default(f, hints)
-        args = cli._parser().parse_args([command, *words])
+        args = cli.build_parser().parse_args([command, *words])
         got = config_values(args, SimulationConfig)[f.name]
         assert got == value and type(got) is type(value), (f.name, got, value)
 
@@ -106,7 +106,7 @@ def test_a_new_field_is_an_option_of_both_commands_without_touching_the_cli(monk
             default_factory=dict, metadata=doc(DATA, "a new option (repeatable)"))
 
     monkeypatch.setattr(config_module, "SimulationConfig", Extended)
-    commands = _commands(cli._parser())
+    commands = _commands(cli.build_parser())
     for command in COMMANDS:
         help_text = commands[command].format_help()
         assert "--new-knob" in help_text and "a knob added later (default: 3)" in help_text
@@ -166,7 +166,7 @@ def test_each_section_and_option_is_shown_once(command):
 
 @pytest.mark.parametrize("command", [None, *COMMANDS, "rules"])
 def test_help_is_plain_text(command):
-    parser = cli._parser() if command is None else _commands()[command]
+    parser = cli.build_parser() if command is None else _commands()[command]
     text = parser.format_help()
     assert "%%" not in text and "``" not in text
     assert not re.search(r":(class|func|mod|meth|data|attr):", text), text
@@ -185,14 +185,14 @@ def test_the_cli_reads_run_folders_only_through_the_experiments(tmp_path):
              "rule_options": {"fedavg": {}}, "checkpoint_every": 1}
     (tmp_path / "config.json").write_text(json.dumps(saved))
     assert saved_config(tmp_path) == SimulationConfig(rounds=3)
-    args = cli._parser().parse_args(["simulate", "--resume", str(tmp_path)])
+    args = cli.build_parser().parse_args(["simulate", "--resume", str(tmp_path)])
     assert cli._device(args) == "cpu"
     with pytest.raises(ValueError, match="holds no config.json: it is not a fastfair run folder"):
         saved_config(tmp_path / "absent")
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(ValueError, match="not a valid run configuration"):
         saved_config(tmp_path)
-    assert cli._device(cli._parser().parse_args(["simulate", "--resume",
+    assert cli._device(cli.build_parser().parse_args(["simulate", "--resume",
                                                  str(tmp_path / "absent")])) == "cpu"
 
 
@@ -350,7 +350,7 @@ def _rows(path, drop=("seconds",)):
 def _file_run(argv):
     """(rules, seeds, config) of ``argv`` with its --config file applied, as simulate makes
     them."""
-    args = cli._parser().parse_args(argv)
+    args = cli.build_parser().parse_args(argv)
     args.typed = cli._typed(argv)
     cli_options.apply_file(args, args.config, args.typed, SimulationConfig)
     rules, seeds = cli._rules(args), cli._seeds(args)

@@ -172,7 +172,7 @@ def _built(argv):
     from fastfair.sim.config import SimulationConfig
     from fastfair.sim.distributed import Distributed
 
-    args = cli._parser().parse_args(argv)
+    args = cli.build_parser().parse_args(argv)
     args.typed = cli._typed(argv)
     if args.command not in ("simulate", "sweep"):
         return None

@@ -1,0 +1,161 @@
+"""The ``fastfair`` command line's parser (:func:`build_parser`): its commands and their
+options, made from :class:`~fastfair.sim.config.SimulationConfig`'s fields
+(:mod:`fastfair.cli_options`) and the options written here. Builds with NumPy alone, so
+``fastfair --help`` needs no torch."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from fastfair.cli_options import ArgumentParser, HelpFormatter, add_config_options
+
+DEFAULT_RULES = ("fedavg", "fairavg", "aaggff-d", "fedmaba")
+#: The seeds of the default comparison (no --rule, --compare, --seed or --seeds given).
+DEFAULT_SEEDS = "0,1,2"
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+#: The top of ``fastfair --help`` (the module docstring carries reST roles for the API docs).
+DESCRIPTION = ("fastfair simulate runs federated simulations of one rule or several side by side "
+               "and writes metrics, plots and checkpoints; fastfair sweep runs rules x seeds x "
+               "hyperparameter grids as one batched program and reports means, confidence "
+               "intervals and paired differences; fastfair rules lists the rules and options; "
+               "fastfair reproduce regenerates a seed paper's table on its data.")
+
+
+def _version() -> str:
+    from fastfair import __version__
+
+    return __version__
+
+
+def _banner() -> str:
+    """What was compiled (``fastfair.build_info()``), for the end of ``--help``."""
+    from fastfair import build_info
+
+    info = build_info()
+    cuda = f"CUDA {info['cuda_archs']}" if info["cuda"] else "no CUDA"
+    return (f"fastfair {info['version']} (build {info.get('build_id', '?')}): CPU kernels for "
+            f"{info['cpu_isa']}, OpenMP {'on' if info['openmp'] else 'off'}, {cuda}, "
+            f"{info['compiler']}.")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``fastfair`` argument parser: its commands ``simulate``, ``sweep``, ``rules`` and
+    ``reproduce``, each option with its help (built with NumPy alone)."""
+    from fastfair.aggregators.registry import RULES
+    from fastfair.methods import METHODS
+    from fastfair.sim.config import SimulationConfig
+
+    d = SimulationConfig()
+    parser = ArgumentParser(
+        prog="fastfair", description=DESCRIPTION, epilog=_banner(),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"fastfair {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser(
+        "simulate", help="run a federated simulation",
+        description="Runs federated rounds of one or several aggregation rules on identical data, "
+                    "client samples and seeds, and writes metrics (CSV, JSON), the config and PNG "
+                    "plots into --out. With no options: " + ", ".join(DEFAULT_RULES) +
+                    f" on Synthetic(1, 1) over seeds {DEFAULT_SEEDS} (as fastfair sweep).",
+        formatter_class=HelpFormatter)
+    g = p.add_argument_group("rules")
+    g.add_argument("--rule", choices=list(RULES) + list(METHODS),
+                   help="run one rule (or method) (default: --compare's rules)")
+    g.add_argument("--compare", metavar="R1,R2,...",
+                   help=f"run several rules side by side (default: {','.join(DEFAULT_RULES)})")
+    g.add_argument("--rule-option", action="append", default=[], metavar="[RULE:]KEY=VALUE",
+                   help="a rule hyperparameter: RULE:KEY=VALUE for one rule (aaggff-d:cdf=frechet),"
+                        " KEY=VALUE for every rule run (repeatable)")
+    g.add_argument("--seed", type=int, help=f"one seed (default {d.seed}, or the default "
+                                             f"comparison's seeds {DEFAULT_SEEDS})")
+    g.add_argument("--seeds", metavar="S1,S2,...",
+                   help="several seeds: the rules run as a sweep (mean and 95%% CI over seeds) "
+                        "(default: --seed's one)")
+    _run_options(p, d)
+    _checkpoint_options(p)
+    p = sub.add_parser(
+        "sweep", help="run rules x seeds x hyperparameter grids as one batched program",
+        description="Runs every rule at every grid point with every seed, trained together as one "
+                    "batched program (each run equal to the same run alone), chooses each rule's "
+                    "grid point on a validation split of the clients' training data, and reports "
+                    "mean and 95% CI over seeds and differences paired on seeds against "
+                    "--baseline: a table, CSV/JSON and plots in --out.",
+        formatter_class=HelpFormatter)
+    g = p.add_argument_group("runs")
+    g.add_argument("--compare", metavar="R1,R2,...", default=",".join(DEFAULT_RULES),
+                   help="the rules (and methods)")
+    g.add_argument("--seeds", metavar="S1,S2,...", default=DEFAULT_SEEDS,
+                   help="the seeds, each a run of every rule at every grid point")
+    g.add_argument("--rule-option", action="append", default=[], metavar="[RULE:]KEY=VALUE",
+                   help="a rule hyperparameter fixed for every run (repeatable)")
+    g.add_argument("--grid", action="append", default=[], metavar="RULE:KEY=V1,V2,...",
+                   help="values of a rule hyperparameter to try, e.g. term:tilt=0.1,1,10 "
+                        "(repeatable; several options of a rule combine); needs --validation")
+    g.add_argument("--baseline", default="fedavg",
+                   help="the rule the paired differences are taken against ('' for none)")
+    g.add_argument("--select", default="acc_mean", metavar="METRIC",
+                   help="the metric whose validation value picks each rule's grid point")
+    _run_options(p, d)
+    _checkpoint_options(p)
+    p.set_defaults(threads=None)  # see --threads: the idle cores
+    sub.add_parser("rules", help="list every rule, server optimizer and method with its options",
+                   description="Lists every rule and server optimizer with its options and "
+                               "defaults, and the methods (their options: --rule-option).")
+    from fastfair.reproduce.command import add_parser
+
+    add_parser(sub)
+    return parser
+
+
+def _checkpoint_options(p: argparse.ArgumentParser) -> None:
+    """``--checkpoint-every`` and ``--resume``, the same for an experiment and a sweep."""
+    g = p.add_argument_group("checkpoints")
+    g.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
+                   help="save a checkpoint every N rounds (0: never)")
+    g.add_argument("--resume", type=Path, metavar="DIR",
+                   help="continue the run (experiment or sweep) saved in DIR, bit-identical to "
+                        "an uninterrupted one; takes no other run option")
+
+
+def _run_options(p: argparse.ArgumentParser, d: Any) -> None:
+    """The options ``simulate`` and ``sweep`` share: one per configuration field
+    (:mod:`fastfair.cli_options`; ``dataset`` and ``clients`` inferred when not given), then
+    output, logging and execution."""
+    from fastfair.methods import METHODS
+    from fastfair.sim.config import DATA, EVALUATION, EXECUTION, TRAINING
+
+    p.add_argument("--config", type=Path, metavar="FILE", help=(
+        "read the run's options from a TOML, YAML or JSON file: SimulationConfig's fields and "
+        "rules, seeds, rule_options, grid, baseline, select, checkpoint_every (a run folder's "
+        "config.json or sweep.json runs that run again); options typed here override it"))
+    # One section per title: a field's section that the command already has (simulate's
+    # "rules") takes its options there, not in a second section of the same title.
+    groups = {g.title: g for g in p._action_groups}
+    for title in (DATA, TRAINING, EVALUATION, EXECUTION):
+        groups.setdefault(title, p.add_argument_group(title))
+    inferred = {"dataset": f"default {d.dataset}, digits for " + ", ".join(METHODS),
+                "clients": f"default {d.clients}, or every user of a data set with its own "
+                           "clients (read from --data-dir)"}
+    add_config_options(lambda t: groups[t] if t in groups
+                       else groups.setdefault(t, p.add_argument_group(t)), type(d), inferred)
+    g = groups[EVALUATION]
+    g.add_argument("--out", type=Path, help="output folder (default: a fresh folder)")
+    g.add_argument("--log", metavar="L1,L2", default="",
+                   help="also stream every round, while it runs, to csv (--out/rounds.csv), "
+                        "tensorboard (--out/tensorboard/, for tensorboard --logdir) and/or wandb "
+                        "(Weights & Biases, when installed)")
+    g.add_argument("--log-level", choices=LOG_LEVELS,
+                   help="messages shown on standard error (default: info, or warning with "
+                        "--quiet); debug adds a line per evaluation round")
+    g.add_argument("--quiet", action="store_true",
+                   help="no progress bar (shown only in a terminal anyway), and only warnings "
+                        "and errors")
+    groups[EXECUTION].add_argument(
+        "--threads", type=int, default=1,
+        help="torch and fastfair kernel threads per process (default: simulate 1, which does "
+             "not collapse on a busy machine; sweep: the cores idle at the start, up to 4, as "
+             "one batched program of many runs fills them)")
