@@ -291,7 +291,7 @@ def read_groups_file(path: str, dataset: FederatedDataset) -> np.ndarray:
     import csv
     import io
 
-    from fastfair.sim.checkpoint import open_regular
+    from fastfair._files import open_regular
 
     names = {str(u): k for k, u in enumerate(getattr(dataset, "users", []) or [])}
     K = dataset.num_clients

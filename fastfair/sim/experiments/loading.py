@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 import numpy as np
 import torch
 
-from fastfair.sim import checkpoint
+from fastfair import _files as files
 from fastfair.sim.experiments import common, experiment, sweep
 from fastfair.sim.experiments.run_folder import kind
 from fastfair.sim.reporting import report
@@ -68,7 +68,7 @@ def _state(out: Path, saved: Dict[str, Any], name: str) -> Optional[Dict[str, An
 
 
 def _histories(out: Path) -> Dict[str, List[Dict[str, Any]]]:
-    histories = checkpoint.read_json_file(out / "metrics.json", "metrics")
+    histories = files.read_json_file(out / "metrics.json", "metrics")
     if not isinstance(histories, dict):
         raise ValueError(f"{out / 'metrics.json'} is not an object of run histories")
     return histories
@@ -91,7 +91,7 @@ def _load_experiment(out: Path) -> experiment.ExperimentResult:
             table = np.array(rows[1:], dtype=np.float64).reshape(-1, len(rows[0]))
             eval_ids = table[:, 0].astype(np.int64)
             finals = {rule: table[:, j + 1] for j, rule in enumerate(rows[0][1:])}
-        summary = checkpoint.read_json_file(out / "summary.json", "summary") \
+        summary = files.read_json_file(out / "summary.json", "summary") \
             if (out / "summary.json").exists() else report.summarize(histories, {})
         models = _models(out / experiment.MODELS_FILE)
     else:

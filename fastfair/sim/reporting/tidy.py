@@ -16,7 +16,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
-from fastfair.sim.checkpoint import writing
+from fastfair._files import atomic
 
 #: The tables :func:`round_records` and :func:`client_records` make.
 KINDS = ("rounds", "clients")
@@ -99,7 +99,7 @@ def write_client_accuracy(path: Path, rows: Sequence[Mapping[str, Any]]) -> None
     """Writes client records (:func:`client_records`) as a CSV file ``path`` (accuracy with 6
     significant digits); no rows: the header ``run, client, accuracy`` alone."""
     columns = list(rows[0]) if rows else ["run", "client", "accuracy"]
-    with writing(path), open(path, "w", newline="") as f:
+    with atomic(path, text=True) as f:
         writer = csv.DictWriter(f, fieldnames=columns)
         writer.writeheader()
         writer.writerows({**row, "accuracy": f"{row['accuracy']:.6g}"} for row in rows)
