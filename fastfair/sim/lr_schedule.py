@@ -73,8 +73,8 @@ def parse_lr_schedule(text: str, lr: float, rounds: int) -> LRSchedule:
     for pair in filter(None, rest.split(",")):
         key, eq, value = pair.partition("=")
         if not eq or key not in spec:
-            options = ", ".join(f"{k}=..." for k in spec)
-            raise ValueError(f"{where}: {kind} takes {options}; got {pair!r}")
+            takes = ", ".join(f"{k}=..." for k in spec)
+            raise ValueError(f"{where}: {kind} takes {takes}; got {pair!r}")
         kind_of = spec[key][0]
         try:
             given[key] = kind_of(value)
@@ -82,7 +82,8 @@ def parse_lr_schedule(text: str, lr: float, rounds: int) -> LRSchedule:
             what = "an integer" if kind_of is int else "a number"
             raise ValueError(f"{where}: {kind}'s {key} must be {what}; got {value!r}") from None
     defaults = {"rounds": rounds} if kind == "cosine" else {}
-    options = {k: given.get(k, defaults.get(k, default)) for k, (_, default) in spec.items()}
+    options: Dict[str, Any] = {k: given.get(k, defaults.get(k, default))
+                               for k, (_, default) in spec.items()}
     missing = [k for k, v in options.items() if v is None]
     if missing:
         raise ValueError(f"{where}: {kind} needs {', '.join(f'{k}=...' for k in missing)}")

@@ -281,9 +281,9 @@ def build_dataset(config: SimulationConfig) -> FederatedDataset:
     from fastfair.sim.data.base import dominant_classes, read_groups_file, with_groups
 
     dataset: FederatedDataset = get_dataset_builder(config.dataset)(config)
-    if getattr(config, "groups_file", None) is not None:
-        dataset = with_groups(dataset, read_groups_file(config.groups_file, dataset),
-                              config.groups_file)
+    groups_file = getattr(config, "groups_file", None)
+    if groups_file is not None:
+        dataset = with_groups(dataset, read_groups_file(groups_file, dataset), groups_file)
     elif getattr(config, "group_by_class", False):
         dataset = with_groups(dataset, dominant_classes(dataset), "dominant classes")
     return dataset

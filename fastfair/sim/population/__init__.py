@@ -117,7 +117,8 @@ def build_population(source: str, num_clients: int, seed: int,
 
 
 def _replaced(tier: Tier, field: str, value: float) -> Tier:
-    return dataclasses.replace(tier, **{field: value})
+    changes: Dict[str, Any] = {field: value}
+    return dataclasses.replace(tier, **changes)
 
 
 def build_selection(config: Any, dataset: Any, num_params: int,

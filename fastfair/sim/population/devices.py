@@ -327,13 +327,17 @@ def read_population_csv(path: str, num_clients: int) -> Tuple[List[Tier],
             raise ValueError(f"population file {path} row {line}: {column} must be a number; "
                              f"got {text!r}") from None
 
+    def row_tier(name: str, share: float, row: Dict[str, str], line: int) -> Tier:
+        speed, down, up, dropout = (number(row, line, c, float("nan")) for c in _NUMBERS)
+        return Tier(name, share, speed, down, up, dropout,
+                    window_start=number(row, line, "window_start", 22.0),
+                    window_end=number(row, line, "window_end", 6.0))
+
     if not by_id:
         tiers = []
         for line, row in enumerate(rows, 2):
-            tier = Tier(row["tier"].strip(), number(row, line, "share", float("nan")),
-                        *(number(row, line, c, float("nan")) for c in _NUMBERS),
-                        window_start=number(row, line, "window_start", 22.0),
-                        window_end=number(row, line, "window_end", 6.0))
+            tier = row_tier(row["tier"].strip(), number(row, line, "share", float("nan")),
+                            row, line)
             tier.check(f"population file {path} row {line}")
             tiers.append(tier)
         return tiers, None
@@ -353,9 +357,7 @@ def read_population_csv(path: str, num_clients: int) -> Tuple[List[Tier],
             raise ValueError(f"population file {path} row {line}: id {k} is out of [0, "
                              f"{num_clients}) or listed twice")
         table_tier[k] = labels.index((row.get("tier") or "all").strip())
-        values = Tier(str(k), 1.0, *(number(row, line, c, float("nan")) for c in _NUMBERS),
-                      window_start=number(row, line, "window_start", 22.0),
-                      window_end=number(row, line, "window_end", 6.0))
+        values = row_tier(str(k), 1.0, row, line)
         values.check(f"population file {path} row {line}")
         for c in table:
             table[c][k] = getattr(values, c)

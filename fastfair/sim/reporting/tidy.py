@@ -70,7 +70,7 @@ def to_pandas(rows: List[Dict[str, Any]]) -> Any:
         pandas is not installed; the message says how to install it.
     """
     try:
-        import pandas
+        import pandas  # type: ignore[import-untyped]
     except ModuleNotFoundError as exc:
         if exc.name != "pandas":
             raise
