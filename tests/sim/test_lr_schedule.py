@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import io
 import math
 
 import pytest
-import torch
 
 from fastfair.sim import Simulation, SimulationConfig
 from fastfair.sim.lr_schedule import LRSchedule, parse_lr_schedule, round_lr
+from tests.helpers.runs import assert_resume_matches
 
 
 def test_step_is_the_authors_decay_by_hand():
@@ -75,14 +74,4 @@ def test_the_rounds_train_at_the_schedule_and_resume_exactly(monkeypatch):
     assert rates == [config.client_lr(t) for t in range(1, 6)]
     assert rates[0] == 0.2
     assert rates[2] == pytest.approx(0.02 + 0.09 * (1 + math.cos(0.4 * math.pi)))
-    first = Simulation(config)
-    for _ in range(2):
-        first.step()
-    buffer = io.BytesIO()
-    torch.save(first.state_dict(), buffer)
-    buffer.seek(0)
-    resumed = Simulation(config)
-    resumed.load_state_dict(torch.load(buffer))
-    for _ in range(3):
-        resumed.step()
-    assert torch.equal(resumed.params, straight.params)
+    assert_resume_matches(config, straight, 2, 3)

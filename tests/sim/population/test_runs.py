@@ -115,23 +115,9 @@ def test_tiers_may_be_the_data_sets_groups():
 
 
 def test_two_processes_match_one(tmp_path):
-    import os
-    import subprocess
-    import sys
-
-    from tests.helpers import ROOT
-    from tests.helpers.runs import assert_runs_match
-    from tests.sim.rounds.test_engine import _finish, _run
+    from tests.helpers.runs import assert_two_processes_match_one
 
     args = ["--rule", "fedavg", "--rounds", "4", "--clients", "60", "--per-round", "6",
             "--eval-every", "2", "--quiet", "--population", "devices", "--population-option",
             "process=sessions", "--policy", "overselect", "--over-select", "0.5"]
-    code, err = _finish(_run([*args, "--out", str(tmp_path / "one")]))
-    assert code == 0, err
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
-    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                          "--nproc-per-node", "2", "-m", "fastfair", "simulate", *args, "--out",
-                          str(tmp_path / "two")], cwd=ROOT, env=env, capture_output=True,
-                         timeout=300)
-    assert two.returncode == 0, two.stderr.decode()[-2000:]
-    assert_runs_match(tmp_path / "one", tmp_path / "two")
+    assert_two_processes_match_one(tmp_path, args)

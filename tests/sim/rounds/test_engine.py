@@ -23,7 +23,7 @@ from fastfair.sim.data.validation import ValidationSplit
 from fastfair.sim.experiments.sweep import Sweep
 from fastfair.sim.models.flat import MLP, LogisticRegression
 from tests.helpers import ROOT
-from tests.helpers.runs import assert_runs_match
+from tests.helpers.runs import assert_two_processes_match_one
 
 TINY = ["--clients", "60", "--per-round", "6", "--eval-every", "2", "--quiet"]
 
@@ -198,15 +198,7 @@ def test_resume_after_kill_reproduces_the_run(tmp_path):
     ["--compare", "fedavg,fedprox,fedcvar", "--seeds", "0,1", "--rounds", "4", *TINY],
 ], ids=["simulate", "sweep"])
 def test_two_processes_match_one(tmp_path, args):
-    code, err = _finish(_run([*args, "--out", str(tmp_path / "one")]))
-    assert code == 0, err
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
-    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                          "--nproc-per-node", "2", "-m", "fastfair", "simulate", *args, "--out",
-                          str(tmp_path / "two")], cwd=ROOT, env=env, capture_output=True,
-                         timeout=300)
-    assert two.returncode == 0, two.stderr.decode()[-2000:]
-    assert_runs_match(tmp_path / "one", tmp_path / "two")
+    assert_two_processes_match_one(tmp_path, args)
 
 
 def test_cross_silo_rule_needs_every_client():
