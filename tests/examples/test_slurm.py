@@ -20,11 +20,11 @@ def test_the_job_is_valid_bash():
 
 
 def test_the_job_passes_options_fastfair_simulate_has():
-    from fastfair.cli import _parser
+    from fastfair.cli_parser import build_parser
 
     command = JOB.read_text().split("-m fastfair simulate", 1)[1]
     options = re.findall(r"(--[a-z-]+)", command)
     assert options, "the job runs no fastfair simulate"
-    known = {o for action in _parser()._subparsers._group_actions[0].choices[
+    known = {o for action in build_parser()._subparsers._group_actions[0].choices[
         "simulate"]._actions for o in action.option_strings}
     assert set(options) <= known, sorted(set(options) - known)

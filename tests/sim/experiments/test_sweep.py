@@ -189,8 +189,8 @@ def test_grid_points_combine_every_value():
     (dict(grid={"qfedavg": {"q": [1.0]}}), "not run"),
     (dict(baseline="afl"), "baseline"),
     (dict(seeds=[0, 0]), "seeds"),
-    (dict(seeds="0"), r"seeds must be an integer or a list of integers >= 0, e\.g\. \[0, 1, 2\]; "
-                      r"got '0'"),
+    (dict(seeds="0"), r"seeds \(--seeds\) must be an integer or a list of integers >= 0, "
+                      r"e\.g\. \[0, 1, 2\]; got '0'"),
     (dict(grid={"term": {"tilt": []}}, ), "non-empty"),
     (dict(rule_options={"term": {"tlt": 1.0}}), "tilt"),
 ])
