@@ -10,6 +10,20 @@ them, :mod:`fastfair.reproduce.run` runs them and writes the comparison, and
 schemes do not express.
 """
 
-from fastfair.reproduce.table import TABLES_DIR, TableSpec, load_table, table_names
+from typing import TYPE_CHECKING
 
-__all__ = ["TABLES_DIR", "TableSpec", "load_table", "table_names"]
+from fastfair._lazy import lazy_exports
+
+if TYPE_CHECKING:  # the names as type checkers see them (tests/test_layout.py: the same)
+    from fastfair.reproduce.table import (  # noqa: F401
+        TABLES_DIR,
+        TableSpec,
+        load_table,
+        table_names,
+    )
+
+#: Each submodule and the public names it defines, imported on first use (PEP 562), so that
+#: the command line's parser (``fastfair --help``) adds ``reproduce`` without reading a table.
+_EXPORTS = {"fastfair.reproduce.table": ("TABLES_DIR", "TableSpec", "load_table", "table_names")}
+__all__ = sorted(name for names in _EXPORTS.values() for name in names)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
