@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Any, Dict
+from typing import TYPE_CHECKING, Any, Dict
 
-from docutils import nodes
+if TYPE_CHECKING:  # Sphinx's docutils, there when the site builds; to_text needs none
+    from docutils import nodes
 
 #: TeX commands written as the symbol they stand for (longest names first, so that ``\\leq`` is
 #: not read as ``\\le`` followed by ``q``).
@@ -54,15 +55,19 @@ def to_text(tex: str) -> str:
     return _COMMAND.sub(lambda m: SYMBOLS[m.group(1)], text)
 
 
-def _inline(self: Any, node: nodes.Element) -> None:
+def _inline(self: Any, node: "nodes.Element") -> None:
     self.body.append(f'<span class="math notranslate">{html.escape(to_text(node.astext()))}'
                      "</span>")
+    from docutils import nodes
+
     raise nodes.SkipNode
 
 
-def _block(self: Any, node: nodes.Element) -> None:
+def _block(self: Any, node: "nodes.Element") -> None:
     self.body.append(f'<pre class="math notranslate">{html.escape(to_text(node.astext()))}'
                      "</pre>\n")
+    from docutils import nodes
+
     raise nodes.SkipNode
 
 
