@@ -68,9 +68,9 @@ nitpick_ignore_regex = [
     # attribute docstring's "First words: ..." as a type.
     (r"py:.*", r"(.*\.)?_\w*(\..*)?"),
     (r"py:.*", r".*\s.*"),
-    # Type variables (``T``) in signatures; torch's ``Module`` in docstrings that nn.Module's
-    # methods (forward) inherit.
-    (r"py:class", r"(.*\.)?[A-Z]"),
+    # Type variables (``T``, a registry's ``Builder``, the Flower reader's ``Reply``) in
+    # signatures; torch's ``Module`` in docstrings that nn.Module's methods (forward) inherit.
+    (r"py:class", r"(.*\.)?([A-Z]|Builder|Reply)"),
     (r"py:class", r"Module"),
     (r"py:.*", (r"(numpy|np|torch|flwr|scipy|pathlib|argparse|logging|typing|collections|"
                 r"concurrent|contextlib|dataclasses|enum|io|os|json|re|abc|types|random)"

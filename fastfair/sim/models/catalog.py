@@ -1,5 +1,5 @@
 """Every model of the simulator, registered by name on its builder
-(:func:`fastfair.sim.names.register_model`): the flat models of :mod:`.flat` and the papers'
+(:func:`fastfair.sim.registry.register_model`): the flat models of :mod:`.flat` and the papers'
 networks of :mod:`.zoo`, each the default of its data set. The builders import their networks
 (and torch) when they run, so the names cost nothing to list; :func:`build_model` builds one
 for a data set under the run's seed.
