@@ -1,9 +1,9 @@
 """Every data set of the simulator, registered by name on its builder
 (:func:`fastfair.sim.registry.register_dataset`): the generated ones (:mod:`.synthetic`,
 :mod:`.grouped`, scikit-learn's digits in :mod:`fastfair.sim.data.arrays`) and those read
-from files in their standard formats, LEAF JSON (:mod:`.leaf`), torchvision's layouts (:mod:`.vision`), a folder
-of per-client ``.npz`` files (:mod:`.npz`), image files in class folders (:mod:`.image_folder`)
-and UCI Adult (:mod:`.adult`). The builders import their loaders (and torch) when
+from files in their standard formats, LEAF JSON (:mod:`.leaf`), torchvision's layouts
+(:mod:`.vision`), a folder of per-client ``.npz`` files (:mod:`.npz`), image files in class
+folders (:mod:`.image_folder`) and UCI Adult (:mod:`.adult`). The builders import their loaders (and torch) when
 they run, so the names cost nothing to list.
 
 A builder takes the run's configuration (the fields of

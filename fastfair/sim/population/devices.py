@@ -35,6 +35,7 @@ import numpy as np
 from fastfair.sim.seeding import Stream, keys, uniform
 
 DAY = 86400.0
+#: The availability processes of a population over virtual time.
 PROCESSES = ("always", "bernoulli", "diurnal", "sessions")
 
 

@@ -32,6 +32,7 @@ import numpy as np
 from fastfair.sim.population.devices import Population
 from fastfair.sim.seeding import Stream, round_keys, uniform
 
+#: The selection policies: wait for all invited, over-select, or a deadline.
 POLICIES = ("all", "overselect", "deadline")
 
 
