@@ -3,8 +3,8 @@
 :mod:`.grouped`, scikit-learn's digits in :mod:`fastfair.sim.data.arrays`) and those read
 from files in their standard formats, LEAF JSON (:mod:`.leaf`), torchvision's layouts
 (:mod:`.vision`), a folder of per-client ``.npz`` files (:mod:`.npz`), image files in class
-folders (:mod:`.image_folder`) and UCI Adult (:mod:`.adult`). The builders import their loaders (and torch) when
-they run, so the names cost nothing to list.
+folders (:mod:`.image_folder`) and UCI Adult (:mod:`.adult`). The builders import their
+loaders (and torch) when they run, so the names cost nothing to list.
 
 A builder takes the run's configuration (the fields of
 :class:`~fastfair.sim.config.SimulationConfig` it reads) and returns a
