@@ -2,21 +2,21 @@
 express, built from the real files of a data set into an in-memory
 :class:`~fastfair.sim.data.arrays.ArrayDataset` (nothing is written to disk).
 
-=================  ============================================================================
-``mnist-powerlaw``  the FedProx / q-FFL MNIST split the FairAvg paper's Table 2 uses: K clients,
-                    client k holding the digits ``k mod 10`` and ``(k + 1) mod 10``, each of its
-                    two digits ``5 + floor((n_c - 5 * slots_c) * s / sum(s))`` training images
-                    with log-normal shares ``s ~ LogNormal(0, sigma)`` (a power law in the
-                    client sizes); its test images follow its digits in proportion
-                    (:func:`~fastfair.sim.data.vision.match_test_split`).
-``mnist-rare``      the restricted-availability split of the Fed-CVaR-Avg paper's MNIST runs:
-                    the digits outside ``rare_classes`` split evenly over the first
-                    ``K - rare_clients`` clients, the rare digits evenly over the last
-                    ``rare_clients`` (the least available under the ``ram`` availability,
-                    whose clients come most available first); test images likewise, so the
-                    pooled accuracy is the full test set's and group 1 (the rare clients)
-                    holds every rare digit.
-=================  ============================================================================
+``mnist-powerlaw``
+    the FedProx / q-FFL MNIST split the FairAvg paper's Table 2 uses: K clients,
+    client k holding the digits ``k mod 10`` and ``(k + 1) mod 10``, each of its
+    two digits ``5 + floor((n_c - 5 * slots_c) * s / sum(s))`` training images
+    with log-normal shares ``s ~ LogNormal(0, sigma)`` (a power law in the
+    client sizes); its test images follow its digits in proportion
+    (:func:`~fastfair.sim.data.vision.match_test_split`).
+``mnist-rare``
+    the restricted-availability split of the Fed-CVaR-Avg paper's MNIST runs:
+    the digits outside ``rare_classes`` split evenly over the first
+    ``K - rare_clients`` clients, the rare digits evenly over the last
+    ``rare_clients`` (the least available under the ``ram`` availability,
+    whose clients come most available first); test images likewise, so the
+    pooled accuracy is the full test set's and group 1 (the rare clients)
+    holds every rare digit.
 """
 
 from __future__ import annotations
