@@ -159,8 +159,10 @@ def test_lazy_packages_show_type_checkers_the_names_they_export():
                    for node in top.body if isinstance(node, ast.ImportFrom)
                    for alias in node.names}
         exports = next(ast.literal_eval(node.value) for node in tree.body
-                       if isinstance(node, ast.Assign)
-                       and getattr(node.targets[0], "id", "") == "_EXPORTS")
+                       if (isinstance(node, ast.Assign)
+                           and getattr(node.targets[0], "id", "") == "_EXPORTS")
+                       or (isinstance(node, ast.AnnAssign) and node.value is not None
+                           and getattr(node.target, "id", "") == "_EXPORTS"))
         assert checked == {(m, n) for m, names in exports.items() for n in names}, path
 
 
