@@ -47,10 +47,11 @@ def assert_two_processes_match_one(tmp_path: Path, args: Sequence[str]) -> None:
     assert_runs_match(tmp_path / "one", tmp_path / "two")
 
 
-def assert_resume_matches(config: Any, straight: Any, before: int, after: int) -> None:
+def assert_resume_matches(config: Any, straight: Any, before: int, after: int) -> Any:
     """A :class:`~fastfair.sim.Simulation` of ``config`` played ``before`` rounds, saved with
     ``torch.save``, loaded into a fresh one and played ``after`` more ends with the parameters
-    of ``straight`` (the same config played ``before + after`` rounds at once)."""
+    of ``straight`` (the same config played ``before + after`` rounds at once); returns that
+    resumed simulation, for checks of more of its state."""
     import torch
 
     from fastfair.sim import Simulation
@@ -66,3 +67,4 @@ def assert_resume_matches(config: Any, straight: Any, before: int, after: int) -
     for _ in range(after):
         resumed.step()
     assert torch.equal(resumed.params, straight.params)
+    return resumed

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import torch
+import pytest
 
 from fastfair.cli import main
 from fastfair.sim import Experiment, Simulation, SimulationConfig, Sweep
 from fastfair.sim.population import time_to_accuracy
+from tests.helpers.runs import assert_resume_matches
 
 TINY = dict(clients=40, per_round=5, rounds=4, eval_every=2, population="devices",
             population_options={"process": "diurnal", "track_participation": True},
@@ -62,25 +63,13 @@ def test_a_resumed_run_is_the_uninterrupted_run():
     straight = Simulation(config)
     for _ in range(6):
         straight.step()
-    first = Simulation(config)
-    for _ in range(3):
-        first.step()
-    state = first.state_dict()
-    resumed = Simulation(config)
-    resumed.load_state_dict(state)
-    for _ in range(3):
-        resumed.step()
-    assert torch.equal(resumed.params, straight.params)
+    resumed = assert_resume_matches(config, straight, 3, 3)
     assert _without_times({"r": resumed.history}) == _without_times({"r": straight.history})
     assert resumed.availability.clock == straight.availability.clock
     # a checkpoint without a clock does not fit a population run, and changes nothing
     plain = Simulation(SimulationConfig(clients=40, per_round=5, rounds=6)).state_dict()
-    try:
+    with pytest.raises(ValueError, match="population"):
         Simulation(config).load_state_dict(plain)
-    except ValueError as e:
-        assert "population" in str(e)
-    else:
-        raise AssertionError("a checkpoint without the population's state was accepted")
 
 
 def test_rules_over_the_tiers_and_time_to_accuracy():
