@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import html
 import re
-from typing import TYPE_CHECKING, Any, Dict
+from typing import TYPE_CHECKING, Any, Dict, NoReturn
 
 if TYPE_CHECKING:  # Sphinx's docutils, there when the site builds; to_text needs none
     from docutils import nodes
@@ -55,20 +55,23 @@ def to_text(tex: str) -> str:
     return _COMMAND.sub(lambda m: SYMBOLS[m.group(1)], text)
 
 
-def _inline(self: Any, node: "nodes.Element") -> None:
-    self.body.append(f'<span class="math notranslate">{html.escape(to_text(node.astext()))}'
-                     "</span>")
+def _skip_node() -> NoReturn:
+    """Ends the node's visit (Sphinx's docutils is loaded only while the site builds)."""
     from docutils import nodes
 
     raise nodes.SkipNode
+
+
+def _inline(self: Any, node: "nodes.Element") -> None:
+    self.body.append(f'<span class="math notranslate">{html.escape(to_text(node.astext()))}'
+                     "</span>")
+    _skip_node()
 
 
 def _block(self: Any, node: "nodes.Element") -> None:
     self.body.append(f'<pre class="math notranslate">{html.escape(to_text(node.astext()))}'
                      "</pre>\n")
-    from docutils import nodes
-
-    raise nodes.SkipNode
+    _skip_node()
 
 
 def setup(app: Any) -> Dict[str, Any]:
