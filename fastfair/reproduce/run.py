@@ -35,6 +35,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from fastfair.reproduce.prepare import build_split, data_folder
 from fastfair.reproduce.table import Column, TableSpec
 from fastfair.sim.reporting.stats import mean_ci, paired_difference
+from fastfair.sim.reporting.sweep_report import scale
 
 #: The verdicts, best first.
 VERDICTS = ("reproduced", "within noise", "not reproduced")
@@ -46,9 +47,9 @@ FIELDS = ("column", "metric", "rule", "paper", "ours_mean", "ours_half", "seeds"
 @dataclass
 class Row:
     """One rule of one column on one metric (the table's, or one of its ``also``): the
-    paper's value, ours (mean and half-width of the 95 %
-    interval over ``seeds``, in %), the differences to the baseline (None for the baseline
-    itself or where the paper gives no number), the verdict and its reason, and the column's
+    paper's value, ours (mean and half-width of the 95 % interval over ``seeds``, in %, a
+    variance in %²), the differences to the baseline (None for the baseline itself or where
+    the paper gives no number), the verdict and its reason, and the column's
     wall time in seconds."""
 
     column: str
@@ -191,7 +192,7 @@ def run_table(spec: TableSpec, data_dir: Optional[str], out: Path, *, full: bool
         seconds = time.perf_counter() - begun
         for metric in (spec.metric, *spec.also):
             rows += column_rows(spec, column, metric,
-                                {(r.rule, r.seed): 100 * r.last(metric) for r in result.runs},
+                                {(r.rule, r.seed): r.last(metric) for r in result.runs},
                                 run.rules or [], seconds)
         if on_column is not None:
             on_column(column.name, seconds)
@@ -204,15 +205,18 @@ def run_table(spec: TableSpec, data_dir: Optional[str], out: Path, *, full: bool
 def column_rows(spec: TableSpec, column: Column, metric: str,
                 values: Dict[Tuple[str, int], float], rules: Sequence[str],
                 seconds: float) -> List[Row]:
-    """The rows of one column on ``metric`` from each run's final value in %
-    (``{(rule, seed): value}``): per rule its mean and interval over the table's seeds and,
+    """The rows of one column on ``metric`` from each run's final value
+    (``{(rule, seed): value}``, a fraction), shown as
+    :func:`~fastfair.sim.reporting.sweep_report.scale` shows it (accuracies in %, their
+    variance in %²): per rule its mean and interval over the table's seeds and,
     beside the baseline, the paired difference to it with the :func:`verdict` (the paper's
     numbers are on the table's metric; the ``also`` metrics have none)."""
     rows = []
     paper_numbers = column.paper if metric == spec.metric else {}
-    base = {s: values[(spec.baseline, s)] for s in spec.seeds}
+    factor = scale(metric)
+    base = {s: factor * values[(spec.baseline, s)] for s in spec.seeds}
     for rule in rules:
-        mine = {s: values[(rule, s)] for s in spec.seeds}
+        mine = {s: factor * values[(rule, s)] for s in spec.seeds}
         mean, half = mean_ci(list(mine.values()))
         paper = paper_numbers.get(rule)
         if rule == spec.baseline:

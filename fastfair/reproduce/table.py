@@ -7,7 +7,7 @@
     title = "FairAvg vs FedAvg: accuracy of the aggregate model at the final round"
     paper = "U. Michieli and M. Ozay, Are All Users Treated Fairly in FL Systems? CVPR-W 2021"
     source = "Table 2"                 # the exact table or figure the numbers come from
-    metric = "acc_weighted_mean"       # the run metric compared (a fraction; shown in %)
+    metric = "acc_weighted_mean"       # the run metric compared (shown in %; a variance in %²)
     metric_label = "accuracy (%) on the pooled test samples of every client"
     baseline = "fedavg"                # differences are paired on seeds against this rule
     seeds = [0, 1, 2]

@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from fastfair.reproduce.run import FIELDS, run_table, verdict
+from fastfair.reproduce.run import FIELDS, column_rows, run_table, verdict
 from fastfair.reproduce.table import load_table
 
 
@@ -106,3 +106,18 @@ def test_a_used_out_folder_is_refused(tmp_path):
     (tmp_path / "out" / "x").write_text("")
     with pytest.raises(ValueError, match="--out .* must be an empty folder"):
         run_table(load_table(path), None, tmp_path / "out")
+
+
+def test_accuracies_are_shown_in_percent_and_their_variance_in_percent_squared(tmp_path):
+    path = tmp_path / "tiny.toml"
+    path.write_text(TABLE)
+    spec = load_table(path)
+    fractions = {("fedavg", 0): 0.0072, ("fedavg", 1): 0.0070, ("fairavg", 0): 0.0062,
+                 ("fairavg", 1): 0.0061}
+    variance = column_rows(spec, spec.columns[0], "acc_variance", fractions,
+                           ["fedavg", "fairavg"], 1.0)
+    assert variance[0].ours_mean == pytest.approx(71.0)
+    assert variance[1].ours_diff == pytest.approx(-9.5)
+    accuracy = column_rows(spec, spec.columns[0], "acc_weighted_mean", fractions,
+                           ["fedavg", "fairavg"], 1.0)
+    assert accuracy[0].ours_mean == pytest.approx(0.71)
