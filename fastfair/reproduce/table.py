@@ -22,6 +22,7 @@
 
     [full]                             # replaced with --full: the paper's setting
     rounds = 200
+    unset = ["local_steps"]            # options [run] sets that take their defaults again
 
     [[column]]
     name = "Synthetic, K' = 2"
@@ -118,11 +119,27 @@ class TableSpec:
 
     def options(self, column: Column, full: bool) -> Dict[str, Any]:
         """The configuration-file mapping of ``column``: ``[run]``, its ``run``, then with
-        ``full`` ``[full]`` and its ``full`` (later ones replace earlier keys)."""
+        ``full`` ``[full]`` and its ``full`` (later ones replace earlier keys; the options
+        their ``unset`` lists are dropped, so that they take their defaults).
+
+        Raises
+        ------
+        ValueError
+            ``unset`` that is not a list of option names.
+        """
         merged = {**self.run, **column.run}
         if full:
-            merged.update(self.full)
-            merged.update(column.full)
+            unset = ["unset"]
+            for where, part in (("[full]", self.full), (f"column {column.name!r} full",
+                                                         column.full)):
+                names = part.get("unset", [])
+                if not isinstance(names, list) or not all(isinstance(k, str) for k in names):
+                    raise ValueError(f"table file {self.path} {where}: unset must be a list of "
+                                     f"option names (e.g. [\"local_steps\"]); got {names!r}")
+                merged.update(part)
+                unset += names
+            for key in unset:
+                merged.pop(key, None)
         return merged
 
     def run_file(self, column: Column, full: bool) -> RunFile:

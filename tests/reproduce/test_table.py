@@ -66,6 +66,19 @@ def test_a_table_file_path_runs_as_a_name(tmp_path):
     assert spec.options(spec.columns[0], full=False)["rounds"] == 2
 
 
+def test_the_full_setting_unsets_the_options_it_lists(tmp_path):
+    path = tmp_path / "mine.toml"
+    path.write_text(TINY.replace("rounds = 2", "rounds = 2\nlocal_steps = 5")
+                    + '\n[full]\nunset = ["local_steps"]\nepochs = 3\n')
+    spec = load_table(path)
+    assert spec.options(spec.columns[0], full=False)["local_steps"] == 5
+    full = spec.options(spec.columns[0], full=True)
+    assert "local_steps" not in full and "unset" not in full and full["epochs"] == 3
+    path.write_text(TINY + '\n[full]\nunset = "local_steps"\n')
+    with pytest.raises(ValueError, match="unset must be a list of option names"):
+        load_table(path)
+
+
 @pytest.mark.parametrize("change, message", [
     (('baseline = "fedavg"', 'baseline = "term"'), "baseline 'term' is not among its rules"),
     (("fairavg = 2.0", "qfedavg = 2.0"), "paper gives numbers for ['qfedavg']"),
