@@ -35,7 +35,19 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from fastfair.reproduce.prepare import build_split, data_folder
 from fastfair.reproduce.table import Column, TableSpec
 from fastfair.sim.reporting.stats import mean_ci, paired_difference
-from fastfair.sim.reporting.sweep_report import scale
+
+
+def shown_scale(metric: str) -> float:
+    """The factor a table shows ``metric`` with, in the papers' units: a variance of
+    accuracies in %² (1e4), accuracies and AUROC (``acc_*``, ``auroc_*``, ``val_`` ones too) in
+    % (100), everything else (losses, Gini) as recorded (1)."""
+    base = metric[4:] if metric.startswith("val_") else metric
+    if base == "acc_variance":
+        return 1e4
+    if base.startswith(("acc_", "auroc_")) and not base.startswith("acc_gini"):
+        return 100.0
+    return 1.0
+
 
 #: The verdicts, best first.
 VERDICTS = ("reproduced", "within noise", "not reproduced")
@@ -207,13 +219,13 @@ def column_rows(spec: TableSpec, column: Column, metric: str,
                 seconds: float) -> List[Row]:
     """The rows of one column on ``metric`` from each run's final value
     (``{(rule, seed): value}``, a fraction), shown as
-    :func:`~fastfair.sim.reporting.sweep_report.scale` shows it (accuracies in %, their
-    variance in %²): per rule its mean and interval over the table's seeds and,
+    :func:`shown_scale` shows it (accuracies and AUROC in %, a variance
+    in %²): per rule its mean and interval over the table's seeds and,
     beside the baseline, the paired difference to it with the :func:`verdict` (the paper's
     numbers are on the table's metric; the ``also`` metrics have none)."""
     rows = []
     paper_numbers = column.paper if metric == spec.metric else {}
-    factor = scale(metric)
+    factor = shown_scale(metric)
     base = {s: factor * values[(spec.baseline, s)] for s in spec.seeds}
     for rule in rules:
         mine = {s: factor * values[(rule, s)] for s in spec.seeds}

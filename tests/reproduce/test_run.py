@@ -121,3 +121,6 @@ def test_accuracies_are_shown_in_percent_and_their_variance_in_percent_squared(t
     accuracy = column_rows(spec, spec.columns[0], "acc_weighted_mean", fractions,
                            ["fedavg", "fairavg"], 1.0)
     assert accuracy[0].ours_mean == pytest.approx(0.71)
+    auroc = column_rows(spec, spec.columns[0], "auroc_worst10", fractions,
+                        ["fedavg", "fairavg"], 1.0)
+    assert auroc[1].ours_mean == pytest.approx(0.615)
