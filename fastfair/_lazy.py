@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, List, Mapping, Sequence, Tuple
 
 
-def lazy_exports(package: str, exports: Dict[str, Tuple[str, ...]]) -> Tuple[
+def lazy_exports(package: str, exports: Mapping[str, Sequence[str]],
+                 subpackages: Tuple[str, ...] = ()) -> Tuple[
         Callable[[str], Any], Callable[[], List[str]]]:
     """The module ``__getattr__`` and ``__dir__`` of ``package`` whose public names live in
     its submodules: ``exports`` maps each submodule to the names it defines.
@@ -25,6 +26,9 @@ def lazy_exports(package: str, exports: Dict[str, Tuple[str, ...]]) -> Tuple[
         The package's ``__name__``.
     exports
         Each module (absolute name) -> the public names it defines.
+    subpackages
+        The package's sub-packages that are public names themselves (``package.NAME`` imports
+        ``package.NAME`` on first use).
 
     Returns
     -------
@@ -35,6 +39,8 @@ def lazy_exports(package: str, exports: Dict[str, Tuple[str, ...]]) -> Tuple[
     where = {name: module for module, names in exports.items() for name in names}
 
     def __getattr__(name: str) -> Any:
+        if name in subpackages:
+            return importlib.import_module(f"{package}.{name}")
         module = where.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
@@ -43,6 +49,6 @@ def lazy_exports(package: str, exports: Dict[str, Tuple[str, ...]]) -> Tuple[
         return value
 
     def __dir__() -> List[str]:
-        return sorted(set(vars(sys.modules[package])) | set(where))
+        return sorted(set(vars(sys.modules[package])) | set(where) | set(subpackages))
 
     return __getattr__, __dir__

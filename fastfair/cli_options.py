@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
-import importlib
 import json
 import typing
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set
@@ -142,7 +141,7 @@ def add_config_options(group: Callable[[str], Any], cls: type,
         else:
             kwargs["type"] = None if kind is str else kind
             if "choices" in meta:
-                kwargs["choices"] = _choices(meta["choices"])
+                kwargs["choices"] = list(meta["choices"])
         if f.name in inferred:
             kwargs["default"] = None
             text = f"{text}; {inferred[f.name]}" if text else inferred[f.name]
@@ -169,14 +168,6 @@ def _plain_type(annotation: Any) -> Any:
     if typing.get_origin(annotation) is typing.Union:
         annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
     return annotation if isinstance(annotation, type) else str
-
-
-def _choices(choices: Any) -> List[Any]:
-    """A field's choices: a sequence, or ``"module:NAME"``, the keys of that registry."""
-    if isinstance(choices, str):
-        module, _, name = choices.partition(":")
-        choices = getattr(importlib.import_module(module), name)
-    return list(choices)
 
 
 def parse_grid(pairs: Sequence[str], rules: Sequence[str],
@@ -275,7 +266,7 @@ def apply_file(args: argparse.Namespace, path: Any, typed: Set[str], cls: type) 
         value = run.config[f.name]
         if "choices" in f.metadata and value is not None and not isinstance(value, dict):
             try:  # as the option's choices are checked: before any other use of the value
-                check_name(f.name, value, [str(c) for c in _choices(f.metadata["choices"])])
+                check_name(f.name, value, [str(c) for c in f.metadata["choices"]])
             except ValueError as exc:
                 raise ValueError(f"{run.path}: {exc}") from None
         if _is_dict(f):

@@ -6,6 +6,7 @@ options, made from :class:`~fastfair.sim.config.SimulationConfig`'s fields
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +46,9 @@ def _banner() -> str:
 def build_parser() -> argparse.ArgumentParser:
     """The ``fastfair`` argument parser: its commands ``simulate``, ``sweep``, ``rules`` and
     ``reproduce``, each option with its help (built with NumPy alone)."""
-    from fastfair.aggregators.registry import RULES
+    from fastfair.aggregators.names import RULE_NAMES
     from fastfair.methods import METHODS
-    from fastfair.sim.config import SimulationConfig
 
-    d = SimulationConfig()
     parser = ArgumentParser(
         prog="fastfair", description=DESCRIPTION, epilog=_banner(),
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -63,19 +62,19 @@ def build_parser() -> argparse.ArgumentParser:
                     f" on Synthetic(1, 1) over seeds {DEFAULT_SEEDS} (as fastfair sweep).",
         formatter_class=HelpFormatter)
     g = p.add_argument_group("rules")
-    g.add_argument("--rule", choices=list(RULES) + list(METHODS),
+    g.add_argument("--rule", choices=list(RULE_NAMES) + list(METHODS),
                    help="run one rule (or method) (default: --compare's rules)")
     g.add_argument("--compare", metavar="R1,R2,...",
                    help=f"run several rules side by side (default: {','.join(DEFAULT_RULES)})")
     g.add_argument("--rule-option", action="append", default=[], metavar="[RULE:]KEY=VALUE",
                    help="a rule hyperparameter: RULE:KEY=VALUE for one rule (aaggff-d:cdf=frechet),"
                         " KEY=VALUE for every rule run (repeatable)")
-    g.add_argument("--seed", type=int, help=f"one seed (default {d.seed}, or the default "
-                                             f"comparison's seeds {DEFAULT_SEEDS})")
+    g.add_argument("--seed", type=int, help=f"one seed (default {_field_default('seed')}, or the "
+                                             f"default comparison's seeds {DEFAULT_SEEDS})")
     g.add_argument("--seeds", metavar="S1,S2,...",
                    help="several seeds: the rules run as a sweep (mean and 95%% CI over seeds) "
                         "(default: --seed's one)")
-    _run_options(p, d)
+    _run_options(p)
     _checkpoint_options(p)
     p = sub.add_parser(
         "sweep", help="run rules x seeds x hyperparameter grids as one batched program",
@@ -99,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the rule the paired differences are taken against ('' for none)")
     g.add_argument("--select", default="acc_mean", metavar="METRIC",
                    help="the metric whose validation value picks each rule's grid point")
-    _run_options(p, d)
+    _run_options(p)
     _checkpoint_options(p)
     p.set_defaults(threads=None)  # see --threads: the idle cores
     sub.add_parser("rules", help="list every rule, server optimizer and method with its options",
@@ -121,12 +120,20 @@ def _checkpoint_options(p: argparse.ArgumentParser) -> None:
                         "an uninterrupted one; takes no other run option")
 
 
-def _run_options(p: argparse.ArgumentParser, d: Any) -> None:
+def _field_default(name: str) -> Any:
+    """The default of :class:`~fastfair.sim.config.SimulationConfig`'s field ``name``, read
+    without building a config, whose checks load the rules."""
+    from fastfair.sim.config import SimulationConfig
+
+    return next(f.default for f in dataclasses.fields(SimulationConfig) if f.name == name)
+
+
+def _run_options(p: argparse.ArgumentParser) -> None:
     """The options ``simulate`` and ``sweep`` share: one per configuration field
     (:mod:`fastfair.cli_options`; ``dataset`` and ``clients`` inferred when not given), then
     output, logging and execution."""
     from fastfair.methods import METHODS
-    from fastfair.sim.config import DATA, EVALUATION, EXECUTION, TRAINING
+    from fastfair.sim.config import DATA, EVALUATION, EXECUTION, TRAINING, SimulationConfig
 
     p.add_argument("--config", type=Path, metavar="FILE", help=(
         "read the run's options from a TOML, YAML or JSON file: SimulationConfig's fields and "
@@ -137,11 +144,13 @@ def _run_options(p: argparse.ArgumentParser, d: Any) -> None:
     groups = {g.title: g for g in p._action_groups}
     for title in (DATA, TRAINING, EVALUATION, EXECUTION):
         groups.setdefault(title, p.add_argument_group(title))
-    inferred = {"dataset": f"default {d.dataset}, digits for " + ", ".join(METHODS),
-                "clients": f"default {d.clients}, or every user of a data set with its own "
-                           "clients (read from --data-dir)"}
+    inferred = {"dataset": f"default {_field_default('dataset')}, digits for "
+                           + ", ".join(METHODS),
+                "clients": f"default {_field_default('clients')}, or every user of a data set "
+                           "with its own clients (read from --data-dir)"}
     add_config_options(lambda t: groups[t] if t in groups
-                       else groups.setdefault(t, p.add_argument_group(t)), type(d), inferred)
+                       else groups.setdefault(t, p.add_argument_group(t)), SimulationConfig,
+                       inferred)
     g = groups[EVALUATION]
     g.add_argument("--out", type=Path, help="output folder (default: a fresh folder)")
     g.add_argument("--log", metavar="L1,L2", default="",

@@ -77,7 +77,7 @@ def _non_default(f, hints):
     if kind is bool:
         return [flag(f)], True
     if "choices" in f.metadata:
-        choice = next(c for c in cli_options._choices(f.metadata["choices"]) if c != default)
+        choice = next(c for c in f.metadata["choices"] if c != default)
         return [flag(f), choice], choice
     if kind in (int, typing.Optional[int]):
         value = 7 if default is None else default + 1

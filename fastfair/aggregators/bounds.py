@@ -37,9 +37,7 @@ import numpy as np
 
 from fastfair._arrays import dtype_name, from_host
 from fastfair.aggregators._checks import check_choice, check_scalar, host_array
-
-#: The references of ``max_update_norm``.
-NORM_REFERENCES = ("median", "absolute")
+from fastfair.aggregators.names import NORM_REFERENCES as NORM_REFERENCES  # re-exported
 
 
 def _optional_positive(value: Any, name: str) -> Optional[float]:

@@ -28,6 +28,8 @@ from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple, Type
 
 import numpy as np
 
+from fastfair.aggregators.names import OBJECTIVE_NAMES as OBJECTIVE_NAMES  # re-exported
+
 #: Config key naming the objective kind (``"proximal"``, ``"propfair"``, ``"cvar"``).
 OBJECTIVE_KEY = "fastfair-objective"
 #: Metric key under which Fed-CVaR-Avg clients report their trained threshold t'.
@@ -273,9 +275,6 @@ class CVaRObjective(ClientObjective):
         lr = options.pop("lr_threshold")
         return cls(**options, lr_threshold=None if lr is None or float(lr) < 0 else lr)
 
-
-#: The client objectives a run may choose (:mod:`fastfair.aggregators.compose`), by kind.
-OBJECTIVE_NAMES: Tuple[str, ...] = ("plain", "proximal", "propfair", "cvar")
 
 #: The rule whose options (names, defaults, checks) an objective takes, and which of them.
 OBJECTIVE_RULES: Dict[str, Tuple[str, Tuple[str, ...]]] = {

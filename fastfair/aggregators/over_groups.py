@@ -63,11 +63,11 @@ from fastfair.aggregators._state import FORMAT_VERSION
 from fastfair.aggregators._updates import squared_norms
 from fastfair.aggregators._weights import normalize
 from fastfair.aggregators.base import UPDATE_INPUTS, Aggregator, Commit
+from fastfair.aggregators.names import PRIORS as PRIORS  # re-exported
+from fastfair.aggregators.names import SHARES as SHARES  # re-exported
 from fastfair.aggregators.objectives import ClientObjective
 from fastfair.state import StateDict
 
-PRIORS = ("uniform", "size")
-SHARES = ("samples", "uniform")
 #: Rules with no group form, and why.
 REFUSED: Dict[str, str] = {
     "fedcvar": "Fed-CVaR-Avg's server takes the uniform mean of the relayed clients' (theta, t) "

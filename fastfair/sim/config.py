@@ -12,13 +12,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from fastfair._options import check_name, check_options, dataclass_options
-from fastfair.aggregators.bounds import NORM_REFERENCES, check_bound
-from fastfair.aggregators.compose import check_objective_options
-from fastfair.aggregators.over_groups import PRIORS, SHARES
-from fastfair.aggregators.registry import RULES as RULE_NAMES
+from fastfair.aggregators.names import (
+    NORM_REFERENCES,
+    OBJECTIVE_NAMES,
+    PRIORS,
+    RULE_NAMES,
+    SERVER_OPTIMIZER_NAMES,
+    SHARES,
+)
 from fastfair.methods import METHODS
 from fastfair.sim import names
 from fastfair.sim.lr_schedule import parse_lr_schedule, round_lr
+from fastfair.sim.names import AVAILABILITY, POLICIES
 
 if TYPE_CHECKING:
     from fastfair.sim.data.base import FederatedDataset
@@ -39,10 +44,10 @@ EVALUATION, EXECUTION = "evaluation and output", "execution"
 
 def doc(group: str, help: str, **more: Any) -> Dict[str, Any]:
     """A field's documentation, as its ``metadata``: ``help`` (its line in ``--help``),
-    ``group`` (the section it is listed under) and, in ``more``, ``choices`` (a tuple, or
-    ``"module:NAME"``: the keys of a registry in a layer above this module, read when asked)
-    and ``metavar`` (the value's name in ``--help``). The command line makes one option of each
-    field from these (:mod:`fastfair.cli_options`)."""
+    ``group`` (the section it is listed under) and, in ``more``, ``choices`` (a tuple of the
+    names, from the plain name tables the layers above check theirs against) and ``metavar``
+    (the value's name in ``--help``). The command line makes one option of each field from
+    these (:mod:`fastfair.cli_options`)."""
     return {"help": help, "group": group, **more}
 
 
@@ -77,7 +82,7 @@ class SimulationConfig:
         RULES, "what the clients minimise under any rule: plain, proximal (FedProx's term, "
         "option mu) or propfair (options M, epsilon, extension); none: the rule's own "
         "(docs/algorithms.md lists the combinations)",
-        choices="fastfair.aggregators.compose:OBJECTIVE_NAMES"))
+        choices=OBJECTIVE_NAMES))
     objective_options: Dict[str, Any] = field(default_factory=dict, metadata=doc(
         RULES, "an objective option, e.g. mu=0.01 (repeatable)"))
     dataset: str = field(default="synthetic", metadata=doc(
@@ -160,7 +165,7 @@ class SimulationConfig:
         "sgd and fedavgm, 0.01 for fedadam, fedyogi and fedadagrad; docs/defaults.md)"))
     server_optimizer: str = field(default="sgd", metadata=doc(
         TRAINING, "the server step of the rules",
-        choices="fastfair.aggregators.server_opt:SERVER_OPTIMIZERS"))
+        choices=SERVER_OPTIMIZER_NAMES))
     server_options: Dict[str, Any] = field(default_factory=dict, metadata=doc(
         TRAINING, "a server optimizer option, e.g. momentum=0.5 (repeatable)"))
     # the opt-in bound on one client's influence (fastfair.aggregators.bounds, shared with the
@@ -178,7 +183,7 @@ class SimulationConfig:
     # availability and evaluation
     availability: str = field(default="uniform", metadata=doc(
         DATA, "which clients can take part in a round",
-        choices="fastfair.sim.rounds.availability:AVAILABILITY"))
+        choices=AVAILABILITY))
     availability_options: Dict[str, Any] = field(default_factory=dict, metadata=doc(
         DATA, "an availability option, e.g. prob=0.5 (repeatable)"))
     # a device population on a virtual clock (fastfair.sim.population; docs/populations.md)
@@ -191,7 +196,7 @@ class SimulationConfig:
     policy: str = field(default="all", metadata=doc(
         DATA, "with a population: wait for all invited, overselect (invite ceil(m(1+f)), keep "
         "the first m) or deadline (keep those done by --deadline)",
-        choices="fastfair.sim.population.selection:POLICIES"))
+        choices=POLICIES))
     over_select: float = field(default=0.0, metadata=doc(
         DATA, "f: the share of per_round invited on top (overselect, deadline)"))
     deadline: Optional[float] = field(default=None, metadata=doc(
@@ -216,6 +221,11 @@ class SimulationConfig:
         "(under torchrun with cuda, each process uses GPU LOCAL_RANK)"))
 
     def __post_init__(self) -> None:
+        # The checks that build part of a rule load here, not with the module: the command
+        # line's parser reads the fields above and starts without the rules.
+        from fastfair.aggregators.bounds import check_bound
+        from fastfair.aggregators.compose import check_objective_options
+
         values = dataclasses.asdict(self)
         spec = dataclass_options(type(self))
         check_options("SimulationConfig", values, spec)

@@ -1,5 +1,6 @@
 """Every data set and model of the simulator by name: one registry per kind, filled where each
-builder is defined and readable with NumPy alone.
+builder is defined and readable with NumPy alone; and the names of the availability processes
+and the selection policies.
 
 A data set's builder is registered with :func:`~fastfair.sim.registry.register_dataset` in
 :mod:`fastfair.sim.data.catalog`, a model's with :func:`~fastfair.sim.registry.register_model`
@@ -40,9 +41,17 @@ from fastfair.sim.registry import (
     list_models,
 )
 
-__all__ = ["DATASETS", "MODELS", "DatasetSpec", "ModelSpec", "check_pair", "get_dataset",
-           "get_dataset_builder", "get_dataset_counter", "get_model", "get_model_builder",
-           "list_datasets", "list_models", "default_model_note"]
+#: Which clients can take part in a round (the keys of
+#: :data:`fastfair.sim.rounds.availability.AVAILABILITY`, in their order).
+AVAILABILITY = ("uniform", "bernoulli", "ram")
+#: How a device population's invited clients are kept: wait for all, over-select, or a
+#: deadline (:mod:`fastfair.sim.population.selection`).
+POLICIES = ("all", "overselect", "deadline")
+
+__all__ = ["AVAILABILITY", "DATASETS", "MODELS", "POLICIES", "DatasetSpec", "ModelSpec",
+           "check_pair", "get_dataset", "get_dataset_builder", "get_dataset_counter",
+           "get_model", "get_model_builder", "list_datasets", "list_models",
+           "default_model_note"]
 
 
 def check_pair(dataset: str, model: Optional[str]) -> None:

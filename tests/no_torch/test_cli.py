@@ -79,3 +79,20 @@ def test_a_run_without_the_simulator_names_the_extra(tmp_path):
     assert "pip install 'fastfair[sim]'" in done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_help_starts_without_numpy_the_rules_or_the_kernels():
+    """``fastfair --help`` reads plain name tables (the rules', the data sets', the choices of
+    every option): NumPy, the rules and the compiled kernels' wrappers stay unloaded, which is
+    what keeps its start-up near the interpreter's own."""
+    code = ("import sys\nfrom fastfair.cli import main\n"
+            "try:\n    main(['simulate', '--help'])\nexcept SystemExit:\n    pass\n"
+            "print('loaded:', sorted(m for m in sys.modules if m == 'numpy' or m.startswith("
+            "('fastfair.ops', 'fastfair.state', 'fastfair.sim.seeding')) or (m.startswith("
+            "'fastfair.aggregators.') and m != 'fastfair.aggregators.names')))")
+    root = str(Path(fastfair.__file__).resolve().parent.parent)
+    env = dict(os.environ, PYTHONPATH=root)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "loaded: []" in done.stdout, done.stdout[-400:]

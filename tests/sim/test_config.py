@@ -16,3 +16,14 @@ def test_unknown_rule_is_refused_with_the_closest_name():
     with pytest.raises(ValueError, match=r"unknown rule \(--rule\) 'aaggffd' \(did you mean "
                        r"'aaggff-d'\?\)"):
         SimulationConfig(rule="aaggffd")
+
+
+def test_the_choice_tables_are_the_registries_keys():
+    """The availability and policy choices the command line offers are exactly what
+    the simulator builds."""
+    from fastfair.sim import names
+    from fastfair.sim.population import selection
+    from fastfair.sim.rounds.availability import AVAILABILITY
+
+    assert names.AVAILABILITY == tuple(AVAILABILITY)
+    assert selection.POLICIES is names.POLICIES

@@ -29,11 +29,9 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
+from fastfair.sim.names import POLICIES as POLICIES  # re-exported
 from fastfair.sim.population.devices import Population
 from fastfair.sim.seeding import Stream, round_keys, uniform
-
-#: The selection policies: wait for all invited, over-select, or a deadline.
-POLICIES = ("all", "overselect", "deadline")
 
 
 @dataclass(frozen=True)
