@@ -204,6 +204,10 @@ class SimulationConfig:
     eval_every: int = field(default=5, metadata=doc(EVALUATION, "evaluate every N rounds"))
     eval_clients: int = field(default=1000, metadata=doc(
         EVALUATION, "clients evaluated (a fixed random subset when K is larger)"))
+    class_metrics: bool = field(default=False, metadata=doc(
+        EVALUATION, "also report top-5 accuracy (acc5_*, more than 5 classes) and the expected "
+        "and maximum calibration errors (ece_*, mce_*; 15 confidence bins) of the global model "
+        "on every evaluation client's test samples: one more inference pass an evaluation"))
     # fraction of each client's training samples held out to choose hyperparameters on (0: none)
     validation: float = field(default=0.0, metadata=doc(
         EVALUATION, "hold out this fraction of each client's training samples as a validation "

@@ -5,12 +5,15 @@ clients. Definitions (docs/algorithms.md §7): population variance (1/K), mean o
 best (uniform, and weighted by the clients' test samples as AAggFF's code does), Gini on sorted
 values, parity gap max - min, and the biased autocorrelation of a series. For binary tasks, the
 area under the ROC curve of each client's scores (:func:`auroc`, :func:`client_auroc`),
-computed here in NumPy from ranks.
+computed here in NumPy from ranks. For classification, top-5 accuracy and the expected and
+maximum calibration errors of each client's predictions (:func:`calibration_errors`,
+:func:`class_metrics`), the metrics SuPerFed's chapter of the thesis reports.
 """
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+import math
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -167,6 +170,71 @@ def auroc_metrics(per_client: ArrayLike, counts: ArrayLike, scores: ArrayLike,
     out = {"auroc_pooled": auroc(scores, labels), "auroc_num_clients": float(both.sum())}
     if both.any():
         out.update({f"auroc_{k}": v for k, v in fairness_metrics(a[both], n[both]).items()})
+    return out
+
+
+#: Equal-width confidence bins of :func:`calibration_errors` (Guo et al., 2017, the ECE the
+#: thesis cites; torchmetrics' default too).
+CALIBRATION_BINS = 15
+
+
+def calibration_errors(confidence: ArrayLike, correct: ArrayLike,
+                       bins: int = CALIBRATION_BINS) -> Tuple[float, float]:
+    r"""Expected and maximum calibration error of ``n`` predictions: ``confidence [n]`` (the
+    top class's softmax probability) and ``correct [n]`` (1 where the top class is the label).
+
+    The predictions fall into M = ``bins`` equal-width bins of confidence,
+    :math:`B_b = \{i : (b-1)/M < p_i \le b/M\}` (a confidence of 0 in the first). With
+    :math:`\mathrm{acc}(B)` and :math:`\mathrm{conf}(B)` a bin's mean correctness and mean
+    confidence, :math:`\mathrm{ECE} = \sum_b \frac{|B_b|}{n}\,
+    |\mathrm{acc}(B_b) - \mathrm{conf}(B_b)|` and :math:`\mathrm{MCE} = \max_{b: B_b \ne
+    \emptyset} |\mathrm{acc}(B_b) - \mathrm{conf}(B_b)|`. Both are in [0, 1]; (NaN, NaN) for
+    no predictions."""
+    p = np.asarray(confidence, dtype=np.float64).reshape(-1)
+    c = np.asarray(correct, dtype=np.float64).reshape(-1)
+    if p.shape != c.shape:
+        raise ValueError(f"confidence has {p.size} entries but correct has {c.size}")
+    if bins < 1:
+        raise ValueError(f"bins must be >= 1; got {bins}")
+    if p.size == 0:
+        return math.nan, math.nan
+    which = np.clip(np.ceil(p * bins).astype(np.int64) - 1, 0, bins - 1)
+    size = np.bincount(which, minlength=bins)
+    gap = np.abs(np.bincount(which, c, bins) - np.bincount(which, p, bins))  # n_b |acc - conf|
+    used = size > 0
+    return float(gap.sum() / p.size), float((gap[used] / size[used]).max())
+
+
+def class_metrics(top5: Optional[ArrayLike], confidence: ArrayLike, correct: ArrayLike,
+                  labels: ArrayLike, offsets: ArrayLike, counts: ArrayLike) -> Dict[str, float]:
+    """The record of a classification task's top-5 accuracy, calibration and per-class
+    accuracy over ``m`` clients: ``acc5_*``, :func:`fairness_metrics` of the clients' top-5
+    accuracy ``top5 [m]`` weighted by their test samples ``counts [m]`` (left out when ``top5``
+    is None: five classes or fewer); ``ece_*`` and ``mce_*``, each client's
+    :func:`calibration_errors` of its predictions ``offsets[k]:offsets[k + 1]`` of
+    ``confidence [R]`` and ``correct [R]`` (a position each for a label per position),
+    summarised as their ``mean`` over clients, ``weighted_mean`` (by ``counts``), ``worst10``
+    (the mean of the 10 % highest) and ``pooled`` (every prediction together);
+    ``acc_class<c>``, the accuracy of the predictions whose label ``labels [R]`` is c, pooled
+    over the clients, for every class present."""
+    n = np.asarray(counts, dtype=np.float64).reshape(-1)
+    bounds = np.asarray(offsets, dtype=np.int64)
+    p = np.asarray(confidence, dtype=np.float64).reshape(-1)
+    c = np.asarray(correct, dtype=np.float64).reshape(-1)
+    per = np.array([calibration_errors(p[a:b], c[a:b]) for a, b in zip(bounds[:-1], bounds[1:])])
+    y = np.asarray(labels, dtype=np.int64).reshape(-1)
+    out: Dict[str, float] = {}
+    if top5 is not None:
+        out.update({f"acc5_{k}": v for k, v in fairness_metrics(top5, n).items()})
+    pooled = calibration_errors(p, c)
+    for j, name in enumerate(("ece", "mce")):
+        v = _values(per[:, j], f"{name} per client")
+        out.update({f"{name}_mean": float(v.mean()), f"{name}_weighted_mean":
+                    float(np.dot(n, v) / n.sum()), f"{name}_worst10": best_frac_mean(v, 0.10),
+                    f"{name}_pooled": pooled[j]})
+    size = np.bincount(y)
+    right = np.bincount(y, c, size.size)
+    out.update({f"acc_class{k}": float(right[k] / size[k]) for k in np.flatnonzero(size)})
     return out
 
 

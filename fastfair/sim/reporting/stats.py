@@ -21,8 +21,11 @@ _SPREAD = ("variance", "gini", "parity_gap", "gini_groups")
 #: Metrics where smaller is better: the spread of client accuracy (variance, Gini, max - min;
 #: the Gini over groups) on
 #: the test (``acc_``) and validation (``val_acc_``) splits, the spread of client AUROC
-#: (``auroc_``), and the losses.
-LOWER_IS_BETTER = frozenset({p + s for p in ("acc_", "val_acc_", "auroc_") for s in _SPREAD}
+#: (``auroc_``), the calibration errors (``ece_``, ``mce_``) and the losses.
+LOWER_IS_BETTER = frozenset({p + s for p in ("acc_", "acc5_", "val_acc_", "auroc_")
+                             for s in _SPREAD}
+                            | {f"{e}_{s}" for e in ("ece", "mce")
+                               for s in ("mean", "weighted_mean", "worst10", "pooled")}
                             | {"test_loss", "val_loss", "train_loss"})
 
 

@@ -53,10 +53,12 @@ BOUNDS = (0.0, 1.0)
 
 
 def bounded(metric: str) -> bool:
-    """Whether ``metric`` lies in :data:`BOUNDS`: accuracies (``acc_*``, ``val_acc_*``) and
-    their Gini, not their variance (in [0, 1/4]) nor the losses."""
+    """Whether ``metric`` lies in :data:`BOUNDS`: accuracies (``acc_*``, ``acc5_*``,
+    ``val_acc_*``) and their Gini, the calibration errors (``ece_*``, ``mce_*``), not a
+    variance (in [0, 1/4]) nor the losses."""
     base = metric[4:] if metric.startswith("val_") else metric
-    return base.startswith("acc_") and base != "acc_variance"
+    return (base.startswith(("acc_", "acc5_", "ece_", "mce_"))
+            and base not in ("acc_variance", "acc5_variance"))
 
 
 def _cell(pair: Tuple[float, float], metric: str, signed: bool = False) -> str:

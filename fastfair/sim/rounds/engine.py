@@ -35,7 +35,7 @@ from fastfair.sim.rounds.build import build_rule, build_server_optimizer, check_
 from fastfair.sim.rounds.runner import Runner
 from fastfair.sim.seeding import CohortKeys, Stream, torch_seed
 from fastfair.sim.training.alone import fold_in_order
-from fastfair.sim.training.evaluate import evaluate_clients, logit_margins
+from fastfair.sim.training.evaluate import class_scores, evaluate_clients, logit_margins
 from fastfair.sim.training.lanes import Lane
 from fastfair.sim.training.local import train_lanes
 from fastfair.sim.training.precision import check_precision
@@ -186,6 +186,12 @@ class Simulation(Runner):
         batch = self._eval_batch
         return (logit_margins(self.model, self.params, batch), batch.y.cpu().numpy(),
                 batch.offsets)
+
+    def class_scores(self) -> Optional[
+            Tuple[Optional[np.ndarray], np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+        if not self.config.class_metrics or self.dataset.num_classes < 2:
+            return None
+        return class_scores(self.model, self.params, self._eval_batch)
 
     def _aggregate(self, ids: np.ndarray, share: slice, losses_mine: Optional[np.ndarray],
                    counts_mine: np.ndarray, objective: Optional[ClientObjective],

@@ -19,7 +19,13 @@ from fastfair.sim.distributed import Distributed
 from fastfair.sim.models.flat import FlatModel
 from fastfair.sim.population import PopulationAvailability, check_population, with_population
 from fastfair.sim.process import torch_threads
-from fastfair.sim.reporting.metrics import auroc_metrics, client_auroc, fairness_metrics, gini
+from fastfair.sim.reporting.metrics import (
+    auroc_metrics,
+    class_metrics,
+    client_auroc,
+    fairness_metrics,
+    gini,
+)
 from fastfair.sim.rounds.availability import Availability, build_availability, check_availability
 from fastfair.sim.rounds.build import model_for
 from fastfair.sim.seeding import Stream, numpy_rng, raw_seed
@@ -215,6 +221,16 @@ class Runner:
         for other tasks and for methods without one global model."""
         return None
 
+    def class_scores(self) -> Optional[
+            Tuple[Optional[np.ndarray], np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+        """``(top5 [E] or None, confidence [R], correct [R], labels [R], offsets [E + 1])`` of
+        the global
+        model on the evaluation clients' test samples
+        (:func:`~fastfair.sim.training.evaluate.class_scores`), for a classification task when
+        the run asks for them (``class_metrics``); None otherwise and for methods without one
+        global model."""
+        return None
+
     def client_auroc(self) -> Optional[np.ndarray]:
         """``[E]`` AUROC of the global model on each evaluation client's test samples (NaN
         for a client whose samples hold one class); None unless the task is binary
@@ -236,7 +252,10 @@ class Runner:
     def evaluate_metrics(self, evaluation: Optional[Evaluation] = None) -> Dict[str, float]:
         """The fairness summary of client accuracy (``acc_*``), the sample-weighted test loss,
         for a binary task the same of client AUROC with the pooled AUROC (``auroc_*``,
-        :func:`~fastfair.sim.reporting.metrics.auroc_metrics`),
+        :func:`~fastfair.sim.reporting.metrics.auroc_metrics`), top-5 accuracy, calibration and
+        per-class accuracy when the run asks for them (``acc5_*``, ``ece_*``, ``mce_*``,
+        ``acc_class<c>``,
+        :func:`~fastfair.sim.reporting.metrics.class_metrics`),
         the same on the validation split (``val_acc_*``, ``val_loss``) when the run holds one
         out, and :meth:`extra_metrics`. ``evaluation`` gives the two results (test, and
         validation or None) when the caller computed them (a batched sweep)."""
@@ -248,6 +267,9 @@ class Runner:
         scored = self.binary_scores()
         if scored is not None:
             out.update(auroc_metrics(client_auroc(*scored), counts, scored[0], scored[1]))
+        classes = self.class_scores()
+        if classes is not None:
+            out.update(class_metrics(*classes, counts))
         groups = self.dataset.groups(self.eval_ids)
         if groups is not None:
             # Each group's mean client accuracy; the worst of them is the fairness target, the

@@ -92,3 +92,47 @@ def logit_margins(model: FlatModel, params: torch.Tensor, batch: ClientBatch,
     if not parts:
         return np.zeros(0)
     return torch.cat(parts).numpy()
+
+
+def class_scores(model: FlatModel, params: torch.Tensor, batch: ClientBatch,
+                 chunk: Optional[int] = None, k: int = 5
+                 ) -> Tuple[Optional[np.ndarray], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """What top-k accuracy, calibration and per-class accuracy are computed from, for the model
+    ``params [P]`` on every sample of ``batch`` (a classification task), in inference mode,
+    ``chunk`` samples per forward pass (default ``model.eval_rows``).
+
+    Returns ``(topk [m], confidence [R], correct [R], labels [R], offsets [m + 1])``: each
+    client's top-k accuracy (the share of its predictions whose label is among the k largest
+    logits; None when the task has k classes or fewer), and for every prediction (a sample, or a
+    position of a sample for a label per position: R = N or N T) the softmax probability of its
+    top class, whether that class is the label, and the label; ``offsets`` delimit each
+    client's predictions in them.
+    """
+    chunk = chunk or model.eval_rows
+    p = params.reshape(1, -1)
+    top_hits, confidence, correct, labels_seen = [], [], [], []
+    with torch.inference_mode():
+        for start in range(0, batch.x.shape[0], chunk):
+            xs, ys = batch.x[start:start + chunk], batch.y[start:start + chunk]
+            logits = model.forward(p, xs.unsqueeze(0))[0]
+            logits = logits.reshape(-1, logits.shape[-1])
+            target = ys.reshape(-1)
+            probs = torch.softmax(logits.double(), dim=-1)
+            top = probs.max(dim=-1)
+            confidence.append(top.values.cpu())
+            correct.append((top.indices == target).cpu())
+            labels_seen.append(target.cpu())
+            if logits.shape[-1] > k:
+                top_hits.append((logits.topk(k, dim=-1).indices == target[:, None]).any(-1).cpu())
+    per = max(1, int(np.prod(batch.y.shape[1:])))  # predictions per sample
+    offsets = np.asarray(batch.offsets, dtype=np.int64) * per
+    conf = torch.cat(confidence).numpy() if confidence else np.zeros(0)
+    hit = torch.cat(correct).numpy().astype(np.float64) if correct else np.zeros(0)
+    labels = torch.cat(labels_seen).numpy() if labels_seen else np.zeros(0, np.int64)
+    if not top_hits:
+        return None, conf, hit, labels, offsets
+    sizes = np.diff(offsets)
+    owner = np.repeat(np.arange(sizes.size), sizes)
+    sums = np.bincount(owner, torch.cat(top_hits).numpy().astype(np.float64), sizes.size)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return sums / sizes, conf, hit, labels, offsets
