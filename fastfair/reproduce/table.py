@@ -5,7 +5,7 @@
 
     [table]
     title = "FairAvg vs FedAvg: accuracy of the aggregate model at the final round"
-    paper = "U. Michieli and M. Ozay, Are All Users Treated Fairly in FL Systems? CVPR-W 2021"
+    paper = "Michieli and Ozay, Are All Users Treated Fairly in Federated Learning Systems?"
     source = "Table 2"                 # the exact table or figure the numbers come from
     metric = "acc_weighted_mean"       # the run metric compared (shown in %; a variance in %²)
     metric_label = "accuracy (%) on the pooled test samples of every client"
