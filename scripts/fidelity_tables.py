@@ -26,8 +26,9 @@ INTRO = [
     "reduces). `fastfair reproduce --list` names them; `--full` runs the paper's setting "
     "(hours on a CPU), `--seeds` other seeds. The real data sets are read from `--data-dir`, "
     "a folder holding `mnist/` (the IDX files), `adult/` (UCI's files), `femnist/` (the "
-    "`train/` and `test/` folders extracted from LEAF's archive) and `shakespeare/` (LEAF's "
-    "`all_data_*_{train,test}_9.json`); docs/data.md says where to get them. Each table's "
+    "`train/` and `test/` folders extracted from LEAF's archive), `shakespeare/` (LEAF's "
+    "`all_data_*_{train,test}_9.json`) and `cifar10/` (the `train/` and `test/` class folders "
+    "of images, here extracted from the JPEG copy's archive); docs/data.md says where to get them. Each table's "
     "text is the `table.md` the command wrote (`table.csv` and `table.json` beside it hold "
     "the same rows), run on a 2-core machine shared with other work, one thread "
     "(`OMP_NUM_THREADS=1`): the wall times and load averages are that machine's.",
@@ -53,11 +54,6 @@ NOT_RUN = [
     "thread the char-lstm takes about 0.36 s a local step of batch 10 and 30 s to score the "
     "test windows, so only K' = 5 fits the time a table may take (above); the paper's numbers "
     "for the other two are in its note.",
-    "- **FedMABA, Table II's CIFAR-10 rows on the JPEG copy.** The paper's setting "
-    "(100 clients, a two-convolution CNN, 2,000 rounds of 10 local steps at batch 50) is GPU "
-    "work: on the shared 2-core machine FedAvg and FedMABA at 18 rounds over 3 seeds "
-    "(cifar-cnn, 10 clients a round) took more than 35 minutes of wall time, more than a "
-    "table may take. No table file ships for it yet.",
     "- **Every table's `--full` setting** (the papers' rounds, epochs and models) was not run: "
     "the tables here were made on the CPU only.",
     "",
