@@ -164,7 +164,7 @@ def test_each_section_and_option_is_shown_once(command):
         assert len(listed) == 1, (action.option_strings, listed)
 
 
-@pytest.mark.parametrize("command", [None, *COMMANDS, "rules"])
+@pytest.mark.parametrize("command", [None, *COMMANDS, "rules", "reproduce"])
 def test_help_is_plain_text(command):
     parser = cli.build_parser() if command is None else _commands()[command]
     text = parser.format_help()

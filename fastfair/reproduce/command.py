@@ -19,7 +19,7 @@ def add_parser(sub: Any) -> None:
         "reproduce", help="regenerate a seed paper's table beside the paper's numbers",
         description="Runs one of the seed papers' tables from the table file shipped with "
                     "fastfair (fastfair/reproduce/tables/NAME.toml) over several seeds and "
-                    "writes the paper's numbers beside ours, with 95 %% intervals and a "
+                    "writes the paper's numbers beside ours, with 95 % intervals and a "
                     "verdict, as table.md, table.csv and table.json in --out (docs/fidelity.md, "
                     "'The papers' tables on their data').")
     p.add_argument("name", nargs="?", help="the table (fastfair reproduce --list names them), "
