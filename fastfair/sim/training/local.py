@@ -128,7 +128,7 @@ def _train_softmax_regression(batch: ClientBatch, keys: CohortKeys, lanes: Seque
     params = received.clone()
     steps = local_steps(batch.counts, config)[clients]
     losses = torch.empty(len(clients), dtype=torch.float64) if received_loss else None
-    ops.softmax_regression_sgd(batch.x.reshape(batch.x.shape[0], -1).contiguous(), batch.y,
+    ops.softmax_regression_sgd(batch.x.flatten(1).contiguous(), batch.y,
                                torch.from_numpy(np.ascontiguousarray(batch.offsets,
                                                                      dtype=np.int64)),
                                keys.shuffle, torch.from_numpy(clients), torch.from_numpy(steps),

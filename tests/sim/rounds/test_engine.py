@@ -196,7 +196,9 @@ def test_resume_after_kill_reproduces_the_run(tmp_path):
     ["--compare", "fedavg,qfedavg", "--rounds", "6", *TINY],
     # A sweep's batched program under torchrun: two seeds, rules with client objectives.
     ["--compare", "fedavg,fedprox,fedcvar", "--seeds", "0,1", "--rounds", "4", *TINY],
-], ids=["simulate", "sweep"])
+    # One client a round: the second process trains none.
+    ["--rule", "fedavg", "--clients", "10", "--per-round", "1", "--rounds", "2", "--quiet"],
+], ids=["simulate", "sweep", "a-process-without-clients"])
 def test_two_processes_match_one(tmp_path, args):
     assert_two_processes_match_one(tmp_path, args)
 
