@@ -28,8 +28,9 @@ INTRO = [
     "a folder holding `mnist/` (the IDX files), `adult/` (UCI's files), `femnist/` (the "
     "`train/` and `test/` folders extracted from LEAF's archive), `shakespeare/` (LEAF's "
     "`all_data_*_{train,test}_9.json`) and `cifar10/` (the `train/` and `test/` class folders "
-    "of images, here extracted from the JPEG copy's archive); docs/data.md says where to get them. Each table's "
-    "text is the `table.md` the command wrote (`table.csv` and `table.json` beside it hold "
+    "of images, here extracted from the JPEG copy's archive); docs/data.md says where to get "
+    "them. Each table's text is the `table.md` the command wrote (`table.csv` and "
+    "`table.json` beside it hold "
     "the same rows), run on a 2-core machine shared with other work, one thread "
     "(`OMP_NUM_THREADS=1`): the wall times and load averages are that machine's.",
     "",
