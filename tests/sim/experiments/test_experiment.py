@@ -112,9 +112,13 @@ def test_threads_and_heap_settings_last_only_while_a_run_does():
 
     # Measured in a fresh interpreter: in a long process glibc may have moved the main thread to
     # a secondary arena (after lock contention with other threads: Ray's, Flower's), whose heaps
-    # cannot hold a 64 MB block, so the block is mapped whatever the setting.
+    # cannot hold a 64 MB block, so the block is mapped whatever the setting. The interpreter
+    # imports what a run imports first: with only torch loaded, the heap has no free holes for
+    # the small allocations between the blocks, which then land above a freed block and keep it
+    # from being reused for a few rounds.
     script = textwrap.dedent("""
         import resource, torch
+        import fastfair.sim.experiments.experiment
         from fastfair.sim.process import kept_heap
 
         def faults_of_second_block():
