@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Iterator, Optional, Tuple
 
 import numpy as np
 import torch
@@ -74,6 +74,18 @@ def evaluate_clients(model: FlatModel, params: torch.Tensor, batch: ClientBatch,
     return mean_loss, acc
 
 
+def _chunk_logits(model: FlatModel, params: torch.Tensor, batch: ClientBatch,
+                  chunk: Optional[int]) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
+    """``(logits [n, *label_shape, C], labels [n, *label_shape])`` of the one model
+    ``params [P]`` on ``batch``, ``chunk`` samples per forward pass (default
+    ``model.eval_rows``); the caller holds inference mode."""
+    chunk = chunk or model.eval_rows
+    p = params.reshape(1, -1)
+    for start in range(0, batch.x.shape[0], chunk):
+        xs = batch.x[start:start + chunk]
+        yield model.forward(p, xs.unsqueeze(0))[0], batch.y[start:start + chunk]
+
+
 def logit_margins(model: FlatModel, params: torch.Tensor, batch: ClientBatch,
                   chunk: Optional[int] = None) -> np.ndarray:
     r"""``[N]`` float64 score of each sample of ``batch`` for a binary task (two classes, one
@@ -81,13 +93,9 @@ def logit_margins(model: FlatModel, params: torch.Tensor, batch: ClientBatch,
     log-odds of class 1 under the softmax, in inference mode, ``chunk`` samples per forward
     pass (default ``model.eval_rows``). Its ranking is what :func:`~fastfair.sim.reporting.
     metrics.auroc` scores."""
-    chunk = chunk or model.eval_rows
-    p = params.reshape(1, -1)
     parts = []
     with torch.inference_mode():
-        for start in range(0, batch.x.shape[0], chunk):
-            xs = batch.x[start:start + chunk]
-            logits = model.forward(p, xs.unsqueeze(0))[0]
+        for logits, _ in _chunk_logits(model, params, batch, chunk):
             parts.append((logits[:, 1] - logits[:, 0]).double().cpu())
     if not parts:
         return np.zeros(0)
@@ -108,13 +116,9 @@ def class_scores(model: FlatModel, params: torch.Tensor, batch: ClientBatch,
     top class, whether that class is the label, and the label; ``offsets`` delimit each
     client's predictions in them.
     """
-    chunk = chunk or model.eval_rows
-    p = params.reshape(1, -1)
     top_hits, confidence, correct, labels_seen = [], [], [], []
     with torch.inference_mode():
-        for start in range(0, batch.x.shape[0], chunk):
-            xs, ys = batch.x[start:start + chunk], batch.y[start:start + chunk]
-            logits = model.forward(p, xs.unsqueeze(0))[0]
+        for logits, ys in _chunk_logits(model, params, batch, chunk):
             logits = logits.reshape(-1, logits.shape[-1])
             target = ys.reshape(-1)
             probs = torch.softmax(logits.double(), dim=-1)
