@@ -52,9 +52,10 @@ def interleaved(contenders, repeat: int):
     return times
 
 
-def fastfair_command(*args: str):
+def fastfair_command(*args: str, env: Optional[Dict[str, str]] = None):
     """A callable that runs ``python -m fastfair ARGS --quiet --out TMP`` to completion in a
-    fresh temporary folder (raises on failure): a whole command, as a user meets it."""
+    fresh temporary folder (raises on failure): a whole command, as a user meets it. ``env``
+    adds to (or replaces in) this process's environment for the command."""
     import subprocess
     import sys
     import tempfile
@@ -62,7 +63,8 @@ def fastfair_command(*args: str):
     def run() -> None:
         with tempfile.TemporaryDirectory() as out:
             subprocess.run([sys.executable, "-m", "fastfair", *args, "--quiet", "--out",
-                            os.path.join(out, "run")], check=True, stdout=subprocess.DEVNULL)
+                            os.path.join(out, "run")], check=True, stdout=subprocess.DEVNULL,
+                           env=None if env is None else {**os.environ, **env})
     return run
 
 

@@ -81,7 +81,7 @@ def simplex_qp_batched(H: typing.Any, b: typing.Any, out: typing.Any, kkt: typin
     """
     B independent simplex QPs: H [B, K, K], b [B, K] -> out [B, K]; see fastfair.ops.
     """
-def softmax_regression_sgd(x: typing.Any, y: typing.Any, offsets: typing.Any, keys: typing.Any, clients: typing.Any, steps: typing.Any, params: typing.Any, batch_size: typing.SupportsInt | typing.SupportsIndex, lr: typing.SupportsFloat | typing.SupportsIndex, received_loss: typing.Any) -> None:
+def softmax_regression_sgd(x: typing.Any, y: typing.Any, offsets: typing.Any, keys: typing.Any, clients: typing.Any, steps: typing.Any, params: typing.Any, batch_size: typing.SupportsInt | typing.SupportsIndex, lr: typing.SupportsFloat | typing.SupportsIndex, received_loss: typing.Any, stream: typing.SupportsInt | typing.SupportsIndex) -> None:
     """
     Local minibatch SGD of multinomial logistic regression for a cohort, in place; see fastfair.ops.softmax_regression_sgd.
     """

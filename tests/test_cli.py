@@ -579,3 +579,20 @@ def test_a_select_metric_no_run_records_is_refused_before_the_sweep(select, hint
     err = capsys.readouterr().err
     assert hint in err and "select metric (--select)" in err and "Traceback" not in err, err
     assert len(err.strip().splitlines()) == 1 and not out.exists()
+
+
+@pytest.mark.parametrize("command", ["simulate", "sweep"])
+def test_a_cuda_device_without_a_cuda_build_is_refused_before_data_loads(command, tmp_path,
+                                                                        monkeypatch, capsys):
+    import fastfair
+
+    built = fastfair.build_info()
+    monkeypatch.setattr(fastfair, "build_info", lambda: {**built, "cuda": False})
+    # The data folder holds no MNIST: loading the data would fail with another message.
+    argv = [command, "--device", "cuda", "--dataset", "mnist", "--data-dir", str(tmp_path),
+            "--out", str(tmp_path / "run"), "--quiet"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "device (--device) 'cuda' needs fastfair's compiled core built with CUDA" in err
+    assert "FASTFAIR_CUDA=ON pip install" in err
+    assert not (tmp_path / "run").exists()

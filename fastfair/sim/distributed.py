@@ -9,6 +9,29 @@ import numpy as np
 import torch
 
 
+def check_device(device: torch.device) -> None:
+    """Refuses a CUDA ``device`` this process cannot compute on, before any data loads:
+    fastfair's compiled core built without CUDA (with the rebuild command), a torch that sees no
+    CUDA device, or a device index past the ones it sees. ValueError naming ``--device``."""
+    if device.type != "cuda":
+        return
+    from fastfair import build_info
+
+    if not build_info()["cuda"]:
+        raise ValueError(
+            f"device (--device) {str(device)!r} needs fastfair's compiled core built with CUDA, "
+            "and this one was built without it; rebuild it with FASTFAIR_CUDA=ON pip install -c "
+            "constraints.txt -e '.[sim]' on a machine with nvcc (docs/install.md), or pass "
+            "--device cpu")
+    if not torch.cuda.is_available():
+        raise ValueError(f"device (--device) {str(device)!r}: torch {torch.__version__} sees no "
+                         "CUDA device (a CPU build of torch, or no GPU visible); pass --device cpu")
+    count = torch.cuda.device_count()
+    if device.index is not None and device.index >= count:
+        raise ValueError(f"device (--device) {str(device)!r}: torch sees {count} CUDA "
+                         f"device(s), cuda:0 to cuda:{count - 1}")
+
+
 @dataclass
 class Distributed:
     """This process's place in a ``torch.distributed`` group (rank 0 of 1 when alone)."""

@@ -98,3 +98,9 @@ QP_TOLERANCES = {
 # Normal variates of the float32 SGLD path (polynomial log / sin / cos) against the float64
 # reference stream: absolute, for |z| <= 5.9.
 GAUSSIAN_F32_ATOL = 2e-5
+
+# Local SGD of logistic regression in float32, the CUDA kernel against the CPU kernel: both run
+# the same minibatches with the sums in the same order, and differ by their exponentials and the
+# order of the softmax sums, which several steps compound (relative, absolute on the parameters;
+# relative on the received loss, a float64 sum of float32 terms).
+SOFTMAX_REGRESSION_CUDA = {"rtol": 1e-4, "atol": 1e-5, "loss_rtol": 1e-6}

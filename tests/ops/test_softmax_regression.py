@@ -17,6 +17,8 @@ from fastfair.sim.training.evaluate import evaluate_clients
 from fastfair.sim.training.lanes import Lane
 from fastfair.sim.training.local import _train_by_autograd, train_lanes, trains_by_kernel
 from fastfair.sim.training.schedule import LocalTrainingConfig, local_steps
+from tests.helpers.arrays import requires_cuda
+from tests.helpers.tolerances import SOFTMAX_REGRESSION_CUDA
 
 
 def _cohort(classes: int, features: int, clients: int = 12, seed: int = 0):
@@ -120,3 +122,87 @@ def test_more_than_128_classes_are_refused():
     args = _args(batch, classes=129)
     with pytest.raises(ValueError, match="1 to 128 classes; got 129"):
         ops.softmax_regression_sgd(**args)
+
+
+@requires_cuda
+@pytest.mark.parametrize("classes,features,batch_size,epochs", [
+    (10, 60, 32, 1), (2, 13, 5, 3), (128, 3, 64, 2), (62, 784, 50, 1), (10, 9, 100, 2)])
+def test_cuda_matches_the_cpu_kernel(classes, features, batch_size, epochs):
+    # (62, 784): the model does not fit in shared memory and trains in place; batch 100: a
+    # step's rows span several logit chunks.
+    batch = _cohort(classes, features, clients=20, seed=classes)
+    rows = 40
+    rng = np.random.default_rng(features)
+    config = LocalTrainingConfig(epochs=epochs, batch_size=batch_size, lr=0.05)
+    args = dict(x=batch.x, y=batch.y, offsets=torch.from_numpy(batch.offsets),
+                keys=torch.from_numpy(rng.integers(-2**63, 2**63 - 1, size=20, dtype=np.int64)),
+                clients=torch.from_numpy(rng.integers(0, 20, size=rows)),
+                steps=torch.from_numpy(local_steps(batch.counts, config)[rng.integers(0, 20,
+                                                                                       size=rows)]),
+                params=torch.randn(rows, features * classes + classes,
+                                   generator=torch.Generator().manual_seed(3)) * 0.1,
+                batch_size=batch_size, lr=0.05)
+    cpu_loss = torch.empty(rows, dtype=torch.float64)
+    expected = ops.softmax_regression_sgd(**{**args, "params": args["params"].clone()},
+                                          received_loss=cpu_loss)
+    on_gpu = {k: (v.cuda() if k in ("x", "y", "keys", "params") else v) for k, v in args.items()}
+    gpu_loss = torch.empty(rows, dtype=torch.float64, device="cuda")
+    got = ops.softmax_regression_sgd(**on_gpu, received_loss=gpu_loss)
+    tol = SOFTMAX_REGRESSION_CUDA
+    assert (expected - args["params"]).abs().max() > 1e-3
+    torch.testing.assert_close(got.cpu(), expected, rtol=tol["rtol"], atol=tol["atol"])
+    np.testing.assert_allclose(gpu_loss.cpu().numpy(), cpu_loss.numpy(), rtol=tol["loss_rtol"])
+
+
+@requires_cuda
+def test_cuda_labels_are_checked_or_leave_rows_untouched():
+    batch = _cohort(10, 6)
+    args = _args(batch)
+    args.update(x=args["x"].cuda(), y=args["y"].cuda().clone(), keys=args["keys"].cuda(),
+                params=args["params"].cuda())
+    args["y"][int(batch.offsets[3])] = 10
+    before = args["params"].clone()
+    with pytest.raises(ValueError, match=rf"y\[{int(batch.offsets[3])}\] = 10 is a class outside"):
+        ops.softmax_regression_sgd(**args)
+    assert torch.equal(args["params"], before)
+    loss = torch.zeros(12, dtype=torch.float64, device="cuda")
+    ops.softmax_regression_sgd(**args, received_loss=loss, check_labels=False)
+    assert torch.equal(args["params"][3], before[3]) and not torch.equal(args["params"], before)
+    assert torch.isnan(loss[3]) and torch.isfinite(loss[torch.arange(12) != 3]).all()
+
+
+@requires_cuda
+def test_cuda_host_tables_must_stay_on_the_host():
+    args = _args(_cohort(10, 6))
+    args.update(x=args["x"].cuda(), y=args["y"].cuda(), keys=args["keys"].cuda(),
+                params=args["params"].cuda(), steps=args["steps"].cuda())
+    with pytest.raises(ValueError, match="steps must be on the CPU"):
+        ops.softmax_regression_sgd(**args)
+
+
+@requires_cuda
+def test_cuda_lanes_train_through_the_kernel_only_when_switched_on(monkeypatch):
+    d = SyntheticDataset(60, seed=4)
+    model = LogisticRegression(d.num_features, d.num_classes)
+    config = LocalTrainingConfig(epochs=2, batch_size=16, lr=0.05)
+    theta = torch.full((model.num_params,), 0.01)
+    lanes = [Lane(theta, np.arange(0, 60, 2)), Lane(theta * 2, np.arange(1, 60, 3))]
+    cpu_batch = d.client_data(np.arange(60))
+    (cpu_a, _, cpu_loss_a), (cpu_b, _, _) = train_lanes(
+        model, cpu_batch, CohortKeys.of(5, np.arange(60)), lanes, config, received_loss=True)
+    batch = d.client_data(np.arange(60), device=torch.device("cuda"))
+    keys = CohortKeys.of(5, np.arange(60), torch.device("cuda"))
+    gpu_lanes = [Lane(lane.global_params.cuda(), lane.clients) for lane in lanes]
+    monkeypatch.setenv("FASTFAIR_CUDA_SOFTMAX_REGRESSION", "off")
+    assert not trains_by_kernel(model, gpu_lanes[0], batch)
+    monkeypatch.setenv("FASTFAIR_CUDA_SOFTMAX_REGRESSION", "on")
+    assert trains_by_kernel(model, gpu_lanes[0], batch)
+    (gpu_a, _, loss_a), (gpu_b, _, _) = train_lanes(model, batch, keys, gpu_lanes, config,
+                                                    received_loss=True)
+    tol = SOFTMAX_REGRESSION_CUDA
+    torch.testing.assert_close(gpu_a.cpu(), cpu_a, rtol=tol["rtol"], atol=tol["atol"])
+    torch.testing.assert_close(gpu_b.cpu(), cpu_b, rtol=tol["rtol"], atol=tol["atol"])
+    np.testing.assert_allclose(loss_a, cpu_loss_a, rtol=tol["loss_rtol"])
+    monkeypatch.setenv("FASTFAIR_CUDA_SOFTMAX_REGRESSION", "maybe")
+    with pytest.raises(ValueError, match="FASTFAIR_CUDA_SOFTMAX_REGRESSION must be 'on' or 'off'"):
+        trains_by_kernel(model, gpu_lanes[0], batch)

@@ -26,6 +26,13 @@
 // written, so a call that fails (a label outside [0, C), or C outside 1 .. 128) leaves params and
 // received_loss as they were. params and received_loss share no memory with the inputs or each
 // other (the binding refuses it).
+//
+// On CUDA (cuda::softmax_regression_sgd) x, y, keys, params and received_loss are device memory
+// and offsets, client and steps host memory: the host sizes the launch from them (each row's
+// sort scratch) and stages them to the device with one pinned, asynchronous copy on `stream`.
+// The call neither synchronises nor raises for labels: a row whose client has a label outside
+// [0, C) is left untouched and its received_loss set to NaN (the Python wrapper checks labels
+// first unless told not to).
 #pragma once
 
 #include <cstdint>
@@ -54,5 +61,9 @@ struct SoftmaxRegressionArgs {
 namespace cpu {
 Status softmax_regression_sgd(const SoftmaxRegressionArgs& args);
 }  // namespace cpu
+
+namespace cuda {
+Status softmax_regression_sgd(const SoftmaxRegressionArgs& args, void* stream);
+}  // namespace cuda
 
 }  // namespace fastfair

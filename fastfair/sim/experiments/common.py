@@ -39,7 +39,7 @@ import torch
 
 from fastfair import _files as files
 from fastfair.sim import checkpoint
-from fastfair.sim.distributed import Distributed
+from fastfair.sim.distributed import Distributed, check_device
 from fastfair.sim.experiments import stopping
 from fastfair.sim.reporting import report
 from fastfair.sim.reporting.callbacks import CallbackList, RoundCallback
@@ -303,6 +303,7 @@ class Orchestration:
         self.checkpoint_every = checkpoint_every
         self.progress = progress
         self.dist = dist or Distributed(device=torch.device(device))
+        check_device(self.dist.device)
         self.threads = threads
         self.callbacks = list(callbacks or [])
         self._state: Optional[Dict[str, Any]] = None

@@ -3,12 +3,13 @@ regression, autograd over the flat model for everything else."""
 
 from __future__ import annotations
 
+import os
 from typing import Any, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 import torch
 
-from fastfair import ops
+from fastfair import build_info, ops
 from fastfair.aggregators.objectives import ClientObjective
 from fastfair.sim.data.base import ClientBatch, take_rows
 from fastfair.sim.models.flat import FlatModel, TrainingStep
@@ -66,7 +67,8 @@ def train_lanes(model: FlatModel, batch: ClientBatch, keys: CohortKeys, lanes: S
 
     Forward passes run in ``config.precision`` (:mod:`fastfair.sim.training.precision`).
     Lanes that minimise the plain mean loss of a
-    :class:`~fastfair.sim.models.flat.LogisticRegression` on CPU data in fp32 train through
+    :class:`~fastfair.sim.models.flat.LogisticRegression` on CPU data in fp32 (on a CUDA device
+    too where :func:`cuda_kernel_enabled`) train through
     :func:`fastfair.ops.softmax_regression_sgd` (the same steps on the same minibatches, each client
     in the caches from its first step to its last, in the kernel's float32 rounding); the rest
     through autograd as described.
@@ -109,11 +111,31 @@ def train_lanes(model: FlatModel, batch: ClientBatch, keys: CohortKeys, lanes: S
 def trains_by_kernel(model: FlatModel, lane: Lane, batch: ClientBatch) -> bool:
     """Whether ``lane`` trains through :func:`fastfair.ops.softmax_regression_sgd`: the plain
     mean loss (no client objective) of a :class:`~fastfair.sim.models.flat.LogisticRegression` (the
-    class itself) on float32 CPU data with one label per sample and at most 128 classes."""
+    class itself) on float32 data with one label per sample and at most 128 classes, on the CPU,
+    or on a CUDA device where :func:`cuda_kernel_enabled` says so."""
+    device = lane.global_params.device
     return (model.is_softmax_regression() and lane.objective is None
-            and lane.global_params.device.type == "cpu" and batch.x.device.type == "cpu"
+            and batch.x.device == device
+            and (device.type == "cpu" or (device.type == "cuda" and cuda_kernel_enabled()))
             and batch.x.dtype == torch.float32 and batch.y.dim() == 1
             and model.shapes[0][1] <= ops.softmax_regression.MAX_CLASSES)
+
+
+#: The environment variable that turns the CUDA twin of the logistic-regression kernel on or
+#: off for ``--device cuda`` (``on``/``off``; unset: ``CUDA_KERNEL_DEFAULT``).
+CUDA_KERNEL_SWITCH = "FASTFAIR_CUDA_SOFTMAX_REGRESSION"
+#: Off until the kernel has been verified on a GPU: then autograd trains on the device.
+CUDA_KERNEL_DEFAULT = "off"
+
+
+def cuda_kernel_enabled() -> bool:
+    """Whether lanes on a CUDA device train logistic regression through the CUDA kernel:
+    ``FASTFAIR_CUDA_SOFTMAX_REGRESSION`` (``on`` or ``off``, default ``CUDA_KERNEL_DEFAULT``)
+    and a build with CUDA. Raises ValueError naming the variable for any other value."""
+    value = os.environ.get(CUDA_KERNEL_SWITCH, CUDA_KERNEL_DEFAULT).strip().lower()
+    if value not in ("on", "off"):
+        raise ValueError(f"{CUDA_KERNEL_SWITCH} must be 'on' or 'off'; got {value!r}")
+    return value == "on" and bool(build_info()["cuda"])
 
 
 def _train_softmax_regression(batch: ClientBatch, keys: CohortKeys, lanes: Sequence[Lane],
@@ -127,17 +149,18 @@ def _train_softmax_regression(batch: ClientBatch, keys: CohortKeys, lanes: Seque
                           for lane, m_r in zip(lanes, sizes)])
     params = received.clone()
     steps = local_steps(batch.counts, config)[clients]
-    losses = torch.empty(len(clients), dtype=torch.float64) if received_loss else None
+    losses = (torch.empty(len(clients), dtype=torch.float64, device=params.device)
+              if received_loss else None)
+    # The labels were checked against the classes when the data set was made.
     ops.softmax_regression_sgd(batch.x.flatten(1).contiguous(), batch.y,
-                               torch.from_numpy(np.ascontiguousarray(batch.offsets,
-                                                                     dtype=np.int64)),
-                               keys.shuffle, torch.from_numpy(clients), torch.from_numpy(steps),
-                               params, batch_size=config.batch_size, lr=config.lr,
-                               received_loss=losses)
+                               np.ascontiguousarray(batch.offsets, dtype=np.int64),
+                               keys.shuffle, clients, steps, params, batch_size=config.batch_size,
+                               lr=config.lr, received_loss=losses, check_labels=False)
     updates = params.neg_().add_(received).split(sizes)
     if losses is None:
         return [(u, None) for u in updates]
-    return list(zip(updates, np.split(losses.numpy(), np.cumsum(sizes)[:-1])))
+    # The round's one copy back from the device: the received models' losses.
+    return list(zip(updates, np.split(losses.cpu().numpy(), np.cumsum(sizes)[:-1])))
 
 
 def _train_by_autograd(model: FlatModel, batch: ClientBatch, keys: CohortKeys,
