@@ -588,6 +588,7 @@ def test_a_cuda_device_without_a_cuda_build_is_refused_before_data_loads(command
 
     built = fastfair.build_info()
     monkeypatch.setattr(fastfair, "build_info", lambda: {**built, "cuda": False})
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
     # The data folder holds no MNIST: loading the data would fail with another message.
     argv = [command, "--device", "cuda", "--dataset", "mnist", "--data-dir", str(tmp_path),
             "--out", str(tmp_path / "run"), "--quiet"]

@@ -10,11 +10,19 @@ import torch
 
 
 def check_device(device: torch.device) -> None:
-    """Refuses a CUDA ``device`` this process cannot compute on, before any data loads:
-    fastfair's compiled core built without CUDA (with the rebuild command), a torch that sees no
-    CUDA device, or a device index past the ones it sees. ValueError naming ``--device``."""
+    """Refuses a CUDA ``device`` this process cannot compute on, before any data loads: a torch
+    that sees no CUDA GPU, a device index past the ones it sees, or fastfair's compiled core built
+    without CUDA (with the rebuild command). ValueError naming ``--device``."""
     if device.type != "cuda":
         return
+    if not torch.cuda.is_available():
+        raise ValueError(f"device (--device) {str(device)!r}: this torch ({torch.__version__}) "
+                         "sees no CUDA GPU (a CPU build of torch, or no GPU visible); pass "
+                         "--device cpu")
+    count = torch.cuda.device_count()
+    if device.index is not None and device.index >= count:
+        raise ValueError(f"device (--device) {str(device)!r}: this torch sees {count} CUDA "
+                         f"GPU(s), cuda:0 to cuda:{count - 1}")
     from fastfair import build_info
 
     if not build_info()["cuda"]:
@@ -23,13 +31,6 @@ def check_device(device: torch.device) -> None:
             "and this one was built without it; rebuild it with FASTFAIR_CUDA=ON pip install -c "
             "constraints.txt -e '.[sim]' on a machine with nvcc (docs/install.md), or pass "
             "--device cpu")
-    if not torch.cuda.is_available():
-        raise ValueError(f"device (--device) {str(device)!r}: torch {torch.__version__} sees no "
-                         "CUDA device (a CPU build of torch, or no GPU visible); pass --device cpu")
-    count = torch.cuda.device_count()
-    if device.index is not None and device.index >= count:
-        raise ValueError(f"device (--device) {str(device)!r}: torch sees {count} CUDA "
-                         f"device(s), cuda:0 to cuda:{count - 1}")
 
 
 @dataclass

@@ -28,7 +28,7 @@ from fastfair.aggregators.objectives import ClientObjective
 from fastfair.sim.config import SimulationConfig
 from fastfair.sim.data.base import ClientBatch, FederatedDataset, concat_batches
 from fastfair.sim.data.validation import with_validation
-from fastfair.sim.distributed import Distributed
+from fastfair.sim.distributed import Distributed, check_device
 from fastfair.sim.models.flat import FlatModel, check_model
 from fastfair.sim.reporting.metrics import mixture_summary
 from fastfair.sim.rounds.build import build_rule, build_server_optimizer, check_rule, server_lr
@@ -71,9 +71,7 @@ class Simulation(Runner):
         cfg = self.config
         dist = dist or Distributed(device=torch.device(cfg.device))
         self.device = dist.device if dist.world_size > 1 else torch.device(cfg.device)
-        if self.device.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError(f"device {cfg.device!r}: this torch sees no CUDA GPU; pass "
-                             "device='cpu' (--device cpu)")
+        check_device(self.device)
         check_precision(cfg.precision, self.device)
         return dist
 
