@@ -309,17 +309,22 @@ class Sweep(Orchestration):
         bar = self._bar(rounds, done, names[0] if len(names) == 1 else f"{len(names)} runs")
         for t in range(done + 1, rounds + 1):
             t0 = time.perf_counter()
-            cohorts = [sim.sample(t) for sim in sims]
-            playing = [r for r, ids in enumerate(cohorts) if ids.shape[0]]
-            records = [{"participants": 0} for _ in sims]
+            # A run that diverged plays no more rounds; the others play as they would alone.
+            live = [r for r, sim in enumerate(sims) if sim.diverged is None]
+            if not live:
+                break
+            cohorts = {r: sims[r].sample(t) for r in live}
+            playing = [r for r in live if cohorts[r].shape[0]]
+            records = {r: {"participants": 0} for r in live}
             if playing:
                 played = play_round([sims[r] for r in playing], t, [cohorts[r] for r in playing])
                 for r, record in zip(playing, played):
                     records[r] = record
-            evaluations = evaluate_runs(sims) if sims[0].evaluation_due(t) else None
-            for r, (sim, name) in enumerate(zip(sims, names)):
-                hooks.on_round(name, sim.finish(t, records[r], t0,
-                                                None if evaluations is None else evaluations[r]))
+            evaluations = evaluate_runs([sims[r] for r in live]) \
+                if sims[0].evaluation_due(t) else None
+            for j, r in enumerate(live):
+                hooks.on_round(names[r], sims[r].finish(
+                    t, records[r], t0, None if evaluations is None else evaluations[j]))
             bar.update(1)
             def save() -> None:
                 self._save(finished, started, {
@@ -332,9 +337,11 @@ class Sweep(Orchestration):
                            save if self.dist.rank == 0 and self.checkpoint_every else None)
         bar.close()
         seconds = (time.perf_counter() - group_started) / len(sims)
-        finals = evaluate_runs(sims)
-        for r, (spec, sim) in enumerate(zip(specs, sims)):
-            finished[spec] = self._finish(spec, sim, finals[r][0][0], seconds, hooks)
+        live = [sim for sim in sims if sim.diverged is None]
+        finals = dict(zip(map(id, live), evaluate_runs(live) if live else []))
+        for spec, sim in zip(specs, sims):  # a diverged run has no final accuracy
+            final = finals[id(sim)][0][0] if id(sim) in finals else np.zeros(0)
+            finished[spec] = self._finish(spec, sim, final, seconds, hooks)
 
     def _play_alone(self, spec: RunSpec, datasets, finished, hooks: RoundCallback,
                     resumed: Optional[Dict[str, Any]], started: float) -> None:
@@ -353,7 +360,8 @@ class Sweep(Orchestration):
         seconds = play_alone(runner, spec.name, hooks, bar, self.checkpoint_every,
                              save if self.dist.rank == 0 else None,
                              resumed["seconds"] if resumed else 0.0)
-        finished[spec] = self._finish(spec, runner, runner.evaluate()[0], seconds, hooks)
+        final = runner.evaluate()[0] if runner.diverged is None else np.zeros(0)
+        finished[spec] = self._finish(spec, runner, final, seconds, hooks)
 
     def _finish(self, spec: RunSpec, runner: Runner, final: np.ndarray, seconds: float,
                 hooks: RoundCallback) -> SweepRun:
