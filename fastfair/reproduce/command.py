@@ -44,7 +44,7 @@ def add_parser(sub: Any) -> None:
 #: The file of a table's folder that holds what ``--resume`` needs to finish it.
 SETTINGS = "reproduce.json"
 #: What ``--resume`` may be given with: how the table is executed and shown, not what it runs.
-RESUME_COMPANIONS = {"resume", "device", "threads", "quiet"}
+RESUME_COMPANIONS = {"command", "resume", "device", "threads", "quiet"}
 
 
 def main(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:

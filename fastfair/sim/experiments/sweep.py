@@ -367,8 +367,9 @@ class Sweep(Orchestration):
                 hooks: RoundCallback) -> SweepRun:
         run = SweepRun(spec.rule, dict(spec.options), spec.seed, list(runner.history),
                        np.asarray(final, dtype=np.float64), seconds)
-        self._models[spec] = {k: v.detach().cpu().clone()
-                              for k, v in runner.global_state_dict().items()}
+        if runner.diverged is None:  # a diverged run leaves no model
+            self._models[spec] = {k: v.detach().cpu().clone()
+                                  for k, v in runner.global_state_dict().items()}
         self._eval_ids[spec.seed] = np.asarray(runner.eval_ids, dtype=np.int64)
         hooks.on_run_end(spec.name, run_summary(spec.name, run.history, seconds))
         return run
