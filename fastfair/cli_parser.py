@@ -106,7 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
                                "defaults, and the methods (their options: --rule-option).")
     from fastfair.reproduce.command import add_parser
 
-    add_parser(sub)
+    p = add_parser(sub)
+    execution_options(p)
+    checkpoint_options(p)
     return parser
 
 
@@ -131,9 +133,9 @@ def execution_options(p: argparse.ArgumentParser) -> None:
     add_config_options(lambda title: group, SimulationConfig, only=("device",))
     group.add_argument(
         "--threads", type=int, default=1,
-        help="torch and fastfair kernel threads per process (default: simulate 1, which does "
-             "not collapse on a busy machine; sweep: the cores idle at the start, up to 4, as "
-             "one batched program of many runs fills them)")
+        help="torch and fastfair kernel threads per process (default: simulate and reproduce 1, "
+             "which does not collapse on a busy machine; sweep: the cores idle at the start, up "
+             "to 4, as one batched program of many runs fills them)")
 
 
 def _field_default(name: str) -> Any:

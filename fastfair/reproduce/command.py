@@ -13,9 +13,10 @@ from typing import Any, Dict, List, Optional
 LOG = logging.getLogger("fastfair")
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: Any) -> argparse.ArgumentParser:
     """Adds the ``reproduce`` subcommand to the subparsers ``sub`` of the ``fastfair``
-    parser."""
+    parser and returns its parser (the caller adds the options it shares with ``simulate``:
+    ``--device``, ``--threads``, ``--checkpoint-every``, ``--resume``)."""
     p = sub.add_parser(
         "reproduce", help="regenerate a seed paper's table beside the paper's numbers",
         description="Runs one of the seed papers' tables from the table file shipped with "
@@ -35,10 +36,7 @@ def add_parser(sub: Any) -> None:
                    help="run the paper's full setting (hours on a CPU; meant for a GPU) "
                         "instead of the shipped reduced one")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
-    from fastfair.cli_parser import checkpoint_options, execution_options
-
-    execution_options(p)
-    checkpoint_options(p)
+    return p
 
 
 #: The file of a table's folder that holds what ``--resume`` needs to finish it.

@@ -25,11 +25,9 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
-import logging
 import math
 import os
 import re
-import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -37,7 +35,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from fastfair import _files as files
 from fastfair import _machine
-from fastfair.reproduce.prepare import build_split, data_folder
+from fastfair.reproduce import column as columns
+from fastfair.reproduce.prepare import data_folder
 from fastfair.reproduce.table import Column, TableSpec
 from fastfair.sim.reporting.stats import mean_ci, paired_difference
 
@@ -61,7 +60,7 @@ FIELDS = ("column", "metric", "rule", "paper", "ours_mean", "ours_half", "seeds"
           "ours_diff", "ours_diff_half", "verdict", "why", "seconds", "diverged")
 #: The verdict of a row with no seed left to judge: every counted run diverged.
 DIVERGED = "diverged"
-LOG = logging.getLogger("fastfair")
+
 
 
 @dataclass
@@ -232,11 +231,12 @@ def run_table(spec: TableSpec, data_dir: Optional[str], out: Path, *, full: bool
     work = [len(run.rules or []) * len(spec.seeds) * config.rounds for _, run, config, _ in plans]
     spent: List[Tuple[float, int]] = []  # (seconds, work) of the columns run by this call
     for i, (column, run, config, folder) in enumerate(plans):
-        _log_column(i, plans, work, spent)
+        columns.log_column(i, plans, work, spent)
         begun = time.perf_counter()
         try:
-            result, ran = _column(spec, column, run, config, folder, out / _slug(column.name),
-                                  progress, threads, checkpoint_every, resume)
+            result, ran = columns.run_column(spec, column, run, config, folder,
+                                             out / _slug(column.name), progress, threads,
+                                             checkpoint_every, resume)
         except stopping.Interrupted as stop:
             stop.out, stop.saved = out, True  # the finished columns are written: resumable
             raise
@@ -256,52 +256,6 @@ def run_table(spec: TableSpec, data_dir: Optional[str], out: Path, *, full: bool
         if on_column is not None:
             on_column(column.name, seconds)
     return table
-
-
-def _column(spec: TableSpec, column: Column, run: Any, config: Any, folder: Optional[Path],
-            out: Path, progress: bool, threads: Optional[int], checkpoint_every: int,
-            resume: bool) -> Tuple[Any, bool]:
-    """The sweep result of one column in its folder ``out``, and whether this call ran any of
-    it: read back where a resumed table finished it, continued from its checkpoint, else run
-    (afresh: a folder left without a checkpoint is emptied first)."""
-    from fastfair.sim.experiments.loading import load_run
-    from fastfair.sim.experiments.sweep import CONFIG, Sweep
-
-    if resume and (out / "sweep_summary.json").exists():
-        return load_run(out), False
-    if resume and (out / "checkpoint.pt").exists():
-        return Sweep.resume(out, progress=progress, threads=threads).run(), True
-    if resume and (out / CONFIG).exists():
-        shutil.rmtree(out)  # a column stopped before its first checkpoint: run it again
-    dataset = None
-    if column.prepare is not None:
-        options = dict(column.prepare)
-        dataset = build_split(options.pop("split"), str(folder), options)
-    return Sweep(config, run.rules or [], spec.seeds,
-                 rule_options=run.run.get("rule_options", {}), baseline=spec.baseline,
-                 metrics=(spec.metric, *spec.also), out=out, progress=progress,
-                 dataset=dataset, threads=threads,
-                 checkpoint_every=checkpoint_every).run(), True
-
-
-def _log_column(i: int, plans: Sequence[Any], work: Sequence[int],
-                spent: Sequence[Tuple[float, int]]) -> None:
-    """Logs the start of column ``i`` with its runs and rounds and, once this call has run a
-    column, the time left for the table, from the seconds per run-round of those."""
-    column, run, config, _ = plans[i]
-    line = (f"column {i + 1} of {len(plans)}: {column.name} ({len(run.rules or [])} rules x "
-            f"{work[i] // max(1, len(run.rules or [])) // config.rounds} seeds x "
-            f"{config.rounds} rounds)")
-    done = sum(w for _, w in spent)
-    if done:
-        rate = sum(s for s, _ in spent) / done
-        line += (f"; about {_duration(rate * work[i])} for it, "
-                 f"{_duration(rate * sum(work[i:]))} for the table")
-    LOG.info("%s", line)
-
-
-def _duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 def column_rows(spec: TableSpec, column: Column, metric: str,

@@ -177,7 +177,7 @@ def test_a_table_stopped_by_a_signal_is_finished_by_resume(tmp_path, monkeypatch
     import signal
 
     from fastfair import cli
-    from fastfair.reproduce import run
+    from fastfair.reproduce import column
 
     path = tmp_path / "two.toml"
     path.write_text(TABLE.replace("rounds = 2", "rounds = 4") + TABLE[TABLE.index("[[column]]"):]
@@ -185,14 +185,14 @@ def test_a_table_stopped_by_a_signal_is_finished_by_resume(tmp_path, monkeypatch
     whole, stopped = tmp_path / "whole", tmp_path / "stopped"
     argv = ["reproduce", str(path), "--quiet", "--checkpoint-every", str(every)]
     assert cli.main([*argv, "--out", str(whole)]) == 0
-    log_column = run._log_column
+    log_column = column.log_column
 
     def interrupt_second(i, *args):  # Ctrl-C as the second column starts
         if i == 1:
             os.kill(os.getpid(), signal.SIGINT)
         log_column(i, *args)
 
-    monkeypatch.setattr(run, "_log_column", interrupt_second)
+    monkeypatch.setattr(column, "log_column", interrupt_second)
     capsys.readouterr()
     assert cli.main([*argv, "--out", str(stopped)]) == 130
     err = capsys.readouterr().err
@@ -200,7 +200,7 @@ def test_a_table_stopped_by_a_signal_is_finished_by_resume(tmp_path, monkeypatch
     partial = json.loads((stopped / "table.json").read_text())
     assert partial["unfinished"] == ["Synthetic, K' = 3"] and len(partial["rows"]) == 4
     assert "**Unfinished**" in (stopped / "table.md").read_text()
-    monkeypatch.setattr(run, "_log_column", log_column)
+    monkeypatch.setattr(column, "log_column", log_column)
     assert cli.main(["reproduce", "--resume", str(stopped), "--quiet"]) == 0
     assert _tables(stopped) == _tables(whole)
     assert json.loads((stopped / "table.json").read_text())["unfinished"] == []

@@ -14,8 +14,10 @@ Runs of the same seed share the data set, the initial model and every round's cl
 so differences between rules on one seed are paired. Every rule's runs (all grid points and
 seeds) train their cohorts together: one :func:`~fastfair.sim.rounds.engine.play_round` per
 round for all of them, each run with its own global model, rule, server optimiser and keys, and
-each run's records equal to the same run alone. Methods (FedEvg, SuPerFed) run one after another
-on the same data sets. Every run's final global model is kept
+each run's records equal to the same run alone. A run that diverges stops at that round and the
+others go on as they would without it (docs/simulator.md, "Diverged runs"). Methods (FedEvg,
+SuPerFed) run one after another on the same data sets. Every run's final global model (but a
+diverged run's) is kept
 (:attr:`~fastfair.sim.experiments.sweep_result.SweepResult.models`, and ``models.pt`` in the
 output folder). With ``checkpoint_every`` a sweep saves its state into its
 folder, and :meth:`Sweep.resume` continues it bit for bit. ``fastfair sweep`` is the
