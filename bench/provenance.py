@@ -81,31 +81,6 @@ def core_mismatch(root: Path, build_info: Dict[str, Any], package_dir: Path) -> 
             "recompiles only what changed), or pass --allow-other-build to measure it anyway.")
 
 
-def _cpuinfo() -> Dict[str, str]:
-    fields: Dict[str, str] = {}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if ":" in line:
-                key, value = (part.strip() for part in line.split(":", 1))
-                if key and key not in fields:
-                    fields[key] = value
-                if not line.strip() and fields:
-                    break
-    except OSError:
-        pass
-    return fields
-
-
-def _cpu_model() -> str:
-    """The CPU model name, with its family and model numbers where the name alone is generic
-    (a virtual machine's "AMD EPYC" covers several generations)."""
-    info = _cpuinfo()
-    name = info.get("model name") or platform.processor() or platform.machine()
-    if "cpu family" in info and "model" in info:
-        name = f"{name} (family {info['cpu family']}, model {info['model']})"
-    return name
-
-
 def _memory_gib() -> Optional[float]:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -139,11 +114,12 @@ def machine(threads: int, records: Sequence[dict]) -> dict:
     import torch
 
     import fastfair
+    from fastfair._machine import cpu_model
 
     info = fastfair.build_info()
     cpu_bandwidths = sorted(r["copy_bandwidth"] for r in records if r["device"] == "cpu")
     desc = {
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "logical_cpus": os.cpu_count(),
         "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "memory_gib": _memory_gib(),

@@ -234,19 +234,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     quiet = getattr(args, "quiet", False)
     with _console_logging(getattr(args, "log_level", None) or ("warning" if quiet else "info")):
         try:
-            if args.command in ("simulate", "sweep"):
+            if args.command in ("simulate", "sweep", "reproduce"):
+                from fastfair.reproduce.command import main as reproduce
                 from fastfair.sim.experiments.stopping import Interrupted, graceful_signals
 
                 try:
                     with graceful_signals():
+                        if args.command == "reproduce":
+                            return reproduce(args, list(sys.argv[1:] if argv is None else argv))
                         return simulate(args)
                 except Interrupted as stop:  # SIGINT/SIGTERM: stopped at a round boundary
                     LOG.error("fastfair %s: %s", args.command, stop.describe(args.command))
                     return stop.exit_code
-            if args.command == "reproduce":
-                from fastfair.reproduce.command import main as reproduce
-
-                return reproduce(args, list(sys.argv[1:] if argv is None else argv))
             if args.command == "rules":
                 from fastfair.aggregators.registry import describe
                 from fastfair.methods import METHODS

@@ -122,12 +122,16 @@ def dest(f: dataclasses.Field) -> str:
 
 
 def add_config_options(group: Callable[[str], Any], cls: type,
-                       inferred: Optional[Mapping[str, str]] = None) -> None:
-    """Adds an option per field of ``cls`` (but :data:`HAND_WRITTEN`) to ``group(section)``,
-    the argument group of the field's section. A field of ``inferred`` defaults to None, which
-    the caller resolves; its text there follows the field's help."""
+                       inferred: Optional[Mapping[str, str]] = None,
+                       only: Optional[Sequence[str]] = None) -> None:
+    """Adds an option per field of ``cls`` (but :data:`HAND_WRITTEN`; of ``only``'s fields
+    where given) to ``group(section)``, the argument group of the field's section. A field of
+    ``inferred`` defaults to None, which the caller resolves; its text there follows the
+    field's help."""
     hints, inferred = typing.get_type_hints(cls), inferred or {}
     for f in config_fields(cls):
+        if only is not None and f.name not in only:
+            continue
         meta = f.metadata
         text = meta.get("help", "").replace("%", "%%")
         kwargs: Dict[str, Any] = {"default": _default(f)}

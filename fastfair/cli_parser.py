@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="several seeds: the rules run as a sweep (mean and 95%% CI over seeds) "
                         "(default: --seed's one)")
     _run_options(p)
-    _checkpoint_options(p)
+    checkpoint_options(p)
     p = sub.add_parser(
         "sweep", help="run rules x seeds x hyperparameter grids as one batched program",
         description="Runs every rule at every grid point with every seed, trained together as one "
@@ -99,25 +99,43 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--select", default="acc_mean", metavar="METRIC",
                    help="the metric whose validation value picks each rule's grid point")
     _run_options(p)
-    _checkpoint_options(p)
+    checkpoint_options(p)
     p.set_defaults(threads=None)  # see --threads: the idle cores
     sub.add_parser("rules", help="list every rule, server optimizer and method with its options",
                    description="Lists every rule and server optimizer with its options and "
                                "defaults, and the methods (their options: --rule-option).")
     from fastfair.reproduce.command import add_parser
 
-    add_parser(sub)
+    p = add_parser(sub)
+    execution_options(p)
+    checkpoint_options(p)
     return parser
 
 
-def _checkpoint_options(p: argparse.ArgumentParser) -> None:
-    """``--checkpoint-every`` and ``--resume``, the same for an experiment and a sweep."""
+def checkpoint_options(p: argparse.ArgumentParser) -> None:
+    """``--checkpoint-every`` and ``--resume``, the same for an experiment, a sweep and a
+    reproduced table."""
     g = p.add_argument_group("checkpoints")
     g.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
                    help="save a checkpoint every N rounds (0: never)")
     g.add_argument("--resume", type=Path, metavar="DIR",
-                   help="continue the run (experiment or sweep) saved in DIR, bit-identical to "
-                        "an uninterrupted one; takes no other run option")
+                   help="continue the run (experiment, sweep or table) saved in DIR, "
+                        "bit-identical to an uninterrupted one; takes no other run option")
+
+
+def execution_options(p: argparse.ArgumentParser) -> None:
+    """``--device`` (the configuration's field) and ``--threads``, in the section of the
+    execution options: how a run is executed, not what it computes."""
+    from fastfair.sim.config import EXECUTION, SimulationConfig
+
+    groups = {g.title: g for g in p._action_groups}
+    group = groups.get(EXECUTION) or p.add_argument_group(EXECUTION)
+    add_config_options(lambda title: group, SimulationConfig, only=("device",))
+    group.add_argument(
+        "--threads", type=int, default=1,
+        help="torch and fastfair kernel threads per process (default: simulate and reproduce 1, "
+             "which does not collapse on a busy machine; sweep: the cores idle at the start, up "
+             "to 4, as one batched program of many runs fills them)")
 
 
 def _field_default(name: str) -> Any:
@@ -150,7 +168,8 @@ def _run_options(p: argparse.ArgumentParser) -> None:
                            "with its own clients (read from --data-dir)"}
     add_config_options(lambda t: groups[t] if t in groups
                        else groups.setdefault(t, p.add_argument_group(t)), SimulationConfig,
-                       inferred)
+                       inferred, only=[f.name for f in dataclasses.fields(SimulationConfig)
+                                       if f.name != "device"])
     g = groups[EVALUATION]
     g.add_argument("--out", type=Path, help="output folder (default: a fresh folder)")
     g.add_argument("--log", metavar="L1,L2", default="",
@@ -163,8 +182,4 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--quiet", action="store_true",
                    help="no progress bar (shown only in a terminal anyway), and only warnings "
                         "and errors")
-    groups[EXECUTION].add_argument(
-        "--threads", type=int, default=1,
-        help="torch and fastfair kernel threads per process (default: simulate 1, which does "
-             "not collapse on a busy machine; sweep: the cores idle at the start, up to 4, as "
-             "one batched program of many runs fills them)")
+    execution_options(p)

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import shlex
 import time
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 LOG = logging.getLogger("fastfair")
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: Any) -> argparse.ArgumentParser:
     """Adds the ``reproduce`` subcommand to the subparsers ``sub`` of the ``fastfair``
-    parser."""
+    parser and returns its parser (the caller adds the options it shares with ``simulate``:
+    ``--device``, ``--threads``, ``--checkpoint-every``, ``--resume``)."""
     p = sub.add_parser(
         "reproduce", help="regenerate a seed paper's table beside the paper's numbers",
         description="Runs one of the seed papers' tables from the table file shipped with "
@@ -34,12 +36,19 @@ def add_parser(sub: Any) -> None:
                    help="run the paper's full setting (hours on a CPU; meant for a GPU) "
                         "instead of the shipped reduced one")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    return p
+
+
+#: The file of a table's folder that holds what ``--resume`` needs to finish it.
+SETTINGS = "reproduce.json"
+#: What ``--resume`` may be given with: how the table is executed and shown, not what it runs.
+RESUME_COMPANIONS = {"command", "resume", "device", "threads", "quiet"}
 
 
 def main(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     """Runs ``fastfair reproduce`` with its parsed ``args`` (``argv``: the command line as
-    typed, recorded in the outputs)."""
-    from fastfair.reproduce.run import run_table
+    typed, recorded in the outputs); ``--resume DIR`` finishes the table started in DIR with
+    the settings saved there (:data:`SETTINGS`)."""
     from fastfair.reproduce.table import load_table, replace_seeds, table_names
 
     if args.list:
@@ -47,6 +56,8 @@ def main(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
             spec = load_table(name)
             print(f"{name}: {spec.title}")
         return 0
+    if args.resume is not None:
+        return _resume(args)
     if args.name is None:
         raise ValueError("name the table to run (fastfair reproduce --list names them)")
     spec = load_table(args.name)
@@ -60,9 +71,52 @@ def main(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     out = args.out or Path("fastfair-runs") / time.strftime(f"reproduce-{spec.name}-%Y%m%d-%H%M%S")
     command = "fastfair reproduce " + " ".join(shlex.quote(a) for a in (argv or [args.name])
                                                if a != "reproduce")
-    table = run_table(spec, None if args.data_dir is None else str(args.data_dir), out,
-                      full=args.full, progress=not args.quiet, command=command,
-                      on_column=lambda name, s: LOG.info("%s: %.0f s", name, s))
+    table = str(Path(args.name).resolve()) if str(args.name).endswith(".toml") else args.name
+    settings = {"table": table, "seeds": list(spec.seeds), "full": args.full,
+                "data_dir": None if args.data_dir is None else str(args.data_dir.resolve()),
+                "checkpoint_every": args.checkpoint_every, "device": args.device,
+                "command": command}
+    return _run(args, spec, out, settings, args.device, resume=False)
+
+
+def _resume(args: argparse.Namespace) -> int:
+    """``--resume DIR``: the table of DIR's saved settings, finished."""
+    from fastfair import _files as files
+    from fastfair.reproduce.table import load_table, replace_seeds
+
+    others = sorted(getattr(args, "typed", set()) - RESUME_COMPANIONS)
+    if others:
+        flags = ", ".join("--" + name.replace("_", "-") for name in others)
+        raise ValueError(f"--resume finishes the table with its saved options; drop {flags}")
+    path = args.resume / SETTINGS
+    if not path.is_file():
+        raise ValueError(f"--resume {args.resume} holds no {SETTINGS}: it is not a table "
+                         "folder of fastfair reproduce")
+    settings = files.read_json_file(path, "table settings")
+    spec = replace_seeds(load_table(settings["table"]), settings["seeds"])
+    device = args.device if "device" in getattr(args, "typed", set()) else settings["device"]
+    return _run(args, spec, args.resume, settings, device, resume=True)
+
+
+def _run(args: argparse.Namespace, spec: Any, out: Path, settings: Dict[str, Any], device: str,
+         resume: bool) -> int:
+    """Runs (or, with ``resume``, finishes) the table ``spec`` into ``out`` and prints it. A
+    fresh table's folder first receives its ``settings``; the table then runs as a resumed
+    one, which finds no column done."""
+    from fastfair import _files as files
+    from fastfair.reproduce.run import run_table
+
+    if not resume:
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise ValueError(f"--out {out} must be an empty folder or absent")
+        out.mkdir(parents=True, exist_ok=True)
+        with files.atomic(out / SETTINGS, text=True) as f:
+            f.write(json.dumps(settings, indent=1))
+    table = run_table(spec, settings["data_dir"], out, full=settings["full"],
+                      progress=not args.quiet, command=settings["command"],
+                      on_column=lambda name, s: LOG.info("%s: %.0f s", name, s), device=device,
+                      threads=args.threads, checkpoint_every=settings["checkpoint_every"],
+                      resume=True)
     print((out / "table.md").read_text(), end="", flush=True)
     LOG.info("wrote %s/table.md, table.csv, table.json (%.0f s)", out, table.seconds)
     return 0

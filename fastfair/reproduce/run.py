@@ -23,16 +23,20 @@ claims), the sign is judged as a difference of that sign.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import os
 import re
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from fastfair.reproduce.prepare import build_split, data_folder
+from fastfair import _files as files
+from fastfair import _machine
+from fastfair.reproduce import column as columns
+from fastfair.reproduce.prepare import data_folder
 from fastfair.reproduce.table import Column, TableSpec
 from fastfair.sim.reporting.stats import mean_ci, paired_difference
 
@@ -51,18 +55,22 @@ def shown_scale(metric: str) -> float:
 
 #: The verdicts, best first.
 VERDICTS = ("reproduced", "within noise", "not reproduced")
-#: The columns of ``table.csv`` (and the keys of each row of ``table.json``).
+#: The keys of each row of ``table.json``; ``table.csv`` has them and then ``machine``.
 FIELDS = ("column", "metric", "rule", "paper", "ours_mean", "ours_half", "seeds", "paper_diff",
-          "ours_diff", "ours_diff_half", "verdict", "why", "seconds")
+          "ours_diff", "ours_diff_half", "verdict", "why", "seconds", "diverged")
+#: The verdict of a row with no seed left to judge: every counted run diverged.
+DIVERGED = "diverged"
+
 
 
 @dataclass
 class Row:
     """One rule of one column on one metric (the table's, or one of its ``also``): the
     paper's value, ours (mean and half-width of the 95 % interval over ``seeds``, in %, a
-    variance in %²), the differences to the baseline (None for the baseline itself or where
-    the paper gives no number), the verdict and its reason, and the column's
-    wall time in seconds."""
+    variance in %²; ``seeds``: those counted), the differences to the baseline (None for the
+    baseline itself or where the paper gives no number), the verdict and its reason, the
+    column's wall time in seconds, and which seeds diverged (``""`` when none did), left out
+    of every number of the row."""
 
     column: str
     metric: str
@@ -77,12 +85,15 @@ class Row:
     verdict: str
     why: str
     seconds: float
+    diverged: str = ""
 
 
 @dataclass
 class TableResult:
-    """A table's rows, its wall time, the load average (1 minute) at its start and end, the
-    seeds, whether it ran the paper's full setting, and the command that regenerates it."""
+    """A table's rows, its wall time (the sum of its columns'), the load average (1 minute)
+    at its start and end, the seeds, whether it ran the paper's full setting, the command
+    that regenerates it, the machine (:func:`fastfair._machine.describe`) and the columns
+    not run yet (none once the table is complete)."""
 
     spec: TableSpec
     rows: List[Row]
@@ -91,6 +102,8 @@ class TableResult:
     seeds: List[int]
     full: bool
     command: str
+    machine: Dict[str, Any] = field(default_factory=dict)
+    pending: List[str] = field(default_factory=list)
 
 
 def verdict(paper_diff: Optional[float], diff: float, half: float, tie: float,
@@ -147,10 +160,13 @@ def verdict(paper_diff: Optional[float], diff: float, half: float, tie: float,
 
 def run_table(spec: TableSpec, data_dir: Optional[str], out: Path, *, full: bool = False,
               progress: bool = False, command: str = "",
-              on_column: Optional[Callable[[str, float], None]] = None) -> TableResult:
+              on_column: Optional[Callable[[str, float], None]] = None, device: str = "cpu",
+              threads: Optional[int] = 1, checkpoint_every: int = 0,
+              resume: bool = False) -> TableResult:
     """Runs every column of ``spec`` (one sweep of its rules over ``spec.seeds``, written
     into ``out/<column>/``) and writes ``table.md``, ``table.csv`` and ``table.json`` into
-    ``out``.
+    ``out`` after every column, so that a table stopped (a signal, a crash, a time limit)
+    keeps the columns it finished and ``resume`` finishes it.
 
     Parameters
     ----------
@@ -160,7 +176,7 @@ def run_table(spec: TableSpec, data_dir: Optional[str], out: Path, *, full: bool
         The folder holding the data sets' folders (``mnist/``, ...); needed by columns that
         read files.
     out
-        The output folder (created; must be empty or absent).
+        The output folder (created; must be empty or absent unless ``resume``).
     full
         Run the paper's full setting (the table file's ``[full]``).
     progress
@@ -169,79 +185,123 @@ def run_table(spec: TableSpec, data_dir: Optional[str], out: Path, *, full: bool
         The command line recorded in the outputs.
     on_column
         Called with each column's name and wall time once it is done.
+    device, threads
+        Where the columns' runs train (``cpu``, ``cuda``, ``cuda:N``) and with how many torch
+        and kernel threads (None: the process's), as for ``fastfair simulate``; recorded with
+        the CPU model and GPU name in the outputs.
+    checkpoint_every
+        Each column's sweep saves a checkpoint every N rounds (0: never), from which
+        ``resume`` continues a column stopped part way.
+    resume
+        Finish the table already started in ``out``: a column whose sweep finished is read
+        back (:func:`~fastfair.sim.experiments.loading.load_run`), one with a checkpoint
+        continues from it, one without is run again; the outputs equal an uninterrupted
+        run's but wall times.
 
     Returns
     -------
     TableResult
+
+    Raises
+    ------
+    fastfair.sim.experiments.stopping.Interrupted
+        SIGINT or SIGTERM stopped a column (under
+        :func:`~fastfair.sim.experiments.stopping.graceful_signals`); its ``out`` is the
+        table's folder, which ``resume`` finishes.
     """
-    from fastfair.sim.experiments.sweep import Sweep
+    from fastfair.sim.experiments import stopping
 
     needs = sorted({c.data for c in spec.columns if c.data is not None})
     if needs and (data_dir is None or not os.path.isdir(data_dir)):
         raise ValueError(f"table {spec.name} reads {', '.join(needs)}: --data-dir must be the "
                          f"folder holding them; got {data_dir!r}")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    if resume and not out.is_dir():
+        raise ValueError(f"--resume {out}: no such table folder to finish")
+    if not resume and out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ValueError(f"--out {out} must be an empty folder or absent")
     plans = []
     for column in spec.columns:  # every column checked before any runs
         folder = data_folder(data_dir, column.data) if column.data and data_dir else None
-        plans.append((column, spec.run_file(column, full), spec.config(column, full, folder),
-                      folder))
+        config = dataclasses.replace(spec.config(column, full, folder), device=device)
+        plans.append((column, spec.run_file(column, full), config, folder))
     out.mkdir(parents=True, exist_ok=True)
-    load_start = os.getloadavg()[0]
-    started = time.perf_counter()
-    rows: List[Row] = []
-    for column, run, config, folder in plans:
+    table = TableResult(spec, [], 0.0, (os.getloadavg()[0], math.nan), list(spec.seeds), full,
+                        command, _machine.describe(device, threads),
+                        [column.name for column in spec.columns])
+    work = [len(run.rules or []) * len(spec.seeds) * config.rounds for _, run, config, _ in plans]
+    spent: List[Tuple[float, int]] = []  # (seconds, work) of the columns run by this call
+    for i, (column, run, config, folder) in enumerate(plans):
+        columns.log_column(i, plans, work, spent)
         begun = time.perf_counter()
-        dataset = None
-        if column.prepare is not None:
-            options = dict(column.prepare)
-            dataset = build_split(options.pop("split"), str(folder), options)
-        result = Sweep(config, run.rules or [], spec.seeds,
-                       rule_options=run.run.get("rule_options", {}), baseline=spec.baseline,
-                       metrics=(spec.metric, *spec.also), out=out / _slug(column.name),
-                       progress=progress, dataset=dataset).run()
-        seconds = time.perf_counter() - begun
+        try:
+            result, ran = columns.run_column(spec, column, run, config, folder,
+                                             out / _slug(column.name), progress, threads,
+                                             checkpoint_every, resume)
+        except stopping.Interrupted as stop:
+            stop.out, stop.saved = out, True  # the finished columns are written: resumable
+            raise
+        seconds = time.perf_counter() - begun if ran else result.seconds
+        if ran:
+            spent.append((seconds, work[i]))
         for metric in (spec.metric, *spec.also):
-            rows += column_rows(spec, column, metric,
-                                {(r.rule, r.seed): r.last(metric) for r in result.runs},
-                                run.rules or [], seconds)
+            table.rows += column_rows(
+                spec, column, metric, {(r.rule, r.seed): r.last(metric) for r in result.runs
+                                       if r.diverged_round is None},
+                run.rules or [], seconds,
+                {(r.rule, r.seed): t for r in result.runs if (t := r.diverged_round) is not None})
+        table.seconds += seconds
+        table.pending.remove(column.name)
+        table.load = (table.load[0], os.getloadavg()[0])
+        write_outputs(table, out)
         if on_column is not None:
             on_column(column.name, seconds)
-    table = TableResult(spec, rows, time.perf_counter() - started,
-                        (load_start, os.getloadavg()[0]), list(spec.seeds), full, command)
-    write_outputs(table, out)
     return table
 
 
 def column_rows(spec: TableSpec, column: Column, metric: str,
                 values: Dict[Tuple[str, int], float], rules: Sequence[str],
-                seconds: float) -> List[Row]:
+                seconds: float,
+                diverged: Optional[Dict[Tuple[str, int], int]] = None) -> List[Row]:
     """The rows of one column on ``metric`` from each run's final value
     (``{(rule, seed): value}``, a fraction), shown as
     :func:`shown_scale` shows it (accuracies and AUROC in %, a variance
     in %²): per rule its mean and interval over the table's seeds and,
     beside the baseline, the paired difference to it with the :func:`verdict` (the paper's
-    numbers are on the table's metric; the ``also`` metrics have none)."""
+    numbers are on the table's metric; the ``also`` metrics have none).
+
+    The runs that diverged (``diverged``: ``{(rule, seed): round}``; they have no value) are
+    left out of the means, and a difference is paired on the seeds where neither run
+    diverged; the row names them (``diverged``: ``seed 2 at round 354; 2 of 3 seeds``). A
+    row with no seed left has no numbers and the verdict :data:`DIVERGED`."""
     rows = []
+    diverged = diverged or {}
     paper_numbers = column.paper if metric == spec.metric else {}
     factor = shown_scale(metric)
-    base = {s: factor * values[(spec.baseline, s)] for s in spec.seeds}
+    base = {s: factor * values[(spec.baseline, s)] for s in spec.seeds
+            if (spec.baseline, s) not in diverged}
     for rule in rules:
-        mine = {s: factor * values[(rule, s)] for s in spec.seeds}
-        mean, half = mean_ci(list(mine.values()))
+        mine = {s: factor * values[(rule, s)] for s in spec.seeds if (rule, s) not in diverged}
+        mean, half = mean_ci(list(mine.values())) if mine else (math.nan, math.nan)
         paper = paper_numbers.get(rule)
+        lost = [s for s in spec.seeds if (rule, s) in diverged]
+        note = "; ".join(f"seed {s} at round {diverged[(rule, s)]}" for s in lost)
+        note += f"; {len(mine)} of {len(spec.seeds)} seeds" if lost else ""
         if rule == spec.baseline:
             rows.append(Row(column.name, metric, rule, paper, mean, half, len(mine), None, None,
-                            None, "baseline", "", seconds))
+                            None, "baseline", "", seconds, note))
             continue
-        diff, diff_half, _ = paired_difference(mine, base)
         reference = paper_numbers.get(spec.baseline)
         paper_diff = None if paper is None or reference is None else paper - reference
+        if not set(mine) & set(base):
+            rows.append(Row(column.name, metric, rule, paper, mean, half, len(mine), paper_diff,
+                            None, None, DIVERGED, "no seed on which both runs finished",
+                            seconds, note))
+            continue
+        diff, diff_half, _ = paired_difference(mine, base)
         claim = column.claim.get(rule) if metric == spec.metric else None
         word, why = verdict(paper_diff, diff, diff_half, spec.tie, claim)
         rows.append(Row(column.name, metric, rule, paper, mean, half, len(mine), paper_diff, diff,
-                        diff_half, word, why, seconds))
+                        diff_half, word, why, seconds, note))
     return rows
 
 
@@ -256,7 +316,7 @@ def _number(value: Optional[float], signed: bool = False) -> str:
 
 
 def _interval(mean: Optional[float], half: Optional[float], signed: bool = False) -> str:
-    if mean is None:
+    if mean is None or not math.isfinite(mean):
         return ""
     text = _number(mean, signed)
     return text + (f" ± {half:.1f}" if half is not None and math.isfinite(half) else "")
@@ -277,18 +337,22 @@ def markdown(table: TableResult) -> str:
              f"fastfair: mean ± half-width of the 95 % Student-t interval over seeds {seeds}; "
              f"Δ: difference to {spec.baseline} (paper: of its numbers; ours: paired on "
              f"seeds). Verdict on Δ (fastfair.reproduce.run). Setting: {setting}. Wall time "
-             f"{table.seconds:.0f} s (load average {table.load[0]:.1f} at the start, "
-             f"{table.load[1]:.1f} at the end). Command: `{table.command}`.", "",
+             f"{table.seconds:.0f} s on {_machine.summary(table.machine)} (load average "
+             f"{table.load[0]:.1f} at the start, {table.load[1]:.1f} at the end). Command: "
+             f"`{table.command}`.", "",
              "| column |" + (" metric |" if spec.also else "")
              + " rule | paper | fastfair | paper Δ | fastfair Δ | verdict | why |",
              "|---|" + ("---|" if spec.also else "") + "---|---|---|---|---|---|---|"]
+    if table.pending:
+        lines[2:2] = [f"**Unfinished**: {', '.join(table.pending)} not run yet; "
+                      "`fastfair reproduce --resume` on this folder finishes the table.", ""]
     for r in table.rows:
         metric = f" `{r.metric}` |" if spec.also else ""
         lines.append(f"| {r.column} |{metric} {r.rule} | {_number(r.paper)} | "
                      f"{_interval(r.ours_mean, r.ours_half)} | "
                      f"{'' if r.rule == spec.baseline else _number(r.paper_diff, True)} | "
                      f"{_interval(r.ours_diff, r.ours_diff_half, True)} | {r.verdict} | "
-                     f"{r.why} |")
+                     f"{r.why}{'; diverged: ' + r.diverged if r.diverged else ''} |")
     notes = [c for c in spec.columns if c.paper_note]
     if notes:
         lines += ["", "The paper's numbers: " + " ".join(f"{c.name}: {c.paper_note}"
@@ -304,22 +368,27 @@ def markdown(table: TableResult) -> str:
 
 
 def write_outputs(table: TableResult, out: Path) -> None:
-    """``out/table.md`` (:func:`markdown`), ``out/table.csv`` (:data:`FIELDS`, one row per
-    rule and column) and ``out/table.json`` (the rows with the table's name, paper, source,
-    metric, seeds, setting, wall time, load and command)."""
-    (out / "table.md").write_text(markdown(table))
-    with open(out / "table.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
+    """``out/table.md`` (:func:`markdown`), ``out/table.csv`` (:data:`FIELDS` and the machine,
+    one row per rule and column) and ``out/table.json`` (the rows with the table's name,
+    paper, source, metric, seeds, setting, wall time, load, machine, command and the columns
+    not run yet), each written whole (a stopped write leaves the previous file)."""
+    with files.atomic(out / "table.md", text=True) as f:
+        f.write(markdown(table))
+    machine = _machine.summary(table.machine)
+    with files.atomic(out / "table.csv", text=True) as f:
+        writer = csv.DictWriter(f, fieldnames=(*FIELDS, "machine"))
         writer.writeheader()
         for row in table.rows:
-            writer.writerow(asdict(row))
+            writer.writerow({**asdict(row), "machine": machine})
     spec = table.spec
     record: Dict[str, Any] = {
         "name": spec.name, "title": spec.title, "paper": spec.paper, "source": spec.source,
         "metric": spec.metric, "baseline": spec.baseline, "seeds": table.seeds,
         "full": table.full, "seconds": table.seconds, "load_average": list(table.load),
-        "command": table.command, "rows": [_finite(asdict(r)) for r in table.rows]}
-    (out / "table.json").write_text(json.dumps(record, indent=1) + "\n")
+        "machine": table.machine, "command": table.command, "unfinished": table.pending,
+        "rows": [_finite(asdict(r)) for r in table.rows]}
+    with files.atomic(out / "table.json", text=True) as f:
+        f.write(json.dumps(record, indent=1) + "\n")
 
 
 def _finite(row: Dict[str, Any]) -> Dict[str, Any]:

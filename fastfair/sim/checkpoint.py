@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from fastfair._files import atomic, open_regular
+from fastfair.sim.reporting.stats import diverged_round
 
 _NDARRAY = "__fastfair_ndarray__"
 #: The keys under which a checkpoint holds models (every floating value below must be finite).
@@ -71,7 +72,11 @@ def _first_bad(value: torch.Tensor) -> Optional[Tuple[str, Any]]:
 
 def _check_models(value: Any, where: str, field: str = "", model: bool = False) -> None:
     """Raises ValueError naming the field when a floating tensor under a key of
-    :data:`MODEL_KEYS` holds NaN or inf."""
+    :data:`MODEL_KEYS` holds NaN or inf; a run's state whose history ends in divergence
+    (:data:`~fastfair.sim.reporting.stats.DIVERGED`) keeps its non-finite model on purpose."""
+    if isinstance(value, dict) and isinstance(value.get("history"), list) \
+            and diverged_round(value["history"]) is not None:
+        return
     if isinstance(value, dict):
         for k, v in value.items():
             name = f"{field}.{k}" if field else str(k)

@@ -178,8 +178,10 @@ def test_a_baseline_file_from_another_machine_is_refused_for_seconds(tmp_path, c
 
 
 def test_the_cpu_model_names_family_and_model_where_proc_cpuinfo_has_them():
-    info = provenance._cpuinfo()
-    model = provenance._cpu_model()
+    from fastfair._machine import cpu_info, cpu_model
+
+    info = cpu_info()
+    model = cpu_model()
     if "cpu family" in info and "model" in info:
         assert model.endswith(f"(family {info['cpu family']}, model {info['model']})")
     assert model

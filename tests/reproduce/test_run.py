@@ -80,10 +80,13 @@ def test_a_tiny_table_runs_and_writes_its_comparison(tmp_path):
     assert table.rows[3].verdict == "no paper number"  # an ``also`` metric
     with open(out / "table.csv") as f:
         rows = list(csv.DictReader(f))
-    assert tuple(rows[0]) == FIELDS and len(rows) == 4
+    assert tuple(rows[0]) == (*FIELDS, "machine") and len(rows) == 4
+    assert rows[0]["machine"].endswith(", 1 thread") and rows[0]["diverged"] == ""
     record = json.loads((out / "table.json").read_text())
     assert record["seeds"] == [0, 1] and record["full"] is False
     assert record["command"] == "fastfair reproduce tiny.toml"
+    assert record["machine"]["device"] == "cpu" and record["machine"]["cpu"]
+    assert record["machine"]["gpu"] is None and record["unfinished"] == []
     text = (out / "table.md").read_text()
     assert "| Synthetic, K' = 2 | `acc_weighted_mean` | fairavg | 76.4 |" in text
     assert "Reduced: 2 rounds" in text and "- nothing" in text
@@ -124,3 +127,82 @@ def test_accuracies_are_shown_in_percent_and_their_variance_in_percent_squared(t
     auroc = column_rows(spec, spec.columns[0], "auroc_worst10", fractions,
                         ["fedavg", "fairavg"], 1.0)
     assert auroc[1].ours_mean == pytest.approx(0.615)
+
+
+DIVERGING = TABLE.replace('rules = ["fedavg", "fairavg"]\nclients = 10\nper_round = 2',
+                          'rules = ["fedavg", "fedprox"]\nclients = 30\nper_round = 6\n'
+                          'rule_options = {fedprox = {mu = 1e30}}').replace("fairavg", "fedprox")
+
+
+def test_diverged_runs_are_marked_and_counted_in_no_number(tmp_path):
+    path = tmp_path / "tiny.toml"
+    path.write_text(DIVERGING)
+    table = run_table(load_table(path), None, tmp_path / "out")
+    base, prox = table.rows[:2]
+    assert base.diverged == "" and base.seeds == 2
+    assert prox.diverged == "seed 0 at round 1; seed 1 at round 1; 0 of 2 seeds"
+    assert prox.seeds == 0 and math.isnan(prox.ours_mean) and prox.ours_diff is None
+    assert prox.verdict == "diverged"
+    record = json.loads((tmp_path / "out" / "table.json").read_text())
+    assert record["rows"][1]["ours_mean"] is None and record["rows"][1]["verdict"] == "diverged"
+    assert "diverged: seed 0 at round 1" in (tmp_path / "out" / "table.md").read_text()
+
+
+def test_some_diverged_seeds_leave_the_others_counted(tmp_path):
+    path = tmp_path / "tiny.toml"
+    path.write_text(TABLE)
+    spec = load_table(path)
+    values = {("fedavg", 0): 0.5, ("fedavg", 1): 0.6, ("fairavg", 0): 0.7}
+    rows = column_rows(spec, spec.columns[0], "acc_weighted_mean", values,
+                       ["fedavg", "fairavg"], 1.0, {("fairavg", 1): 354})
+    assert rows[1].seeds == 1 and rows[1].ours_mean == pytest.approx(70.0)
+    assert rows[1].ours_diff == pytest.approx(20.0)  # paired on seed 0 only
+    assert rows[1].diverged == "seed 1 at round 354; 1 of 2 seeds"
+
+
+def _tables(out):
+    """A table's outputs without wall times and the machine: what a rerun must equal."""
+    rows = json.loads((out / "table.json").read_text())["rows"]
+    md = [line for line in (out / "table.md").read_text().splitlines() if line.startswith("| ")]
+    metrics = {p.parent.name: {run: [{k: v for k, v in r.items() if k != "seconds"}
+                                     for r in history]
+                               for run, history in json.loads(p.read_text()).items()}
+               for p in sorted(out.glob("*/metrics.json"))}
+    return [{k: v for k, v in r.items() if k != "seconds"} for r in rows], md, metrics
+
+
+@pytest.mark.parametrize("every", [0, 1], ids=["column-rerun", "column-from-checkpoint"])
+def test_a_table_stopped_by_a_signal_is_finished_by_resume(tmp_path, monkeypatch, capsys, every):
+    import os
+    import signal
+
+    from fastfair import cli
+    from fastfair.reproduce import column
+
+    path = tmp_path / "two.toml"
+    path.write_text(TABLE.replace("rounds = 2", "rounds = 4") + TABLE[TABLE.index("[[column]]"):]
+                    .replace("K' = 2", "K' = 3"))
+    whole, stopped = tmp_path / "whole", tmp_path / "stopped"
+    argv = ["reproduce", str(path), "--quiet", "--checkpoint-every", str(every)]
+    assert cli.main([*argv, "--out", str(whole)]) == 0
+    log_column = column.log_column
+
+    def interrupt_second(i, *args):  # Ctrl-C as the second column starts
+        if i == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+        log_column(i, *args)
+
+    monkeypatch.setattr(column, "log_column", interrupt_second)
+    capsys.readouterr()
+    assert cli.main([*argv, "--out", str(stopped)]) == 130
+    err = capsys.readouterr().err
+    assert f"Resume with: fastfair reproduce --resume {stopped}" in err
+    partial = json.loads((stopped / "table.json").read_text())
+    assert partial["unfinished"] == ["Synthetic, K' = 3"] and len(partial["rows"]) == 4
+    assert "**Unfinished**" in (stopped / "table.md").read_text()
+    monkeypatch.setattr(column, "log_column", log_column)
+    assert cli.main(["reproduce", "--resume", str(stopped), "--quiet"]) == 0
+    assert _tables(stopped) == _tables(whole)
+    assert json.loads((stopped / "table.json").read_text())["unfinished"] == []
+    assert cli.main(["reproduce", "--resume", str(stopped), "--seeds", "1"]) == 2
+    assert "drop --seeds" in capsys.readouterr().err

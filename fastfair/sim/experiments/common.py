@@ -254,11 +254,12 @@ def play_alone(runner: Runner, name: str, hooks: RoundCallback, bar: Any,
                seconds: float = 0.0) -> float:
     """Plays ``runner``'s remaining rounds, telling ``hooks`` (``name``) and ``bar``, and calls
     ``save(seconds so far)`` every ``checkpoint_every`` rounds (none for 0 or without
-    ``save``). Returns the run's seconds (``seconds`` already spent before this call
-    included); the caller evaluates, ends the run with its hooks and closes nothing."""
+    ``save``). A run that diverges stops at that round (:attr:`Runner.diverged`). Returns
+    the run's seconds (``seconds`` already spent before this call included); the caller
+    evaluates, ends the run with its hooks and closes nothing."""
     started = time.perf_counter() - seconds
     hooks.on_run_start(name, runner.config.to_dict())
-    while runner.round < runner.config.rounds:
+    while runner.round < runner.config.rounds and runner.diverged is None:
         record = runner.step()
         hooks.on_round(name, record)
         advance(bar, record)

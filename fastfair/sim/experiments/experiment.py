@@ -238,9 +238,11 @@ class Experiment(common.Orchestration):
                 histories[rule] = runner.history
                 if lead and self.out is not None:  # each client's kept rounds, where counted
                     write_participation(self.out, rule, runner.availability)
-                finals[rule] = runner.evaluate()[0]
-                # On the CPU, as a sweep keeps them: a GPU run's models.pt loads anywhere.
-                models[rule] = {k: v.detach().cpu() for k, v in runner.global_state_dict().items()}
+                if runner.diverged is None:  # a diverged run has no final accuracy nor model
+                    finals[rule] = runner.evaluate()[0]
+                    # On the CPU, as a sweep keeps them: a GPU run's models.pt loads anywhere.
+                    models[rule] = {k: v.detach().cpu()
+                                    for k, v in runner.global_state_dict().items()}
                 hooks.on_run_end(rule, common.run_summary(rule, runner.history, seconds[rule]))
                 if lead and self.checkpoint_every:
                     self._checkpoint(histories=histories, finals=finals, seconds=seconds,

@@ -142,7 +142,8 @@ def _load_sweep(out: Path) -> sweep.SweepResult:
     metrics = tuple(saved["metrics"])
     metrics += tuple(m for m in sweep.GROUP_METRICS if m not in metrics and runs and all(
         any(m in r for r in run.history) for run in runs))
-    evaluated = [run for run in runs if any("acc_mean" in r for r in run.history)]
+    evaluated = [run for run in runs if run.diverged_round is not None
+                 or any("acc_mean" in r for r in run.history)]
     selection = select(evaluated, saved["select"]) if evaluated else {}
     rows = summarize(evaluated, metrics, saved["baseline"], selection) if evaluated else []
     return sweep.SweepResult(runs, selection, rows, metrics, saved["baseline"], total, out,

@@ -14,8 +14,10 @@ Runs of the same seed share the data set, the initial model and every round's cl
 so differences between rules on one seed are paired. Every rule's runs (all grid points and
 seeds) train their cohorts together: one :func:`~fastfair.sim.rounds.engine.play_round` per
 round for all of them, each run with its own global model, rule, server optimiser and keys, and
-each run's records equal to the same run alone. Methods (FedEvg, SuPerFed) run one after another
-on the same data sets. Every run's final global model is kept
+each run's records equal to the same run alone. A run that diverges stops at that round and the
+others go on as they would without it (docs/simulator.md, "Diverged runs"). Methods (FedEvg,
+SuPerFed) run one after another on the same data sets. Every run's final global model (but a
+diverged run's) is kept
 (:attr:`~fastfair.sim.experiments.sweep_result.SweepResult.models`, and ``models.pt`` in the
 output folder). With ``checkpoint_every`` a sweep saves its state into its
 folder, and :meth:`Sweep.resume` continues it bit for bit. ``fastfair sweep`` is the
@@ -309,17 +311,22 @@ class Sweep(Orchestration):
         bar = self._bar(rounds, done, names[0] if len(names) == 1 else f"{len(names)} runs")
         for t in range(done + 1, rounds + 1):
             t0 = time.perf_counter()
-            cohorts = [sim.sample(t) for sim in sims]
-            playing = [r for r, ids in enumerate(cohorts) if ids.shape[0]]
-            records = [{"participants": 0} for _ in sims]
+            # A run that diverged plays no more rounds; the others play as they would alone.
+            live = [r for r, sim in enumerate(sims) if sim.diverged is None]
+            if not live:
+                break
+            cohorts = {r: sims[r].sample(t) for r in live}
+            playing = [r for r in live if cohorts[r].shape[0]]
+            records = {r: {"participants": 0} for r in live}
             if playing:
                 played = play_round([sims[r] for r in playing], t, [cohorts[r] for r in playing])
                 for r, record in zip(playing, played):
                     records[r] = record
-            evaluations = evaluate_runs(sims) if sims[0].evaluation_due(t) else None
-            for r, (sim, name) in enumerate(zip(sims, names)):
-                hooks.on_round(name, sim.finish(t, records[r], t0,
-                                                None if evaluations is None else evaluations[r]))
+            evaluations = evaluate_runs([sims[r] for r in live]) \
+                if sims[0].evaluation_due(t) else None
+            for j, r in enumerate(live):
+                hooks.on_round(names[r], sims[r].finish(
+                    t, records[r], t0, None if evaluations is None else evaluations[j]))
             bar.update(1)
             def save() -> None:
                 self._save(finished, started, {
@@ -332,9 +339,11 @@ class Sweep(Orchestration):
                            save if self.dist.rank == 0 and self.checkpoint_every else None)
         bar.close()
         seconds = (time.perf_counter() - group_started) / len(sims)
-        finals = evaluate_runs(sims)
-        for r, (spec, sim) in enumerate(zip(specs, sims)):
-            finished[spec] = self._finish(spec, sim, finals[r][0][0], seconds, hooks)
+        live = [sim for sim in sims if sim.diverged is None]
+        finals = dict(zip(map(id, live), evaluate_runs(live) if live else []))
+        for spec, sim in zip(specs, sims):  # a diverged run has no final accuracy
+            final = finals[id(sim)][0][0] if id(sim) in finals else np.zeros(0)
+            finished[spec] = self._finish(spec, sim, final, seconds, hooks)
 
     def _play_alone(self, spec: RunSpec, datasets, finished, hooks: RoundCallback,
                     resumed: Optional[Dict[str, Any]], started: float) -> None:
@@ -353,14 +362,16 @@ class Sweep(Orchestration):
         seconds = play_alone(runner, spec.name, hooks, bar, self.checkpoint_every,
                              save if self.dist.rank == 0 else None,
                              resumed["seconds"] if resumed else 0.0)
-        finished[spec] = self._finish(spec, runner, runner.evaluate()[0], seconds, hooks)
+        final = runner.evaluate()[0] if runner.diverged is None else np.zeros(0)
+        finished[spec] = self._finish(spec, runner, final, seconds, hooks)
 
     def _finish(self, spec: RunSpec, runner: Runner, final: np.ndarray, seconds: float,
                 hooks: RoundCallback) -> SweepRun:
         run = SweepRun(spec.rule, dict(spec.options), spec.seed, list(runner.history),
                        np.asarray(final, dtype=np.float64), seconds)
-        self._models[spec] = {k: v.detach().cpu().clone()
-                              for k, v in runner.global_state_dict().items()}
+        if runner.diverged is None:  # a diverged run leaves no model
+            self._models[spec] = {k: v.detach().cpu().clone()
+                                  for k, v in runner.global_state_dict().items()}
         self._eval_ids[spec.seed] = np.asarray(runner.eval_ids, dtype=np.int64)
         hooks.on_run_end(spec.name, run_summary(spec.name, run.history, seconds))
         return run

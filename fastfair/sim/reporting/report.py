@@ -11,6 +11,7 @@ from typing import Dict, List, Sequence
 import numpy as np
 
 from fastfair._files import atomic, writing
+from fastfair.sim.reporting.stats import DIVERGED, diverged_round
 
 SUMMARY_COLUMNS = [("acc_mean", "mean acc"), ("acc_weighted_mean", "weighted"),
                    ("acc_worst10", "worst 10%"), ("acc_worst5", "worst 5%"),
@@ -54,11 +55,17 @@ def write_final_accuracy(out: Path, finals: Dict[str, np.ndarray], client_ids: n
 
 def summarize(histories: Dict[str, List[dict]], seconds: Dict[str, float]) -> Dict[str, dict]:
     """Per rule: the metrics of its last evaluated round, the lag-1 autocorrelation of its mean
-    accuracy series (higher: smoother progress) and its wall time."""
+    accuracy series (higher: smoother progress) and its wall time; for a rule whose run
+    diverged, no metric but ``diverged_round`` and ``diverged`` (why) beside its wall time."""
     from fastfair.sim.reporting.metrics import acf
 
-    out = {}
+    out: Dict[str, dict] = {}
     for rule, hist in histories.items():
+        at = diverged_round(hist)
+        if at is not None:
+            out[rule] = {"diverged_round": at, DIVERGED: hist[-1].get(DIVERGED, ""),
+                         "seconds": seconds.get(rule, 0.0)}
+            continue
         evals = [r for r in hist if "acc_mean" in r]
         if not evals:
             continue
@@ -72,13 +79,18 @@ def summarize(histories: Dict[str, List[dict]], seconds: Dict[str, float]) -> Di
 
 def summary_table(summary: Dict[str, dict]) -> str:
     """The summary side by side, every value as recorded (accuracies and AUROC as fractions in
-    [0, 1])."""
+    [0, 1]); a run that diverged as the round it diverged at, with no numbers."""
+    scored = [row for row in summary.values() if "diverged_round" not in row]
     columns = SUMMARY_COLUMNS + [c for c in GROUP_COLUMNS + AUROC_COLUMNS
-                                 if summary and all(c[0] in row for row in summary.values())]
+                                 if scored and all(c[0] in row for row in scored)]
     header = (f"{'rule':<12}" + "".join(f"{label:>11}" for _, label in columns)
               + f"{'ACF(1)':>8}{'time':>9}")
     lines = [header, "-" * len(header)]
     for rule, row in summary.items():
+        if "diverged_round" in row:
+            lines.append(f"{rule:<12}  diverged at round {row['diverged_round']}: "
+                         f"{row[DIVERGED]} (no metrics)" + f"{row['seconds']:>8.1f}s")
+            continue
         cells = [f"{row[key]:>11.{5 if key == 'acc_variance' else 4}f}" for key, _ in columns]
         lines.append(f"{rule:<12}" + "".join(cells) + f"{row['acc_mean_acf1']:>8.2f}"
                      + f"{row['seconds']:>8.1f}s")
@@ -135,7 +147,8 @@ def plot(out: Path, histories: Dict[str, List[dict]], finals: Dict[str, np.ndarr
     ax.set(xlabel="final test accuracy of a client", ylabel="clients",
            title="distribution of client accuracy after the last round")
     ax.grid(alpha=0.3)
-    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, title="rule")
+    if finals:  # none when every run diverged
+        ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, title="rule")
     fig.tight_layout()
     try:
         with writing(paths[1]):

@@ -17,6 +17,10 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+#: The round record's key that marks the round in which a run diverged (its global model or a
+#: loss it read was not finite); its value says why. The run plays no round after it.
+DIVERGED = "diverged"
+
 _SPREAD = ("variance", "gini", "parity_gap", "gini_groups")
 #: Metrics where smaller is better: the spread of client accuracy (variance, Gini, max - min;
 #: the Gini over groups) on
@@ -27,6 +31,15 @@ LOWER_IS_BETTER = frozenset({p + s for p in ("acc_", "acc5_", "val_acc_", "auroc
                             | {f"{e}_{s}" for e in ("ece", "mce")
                                for s in ("mean", "weighted_mean", "worst10", "pooled")}
                             | {"test_loss", "val_loss", "train_loss"})
+
+
+def diverged_round(history: Sequence[Mapping[str, Any]]) -> Optional[int]:
+    """The round in which the run of the round records ``history`` diverged (the round of its
+    record marked :data:`DIVERGED`), or None when it did not."""
+    for record in reversed(history):
+        if DIVERGED in record:
+            return int(record["round"])
+    return None
 
 
 def lower_is_better(metric: str) -> bool:
@@ -96,6 +109,11 @@ class SweepRun:
     def point(self) -> str:
         """The label of the run's grid point (:func:`point_label`)."""
         return point_label(self.rule, self.options)
+
+    @property
+    def diverged_round(self) -> Optional[int]:
+        """The round in which the run diverged (:func:`diverged_round`), or None."""
+        return diverged_round(self.history)
 
     def last(self, metric: str) -> float:
         """The metric's value in the last record that has it (KeyError if none has)."""
@@ -191,6 +209,8 @@ def select(runs: Sequence[SweepRun], metric: str = "acc_mean") -> Dict[str, Dict
 
 
 def _validation(run: SweepRun, key: str, points: int) -> float:
+    if run.diverged_round is not None:  # its point loses, as a non-finite mean does
+        return math.nan
     try:
         return run.last(key)
     except KeyError:
@@ -209,8 +229,9 @@ class SummaryRow:
     """One grid point over its seeds: ``values[metric] = (mean, half_width)`` of the runs'
     last values (:func:`mean_ci`), ``differences[metric] = (mean, half_width)`` paired on
     seeds against the baseline's reference point (:func:`paired_difference`; empty without a
-    baseline and for the reference point itself), and ``selected`` when the selection picked
-    the point (every point without a selection)."""
+    baseline and for the reference point itself), ``selected`` when the selection picked
+    the point (every point without a selection), and ``diverged``, ``{seed: round}`` of the
+    runs that diverged, which no value or difference counts."""
 
     rule: str
     options: Dict[str, Any]
@@ -218,6 +239,7 @@ class SummaryRow:
     values: Dict[str, Tuple[float, float]]
     differences: Dict[str, Tuple[float, float]] = field(default_factory=dict)
     selected: bool = True
+    diverged: Dict[int, int] = field(default_factory=dict)
 
     @property
     def point(self) -> str:
@@ -226,8 +248,16 @@ class SummaryRow:
 
     @property
     def n(self) -> int:
-        """The number of seeds."""
-        return len(self.seeds)
+        """The number of seeds counted: those whose run did not diverge."""
+        return len(self.seeds) - len(self.diverged)
+
+    def diverged_note(self) -> str:
+        """``""``, or which seeds diverged: ``"seed 2 diverged at round 354 (2 of 3 seeds
+        counted)"``."""
+        if not self.diverged:
+            return ""
+        which = ", ".join(f"seed {s} diverged at round {t}" for s, t in self.diverged.items())
+        return f"{which} ({self.n} of {len(self.seeds)} seeds counted)"
 
 
 def summarize(runs: Sequence[SweepRun], metrics: Sequence[str], baseline: Optional[str] = None,
@@ -236,22 +266,25 @@ def summarize(runs: Sequence[SweepRun], metrics: Sequence[str], baseline: Option
     each of ``metrics``, the mean and 95 % CI over the point's seeds of the runs' last values,
     and, with a ``baseline`` rule, the difference paired on common seeds to the runs of the
     baseline's reference point: its point in ``selection``, or its only point. Every other
-    point, the baseline's other grid points included, gets differences. A metric with a
-    non-finite value on some seed (a diverged run) summarises as ``(nan, nan)`` instead of
-    failing the sweep."""
+    point, the baseline's other grid points included, gets differences. A run that diverged
+    (:attr:`SweepRun.diverged_round`) is left out of every value and difference and listed in
+    the row's ``diverged``; a point whose runs all diverged, or a metric with a non-finite
+    value on some seed, summarises as ``(nan, nan)`` instead of failing the sweep."""
     groups = by_point(runs)
     reference: Optional[List[SweepRun]] = None
     if baseline is not None:
         reference = _reference(groups, baseline, selection)
     rows = []
     for group in groups.values():
-        first = group[0]
+        first, counted = group[0], _counted(group)
         row = SummaryRow(first.rule, dict(first.options), [r.seed for r in group],
-                         {m: _ci([r.last(m) for r in group]) for m in metrics},
+                         {m: _ci([r.last(m) for r in counted]) for m in metrics},
                          selected=selection is None or (first.rule in selection and dict(
-                             selection[first.rule]) == first.options))
+                             selection[first.rule]) == first.options),
+                         diverged={r.seed: t for r in group
+                                   if (t := r.diverged_round) is not None})
         if reference is not None and group is not reference:
-            row.differences = {m: _paired(group, reference, m) for m in metrics}
+            row.differences = {m: _paired(counted, _counted(reference), m) for m in metrics}
         rows.append(row)
     return rows
 
@@ -275,8 +308,13 @@ def _reference(groups: Dict[str, List[SweepRun]], baseline: str,
     return picked[0]
 
 
+def _counted(group: Sequence[SweepRun]) -> List[SweepRun]:
+    """The runs of ``group`` that did not diverge."""
+    return [r for r in group if r.diverged_round is None]
+
+
 def _ci(values: Sequence[float]) -> Tuple[float, float]:
-    if not np.all(np.isfinite(values)):
+    if not values or not np.all(np.isfinite(values)):
         return math.nan, math.nan
     return mean_ci(values)
 
@@ -285,6 +323,8 @@ def _paired(group: Sequence[SweepRun], reference: Sequence[SweepRun],
             metric: str) -> Tuple[float, float]:
     values = {r.seed: r.last(metric) for r in group}
     base = {r.seed: r.last(metric) for r in reference}
+    if not set(values) & set(base):  # every common seed diverged on one side
+        return math.nan, math.nan
     if not all(np.isfinite([values[s], base[s]]).all() for s in set(values) & set(base)):
         return math.nan, math.nan
     return paired_difference(values, base)[:2]

@@ -15,6 +15,7 @@ import numpy as np
 
 from fastfair import _files as files
 from fastfair.sim.reporting.stats import (
+    DIVERGED,
     SummaryRow,
     SweepRun,
     by_point,
@@ -63,6 +64,8 @@ def bounded(metric: str) -> bool:
 
 def _cell(pair: Tuple[float, float], metric: str, signed: bool = False) -> str:
     mean, half = pair
+    if math.isnan(mean):
+        return "n/a"
     digits = 4 if metric.endswith("acc_variance") else 3
     text = f"{mean:{'+' if signed else ''}.{digits}f}"
     return text if math.isnan(half) else f"{text} ± {half:.{digits}f}"
@@ -93,6 +96,8 @@ def sweep_table(rows: Sequence[SummaryRow], metrics: Sequence[str],
                      + "".join(f"{c:>{w}}" for c, w in zip(cs, widths)))
     lines.append(f"(mean ± half-width of the {CONFIDENCE:.0%} Student-t interval over the n "
                  "seeds, none for one seed; accuracies as fractions in [0, 1])")
+    lines += [f"(! {row.point}: {row.diverged_note()}; a diverged run counts in no value)"
+              for row in rows if row.diverged]
     if diff:
         lines.append(f"(Δ: the point minus {baseline}, paired on seeds: runs of a seed share "
                      "data, initial model and client samples; ± its "
@@ -109,20 +114,24 @@ def write_sweep(out: Path, runs: Sequence[SweepRun], rows: Sequence[SummaryRow],
     """Writes into ``out`` and returns the paths of:
 
     - ``sweep_summary.csv``, one row per grid point: ``point, rule, options`` (JSON), ``n,
-      selected``, per metric ``<m>_mean, <m>_ci`` (the CI half-width), then ``<m>_diff,
+      selected`` (``n``: the seeds counted), where some run diverged ``diverged`` (which
+      seeds, at which round, e.g. ``seed 2 diverged at round 354 (2 of 3 seeds counted)``),
+      per metric ``<m>_mean, <m>_ci`` (the CI half-width), then ``<m>_diff,
       <m>_diff_ci`` (paired on seeds against ``baseline``; empty without); NaN as empty;
     - ``sweep_summary.json``: the same rows (options as objects, NaN as null) under
       ``points``, with ``baseline``, ``select`` (``select_metric``), ``select_on`` (the
       validation metric read), ``confidence``, ``metrics`` and ``selection``;
     - ``sweep_runs.csv``, one row per run: ``rule, point, options, seed, seconds`` and the last
-      value of every metric any run recorded (empty where this one did not);
+      value of every metric any run recorded (empty where this one did not; a run that
+      diverged has none but ``diverged``: ``at round T: why``);
     - ``tradeoff.png`` (:func:`plot_tradeoff`) and ``curves.png`` (:func:`plot_curves`) of
       the selected points."""
     if not rows:
         raise ValueError("rows is empty")
     out = Path(out)
     paths = [out / "sweep_summary.csv", out / "sweep_summary.json", out / "sweep_runs.csv"]
-    records = [_row_record(r, metrics) for r in rows]
+    marked = any(r.diverged for r in rows)  # the column only where a run diverged
+    records = [_row_record(r, metrics, marked) for r in rows]
     with files.atomic(paths[0], text=True) as f:
         writer = csv.DictWriter(f, fieldnames=list(records[0]))
         writer.writeheader()
@@ -137,7 +146,9 @@ def write_sweep(out: Path, runs: Sequence[SweepRun], rows: Sequence[SummaryRow],
             indent=1, allow_nan=False))
     _write_runs(paths[2], runs)
     chosen = {r.point for r in rows if r.selected}
-    mine = [run for run in runs if run.point in chosen]
+    mine = [run for run in runs if run.point in chosen and run.diverged_round is None]
+    if not mine:  # every chosen run diverged: nothing to draw
+        return paths
     with files.writing(out / "tradeoff.png"):
         paths.append(plot_tradeoff(out / "tradeoff.png", mine))
     with files.writing(out / "curves.png"):
@@ -150,10 +161,12 @@ def _number(x: Optional[float]) -> Optional[float]:
     return None if x is None or not math.isfinite(x) else float(x)
 
 
-def _row_record(row: SummaryRow, metrics: Sequence[str]) -> Dict[str, Any]:
+def _row_record(row: SummaryRow, metrics: Sequence[str], marked: bool) -> Dict[str, Any]:
     record: Dict[str, Any] = {"point": row.point, "rule": row.rule,
                               "options": options_json(row.options),
                               "n": row.n, "selected": row.selected}
+    if marked:
+        record["diverged"] = row.diverged_note()
     for m in metrics:
         record[f"{m}_mean"], record[f"{m}_ci"] = map(_number, row.values[m])
     for m in metrics:
@@ -174,6 +187,8 @@ def _write_runs(path: Path, runs: Sequence[SweepRun]) -> None:
             last = {}
             for record in run.history:  # later records overwrite: each metric's last value
                 last.update(record)
+            if run.diverged_round is not None:  # no number of a diverged run: why, and when
+                last = {DIVERGED: f"at round {run.diverged_round}: {last[DIVERGED]}"}
             writer.writerow([run.rule, run.point,
                              options_json(run.options), run.seed,
                              f"{run.seconds:.3f}", *[_csv_value(last.get(k)) for k in columns]])

@@ -31,7 +31,8 @@ from fastfair.sim.data.validation import with_validation
 from fastfair.sim.distributed import Distributed, check_device
 from fastfair.sim.models.flat import FlatModel, check_model
 from fastfair.sim.reporting.metrics import mixture_summary
-from fastfair.sim.rounds.build import build_rule, build_server_optimizer, check_rule, server_lr
+from fastfair.sim.reporting.stats import DIVERGED
+from fastfair.sim.rounds.build import build_rule, build_server_optimizer, check_rule
 from fastfair.sim.rounds.runner import Runner
 from fastfair.sim.seeding import CohortKeys, Stream, torch_seed
 from fastfair.sim.training.alone import fold_in_order
@@ -196,8 +197,13 @@ class Simulation(Runner):
                    updates: torch.Tensor, state: Optional[torch.Tensor],
                    local: LocalTrainingConfig) -> Dict[str, Any]:
         """The server side of a round: the rule's coefficients (:meth:`_weigh`), the weighted
-        sum of this process's ``updates`` (its ``share`` of the cohort ``ids``), the step."""
-        coef, step, losses = self._weigh(ids, losses_mine, counts_mine, objective, updates, state)
+        sum of this process's ``updates`` (its ``share`` of the cohort ``ids``), the step; a
+        record marked ``diverged``, with no step, when a loss read is not finite."""
+        try:
+            coef, step, losses = self._weigh(ids, losses_mine, counts_mine, objective, updates,
+                                             state)
+        except Diverged as why:
+            return {"participants": int(ids.shape[0]), DIVERGED: str(why)}
         if updates.shape[0] and self.model.trains_alone(self.device):  # as _summed_round sums
             direction = fold_in_order(updates, step[share], longest_first(counts_mine, local))
         else:
@@ -219,12 +225,13 @@ class Simulation(Runner):
         ``update_norm_reference``, ``max_samples_per_client``;
         :mod:`fastfair.aggregators.bounds`, shared with the Flower strategy) the counts are
         capped and each update ``X_i`` is clipped to ``s_i X_i`` before the rule sees
-        them; the step is ``sum_i c_i s_i X_i`` (coefficients times scales)."""
+        them; the step is ``sum_i c_i s_i X_i`` (coefficients times scales). Raises
+        :class:`Diverged`, committing nothing, when a loss is not finite."""
         bound = self._bound()
         m = ids.shape[0]
         losses = None if losses_mine is None else self.dist.gather(losses_mine, m)
         if losses is not None:
-            _check_diverged(losses, ids, self.config)
+            _check_losses(losses, ids)
         counts = bound.counts(self.dist.gather(counts_mine.astype(np.float64), m))
         inputs, scales = {}, None  # losses: None where the round computed none
         if updates is not None:
@@ -291,16 +298,18 @@ def _row_norms(updates: torch.Tensor, rows: int = 0) -> np.ndarray:
     return out
 
 
-def _check_diverged(losses: np.ndarray, ids: np.ndarray, config: SimulationConfig) -> None:
-    """Raises ValueError naming the step sizes when a client's loss of the received model is not
-    finite: the global model diverged in an earlier round (the rules would refuse the losses
-    without saying why)."""
+class Diverged(Exception):
+    """A round's losses of the received model were not finite: the run diverged (the message
+    says where); the round commits nothing."""
+
+
+def _check_losses(losses: np.ndarray, ids: np.ndarray) -> None:
+    """Raises :class:`Diverged` naming the first client whose loss of the received model is
+    not finite (the rules would refuse the losses without saying why)."""
     bad = np.flatnonzero(~np.isfinite(losses))
     if bad.size:
         k = int(bad[0])
-        raise ValueError(f"training diverged: the global model's loss on client {int(ids[k])} "
-                         f"is {losses[k]}; lower lr (--lr, now {config.lr:g}) or server_lr "
-                         f"(--server-lr, now {server_lr(config):g})")
+        raise Diverged(f"the global model's loss on client {int(ids[k])} is {losses[k]}")
 
 
 def _scores(model: FlatModel, params: torch.Tensor,
@@ -396,6 +405,9 @@ def _summed_round(sim: Simulation, ids: np.ndarray, share: slice, batch: ClientB
     losses = None
     if sim.needs_received_loss():
         losses = evaluate_clients(sim.model, sim.params.unsqueeze(0), batch, accuracy=False)[0][0]
-    coef, step, losses = sim._weigh(ids, losses, batch.counts, None, None, None)
+    try:
+        coef, step, losses = sim._weigh(ids, losses, batch.counts, None, None, None)
+    except Diverged as why:
+        return {"participants": int(ids.shape[0]), DIVERGED: str(why)}
     direction = train_lanes(sim.model, batch, keys, [lane], local, summed_with=step[share])[0][0]
     return sim._step(direction, ids.shape[0], coef, losses)
