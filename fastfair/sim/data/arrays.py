@@ -14,6 +14,7 @@ from fastfair.sim.data.base import (
     FederatedDataset,
     check_finite,
     check_groups,
+    resident_split,
     split_sizes,
 )
 from fastfair.sim.seeding import Stream, numpy_rng
@@ -206,53 +207,22 @@ class ArrayDataset(FederatedDataset):
         if split not in self._data:
             raise ValueError(f"split must be 'train' or 'test'; got {split!r}")
         if device is not None and torch.device(device).type != "cpu":
-            resident = self._resident(split, torch.device(device))
+            pairs = self._data[split]
+            resident = resident_split(
+                self, split, torch.device(device),
+                sum(x.numel() * x.element_size() + y.numel() * y.element_size() for x, y in pairs),
+                lambda: self._whole(split))
             if resident is not None:
                 return resident.gather(ids)
         pairs = [self._data[split][k] for k in ids.tolist()]
         batch = _concat([p[0] for p in pairs], [p[1] for p in pairs], self)
         return batch if device is None else batch.to(device)
 
-    def _resident(self, split: str, device: torch.device) -> Optional["ResidentSplit"]:
-        """``split``'s samples kept on ``device`` from the first call on, so that a round
-        gathers its cohort there instead of copying it from the host; None (the per-call copy)
-        when they would take more than half of the device's free memory."""
-        cache = self.__dict__.setdefault("_on_device", {})
-        key = (split, str(device))
-        if key not in cache:
-            pairs = self._data[split]
-            need = sum(x.numel() * x.element_size() + y.numel() * y.element_size()
-                       for x, y in pairs)
-            free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else need * 2
-            cache[key] = ResidentSplit(pairs, device, self) if need * 2 <= free else None
-        return cache[key]
-
-
-class ResidentSplit:
-    """One split of an :class:`ArrayDataset` held on a device: every client's samples
-    concatenated once (``x [N, *sample_shape]``, ``y [N, ...]``, client k's rows
-    ``starts[k]:starts[k] + counts[k]``), from which :meth:`gather` takes a cohort with one
-    index copy on the device. The batch equals the one copied from the host, value for value.
-    """
-
-    def __init__(self, pairs: Sequence[Tuple[torch.Tensor, torch.Tensor]],
-                 device: torch.device, dataset: "ArrayDataset") -> None:
-        whole = _concat([x for x, _ in pairs], [y for _, y in pairs], dataset)
-        self.x = whole.x.to(device)
-        self.y = whole.y.to(device)
-        self.starts = whole.offsets[:-1]
-        self.counts = whole.counts
-        self.device = device
-
-    def gather(self, ids: np.ndarray) -> ClientBatch:
-        """The samples of clients ``ids [m]`` (in that order) on the device: ``x``, ``y``
-        rows ``r = starts[k] + j`` for ``j < counts[k]``, offsets on the host."""
-        counts = self.counts[ids]
-        offsets = np.zeros(len(ids) + 1, dtype=np.int64)
-        np.cumsum(counts, out=offsets[1:])
-        rows = np.repeat(self.starts[ids] - offsets[:-1], counts) + np.arange(offsets[-1])
-        index = torch.from_numpy(rows).to(self.device, non_blocking=True)
-        return ClientBatch(self.x.index_select(0, index), self.y.index_select(0, index), offsets)
+    def _whole(self, split: str) -> Tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+        """Every client's ``split`` samples concatenated, and the clients' counts."""
+        pairs = self._data[split]
+        whole = _concat([x for x, _ in pairs], [y for _, y in pairs], self)
+        return whole.x, whole.y, whole.counts
 
 
 #: The partition schemes of :func:`partition_labels` (``--partition``).

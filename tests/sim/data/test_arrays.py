@@ -181,21 +181,36 @@ def _image_clients(clients: int = 7, seed: int = 0):
     return ArrayDataset(part, test=[(x[:2], y[:2]) for x, y in part], num_classes=5)
 
 
-@pytest.mark.parametrize("split", ["train", "test"])
-def test_a_resident_split_gathers_the_batch_copied_from_the_host(split):
-    from fastfair.sim.data.arrays import ResidentSplit
+def _pixel_clients(clients: int = 6, seed: int = 1):
+    """A vision-style data set whose stored images are uint8 pixels."""
+    from fastfair.sim.data.vision import SplitArrays
 
-    d = _image_clients()
-    resident = ResidentSplit(d._data[split], torch.device("cpu"), d)
-    for ids in (np.array([3, 0, 6, 3]), np.arange(7), np.array([], dtype=np.int64)):
+    rng = np.random.default_rng(seed)
+    images = {s: rng.integers(0, 256, size=(n, 3, 4, 4), dtype=np.uint8)
+              for s, n in (("train", 120), ("test", 40))}
+    labels = {s: rng.integers(0, 4, size=len(images[s])) for s in images}
+    return SplitArrays(images, labels, (3, 4, 4), 4, clients=clients, partition="iid")
+
+
+@pytest.mark.parametrize("split", ["train", "test"])
+@pytest.mark.parametrize("make", [_image_clients, _pixel_clients])
+def test_a_resident_split_gathers_the_batch_copied_from_the_host(split, make):
+    from fastfair.sim.data.base import ResidentSplit
+
+    d = make()
+    resident = ResidentSplit(*d._whole(split), torch.device("cpu"),
+                             getattr(d, "_as_batch", None))
+    for ids in (np.array([3, 0, 5, 3]), np.arange(6), np.array([], dtype=np.int64)):
         expected, got = d.client_data(ids, split), resident.gather(ids)
+        assert got.x.dtype == expected.x.dtype == torch.float32
         assert torch.equal(got.x, expected.x) and torch.equal(got.y, expected.y)
         np.testing.assert_array_equal(got.offsets, expected.offsets)
 
 
 @requires_cuda
-def test_cuda_cohorts_are_gathered_from_one_copy_on_the_device():
-    d = _image_clients()
+@pytest.mark.parametrize("make", [_image_clients, _pixel_clients])
+def test_cuda_cohorts_are_gathered_from_one_copy_on_the_device(make):
+    d = make()
     ids = np.array([5, 1, 1, 4])
     host = d.client_data(ids, "train")
     first = d.client_data(ids, "train", device=torch.device("cuda"))
