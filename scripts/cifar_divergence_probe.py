@@ -83,12 +83,14 @@ def summary(name: str, rows: List[Dict[str, str]], log: str, every: int, rounds:
             code: Optional[int]) -> Tuple[List[str], str]:
     """Per block of ``every`` rounds, a line ``round, mean and max train loss, mean accuracy``,
     and the run's verdict: ``DIVERGED at round R``, ``ok, R rounds`` or ``stopped at round
-    R``."""
+    R``. A round is diverged where its training loss is not finite or it records a
+    ``diverged`` metric; a run the engine stopped with "training diverged" diverged in the round
+    after its last one."""
     lines, losses, first_bad = [], [], None
     for row in rows:
         t, loss = int(row["round"]), number(row.get("train_loss"))
         losses.append(loss)
-        if first_bad is None and not math.isfinite(loss):
+        if first_bad is None and (not math.isfinite(loss) or "diverged" in row):
             first_bad = t
         if t % every == 0:
             block = losses[-every:]
