@@ -103,10 +103,7 @@ class ClientFiles(FederatedDataset):
         return x, y
 
     def _tensor(self, x: np.ndarray) -> torch.Tensor:
-        return self._as_batch(torch.from_numpy(np.ascontiguousarray(x)))
-
-    def _as_batch(self, t: torch.Tensor) -> torch.Tensor:
-        """Stored samples (on any device) as batch tensors, by ``kind``."""
+        t = torch.from_numpy(np.ascontiguousarray(x))
         if self.kind == "tokens":
             return t.long()
         if self.kind == "image" and t.dtype == torch.uint8:
@@ -114,9 +111,10 @@ class ClientFiles(FederatedDataset):
         return t.float()
 
     def _whole(self, split: str) -> Tuple[torch.Tensor, torch.Tensor, np.ndarray]:
-        """Every client's stored ``split`` samples concatenated, and the clients' counts."""
+        """Every client's ``split`` samples as one batch tensor, its labels, and the clients'
+        counts."""
         parts = [self._client(split, k) for k in range(self.num_clients)]
-        x = torch.from_numpy(np.ascontiguousarray(np.concatenate([p[0] for p in parts])))
+        x = self._tensor(np.concatenate([p[0] for p in parts]))
         y = torch.from_numpy(np.concatenate([p[1] for p in parts]).astype(np.int64))
         return x, y, self._counts[split]
 
@@ -128,10 +126,9 @@ class ClientFiles(FederatedDataset):
         if split not in SPLITS:
             raise ValueError(f"split must be 'train' or 'test'; got {split!r}")
         if device is not None and torch.device(device).type != "cpu":
-            # Sized as float32 samples (images are stored as bytes: four times less).
             nbytes = int(self._counts[split].sum()) * (self.num_features * 4 + 8)
             resident = resident_split(self, split, torch.device(device), nbytes,
-                                      lambda: self._whole(split), self._as_batch)
+                                      lambda: self._whole(split))
             if resident is not None:
                 return resident.gather(ids)
         parts = [self._client(split, k) for k in ids.tolist()]

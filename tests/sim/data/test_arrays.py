@@ -198,8 +198,7 @@ def test_a_resident_split_gathers_the_batch_copied_from_the_host(split, make):
     from fastfair.sim.data.base import ResidentSplit
 
     d = make()
-    resident = ResidentSplit(*d._whole(split), torch.device("cpu"),
-                             getattr(d, "_as_batch", None))
+    resident = ResidentSplit(*d._whole(split), torch.device("cpu"))
     for ids in (np.array([3, 0, 5, 3]), np.arange(6), np.array([], dtype=np.int64)):
         expected, got = d.client_data(ids, split), resident.gather(ids)
         assert got.x.dtype == expected.x.dtype == torch.float32
