@@ -287,3 +287,19 @@ def test_state_dict_loads_into_the_module_and_gives_the_same_outputs():
     fresh.eval()
     x = torch.rand(6, 1, 5, 5)
     torch.testing.assert_close(fresh(x), model.forward(flat.reshape(1, -1), x.unsqueeze(0))[0])
+
+
+def test_a_gpu_pass_keeps_its_copies_within_a_fraction_of_the_device(monkeypatch):
+    from types import SimpleNamespace as Props
+
+    from fastfair.sim.models.flat import CUDA_PASS_FRACTION, LogisticRegression
+
+    model = LogisticRegression(784, 62)  # 48,670 parameters, 194,680 bytes a copy
+    monkeypatch.setattr("torch.cuda.get_device_properties",
+                        lambda device: Props(total_memory=141 * 10 ** 9))
+    expected = int(141e9 * CUDA_PASS_FRACTION) // (4 * model.num_params)
+    assert model.rows_per_pass(torch.device("cuda")) == expected == 45266
+    monkeypatch.setattr("torch.cuda.get_device_properties",
+                        lambda device: Props(total_memory=10 ** 6))
+    assert model.rows_per_pass(torch.device("cuda:0")) == 1
+    assert model.rows_per_pass(torch.device("meta")) is None
