@@ -14,7 +14,9 @@ interval of the differences paired on seeds), :func:`verdict` says:
   difference's sign; with ``|D| < tie``: no difference, as in the paper, but too wide an
   interval to bound it by ``tie``), or there is one seed only (no interval);
 - **not reproduced**: our interval excludes 0 on the side opposite to D, or (``|D| < tie``)
-  excludes 0 where the paper finds no difference.
+  excludes 0 where the paper finds no difference, or (``|D| >= tie``) lies within
+  ``[-tie, tie]``: ours is bounded below a difference the table counts where the paper finds
+  one (the mirror of the second "reproduced").
 
 Where the paper's number is not available (a column's ``claim`` gives only the sign it
 claims), the sign is judged as a difference of that sign.
@@ -154,8 +156,12 @@ def verdict(paper_diff: Optional[float], diff: float, half: float, tie: float,
     if not math.isfinite(half):
         return "within noise", f"{ours} from one seed: no interval to judge the sign by"
     low, high = diff - half, diff + half
+    small = -tie <= low and high <= tie
     if paper_diff is None:
         side = "higher" if direction == 1 else "lower"
+        if small:
+            return "not reproduced", (f"paper: {side} (no number here); {ours} within ±{tie}: "
+                                      "no difference the table counts")
         if (low > 0 and direction == 1) or (high < 0 and direction == -1):
             return "reproduced", f"paper: {side} (no number here); {ours} excludes 0 that way"
         if low <= 0 <= high:
@@ -170,6 +176,9 @@ def verdict(paper_diff: Optional[float], diff: float, half: float, tie: float,
                                     f"but is wider than ±{tie}")
         return "not reproduced", (f"paper {paper_diff:+.1f} (no difference); {ours} excludes "
                                   "0")
+    if small:
+        return "not reproduced", (f"paper {paper_diff:+.1f}; {ours} within ±{tie}: no "
+                                  "difference the table counts")
     if (low > 0 and paper_diff > 0) or (high < 0 and paper_diff < 0):
         return "reproduced", f"paper {paper_diff:+.1f}; {ours} excludes 0 on the paper's side"
     if low <= 0 <= high:

@@ -30,6 +30,8 @@ from fastfair.reproduce.table import load_table
     (0.0, 0.1, 2.0, "within noise"),        # no difference, too wide to bound
     (0.2, 3.0, 1.0, "not reproduced"),      # a difference where the paper has none
     (8.3, 5.0, math.nan, "within noise"),   # one seed
+    (8.3, 0.2, 0.1, "not reproduced"),      # (0.1, 0.3) within the tie: no difference
+    (-0.6, 0.0, 0.4, "not reproduced"),     # (-0.4, 0.4) likewise
     (None, 5.0, 1.0, "no paper number"),
 ])
 def test_verdict_rule(paper, diff, half, expected):
@@ -40,9 +42,9 @@ def test_verdict_rule(paper, diff, half, expected):
 
 @pytest.mark.parametrize("direction, diff, expected", [
     (1, 3.0, "reproduced"), (1, 0.5, "within noise"), (1, -3.0, "not reproduced"),
-    (-1, -3.0, "reproduced"), (-1, 3.0, "not reproduced")])
+    (-1, -3.0, "reproduced"), (-1, 3.0, "not reproduced"), (1, 0.3, "not reproduced")])
 def test_a_claimed_sign_without_a_number_is_judged_as_a_difference(direction, diff, expected):
-    word, why = verdict(None, diff, 1.0, tie=0.5, direction=direction)
+    word, why = verdict(None, diff, 0.1 if abs(diff) < 0.5 else 1.0, tie=0.5, direction=direction)
     assert word == expected and "no number here" in why
 
 
