@@ -61,3 +61,14 @@ def test_a_sweep_point_sets_it_for_its_rule_only():
     assert afl.eval_average_iterates and afl.rule_options == {"step_size": 0.1}
     fedavg = point_config(CONFIG, "fedavg", 1, {})
     assert not fedavg.eval_average_iterates and fedavg.rule_options == {}
+
+
+@pytest.mark.parametrize("rule,why", [("fedevg", "moves a synthetic set, not a model"),
+                                      ("superfed-mm", "evaluates its personalised mixtures")])
+def test_methods_without_one_global_model_refuse_it(rule, why):
+    from fastfair.sim.rounds.registry import make_runner
+
+    config = SimulationConfig(rule=rule, dataset="digits", clients=4, per_round=2, rounds=1,
+                              eval_average_iterates=True)
+    with pytest.raises(ValueError, match=f"does not use eval_average_iterates .*{why}"):
+        make_runner(config)
