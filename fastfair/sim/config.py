@@ -32,6 +32,8 @@ DATASETS = tuple(names.list_datasets())
 MODELS = tuple(names.list_models())
 DEVICE = re.compile(r"cpu|cuda(:\d+)?")
 PARTITIONS = ("iid", "dirichlet", "pathological")
+#: The values of ``adult_features``: the encodings of UCI Adult (:mod:`fastfair.sim.data.adult`).
+ADULT_FEATURES = ("all", "categorical")
 FAIR_OVER = ("clients", "groups")
 #: The values of ``precision``: the arithmetic of local training's forward and backward passes.
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -143,6 +145,10 @@ class SimulationConfig:
         "more skewed)"))
     classes_per_client: int = field(default=2, metadata=doc(
         DATA, "pathological partition: the labels each client holds"))
+    adult_features: str = field(default="all", metadata=doc(
+        DATA, "adult: all (numeric columns standardised and categorical ones one-hot, 108 "
+        "features) or categorical (the 8 categorical columns one-hot, a missing value all "
+        "zeros: 99 features, the q-FFL authors' encoding)", choices=ADULT_FEATURES))
     # model and local training
     model: Optional[str] = field(default=None, metadata=doc(
         TRAINING, "None: the data set's default (" + ", ".join(
@@ -212,6 +218,10 @@ class SimulationConfig:
     validation: float = field(default=0.0, metadata=doc(
         EVALUATION, "hold out this fraction of each client's training samples as a validation "
         "split (val_* metrics; a sweep chooses grid points on it)", metavar="FRACTION"))
+    eval_average_iterates: bool = field(default=False, metadata=doc(
+        EVALUATION, "evaluate the running average of the global models after each server "
+        "step, (w_1 + ... + w_t) / t, instead of the last one (AFL's output, as its authors "
+        "evaluate it)"))
     train_loss: bool = field(default=False, metadata=doc(
         EVALUATION, "report every round's train_loss (the received model's mean loss on the "
         "cohort's training rows) even where the rule does not weigh by losses: one more "
@@ -258,7 +268,8 @@ class SimulationConfig:
         partitions = PARTITIONS + ((self.partition,) if self.dataset == "adult"
                                    and str(self.partition).startswith("column:") else ())
         for name, choices in (("dataset", DATASETS), ("model", MODELS + (None,)),
-                              ("partition", partitions), ("precision", PRECISIONS)):
+                              ("partition", partitions), ("precision", PRECISIONS),
+                              ("adult_features", ADULT_FEATURES)):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{_named(name)} must be one of "
                                  f"{', '.join(map(str, choices))}; got {getattr(self, name)!r}")
@@ -328,6 +339,7 @@ class SimulationConfig:
             "hidden": (self.model or names.get_dataset(self.dataset).default_model) != "mlp",
             "group_prior": self.fair_over != "groups", "group_share": self.fair_over != "groups",
             "group_by_class": not split,
+            "adult_features": self.dataset != "adult",
             "epochs": self.local_steps is not None,
             "policy": self.population is None, "over_select": self.population is None,
             "deadline": self.population is None}
