@@ -59,6 +59,23 @@ INTRO = [
     "power is larger, 1.25 h at 3 seeds and 1.34 h at 5). Tables whose text below predates "
     "these columns were run before the check existed and are marked so.",
     "",
+    "**Long tables.** `fastfair reproduce` writes `table.md`, `table.csv` and `table.json` "
+    "again as each column finishes (an unfinished table lists the columns not run yet), so a "
+    "table stopped by a crash, a time limit or a signal keeps what it finished: SIGINT or "
+    "SIGTERM stops it at the next round boundary as they stop `fastfair simulate`, and "
+    "`fastfair reproduce --resume DIR` finishes it with the settings saved in "
+    "`DIR/reproduce.json`, reading the finished columns back, continuing a column from its "
+    "checkpoint (`--checkpoint-every N`) or running it again; the outputs equal an "
+    "uninterrupted run's but for wall times. `--device cuda` and `--threads N` are `fastfair "
+    "simulate`'s options (they may be given again with `--resume`); the outputs record the "
+    "wall time and the machine (CPU model, GPU name, threads). Before each column the log "
+    "gives its runs and rounds and, from the columns run so far, the time left for it and for "
+    "the table; a progress bar counts its rounds. A run that diverges (docs/simulator.md, "
+    "\"Diverged runs\") stops there and is left out of the column's means and paired "
+    "differences; its row says which seeds diverged at which round and how many seeds count "
+    "(`seed 2 at round 354; 2 of 3 seeds`, the `diverged` column of `table.csv`), and a row "
+    "with no seed left shows no number and the verdict *diverged*.",
+    "",
 ]
 
 
