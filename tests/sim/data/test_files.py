@@ -4,6 +4,7 @@ torchvision's IDX files and CIFAR pickles, per-client .npz files."""
 from __future__ import annotations
 
 import json
+import os
 import pickle
 
 import numpy as np
@@ -285,3 +286,23 @@ def test_download_makes_its_data_dir_and_names_the_data_extra(tmp_path, monkeypa
         download("mnist", str(tmp_path / "other"))
     with pytest.raises(ValueError, match="data_dir .* must be an existing folder"):
         SimulationConfig(dataset="mnist", data_dir=str(target / "absent"))
+
+
+def test_open_files_with_download_makes_the_folder_before_fetching(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    target = tmp_path / "newdir"
+    roots = []
+
+    class MNIST:  # fetches nothing: the reader then names the missing files
+        def __init__(self, root, train, download):
+            roots.append(os.path.isdir(root))
+
+    fake = types.ModuleType("torchvision")
+    fake.datasets = types.SimpleNamespace(MNIST=MNIST, FashionMNIST=None, CIFAR10=None,
+                                          CIFAR100=None)
+    monkeypatch.setitem(sys.modules, "torchvision", fake)
+    with pytest.raises(ValueError, match="train-images-idx3-ubyte"):
+        open_files("mnist", str(target), 5, download=True)
+    assert target.is_dir() and roots == [True, True]
