@@ -44,3 +44,46 @@ def test_bad_options_are_refused_before_anything_is_built(argv, message, capsys)
 def test_an_unknown_base_exits_2_with_one_line(capsys):
     assert check.main(["no-such-branch"]) == 2
     assert "bench check: error: BASE_REF 'no-such-branch'" in capsys.readouterr().err
+
+
+def _tree(root, name):
+    """A folder holding packages ``fastfair`` (with a submodule) and ``bench`` whose __main__
+    prints where both came from."""
+    for package in ("fastfair", "bench"):
+        (root / package).mkdir(parents=True)
+        (root / package / "__init__.py").write_text(f"TREE = {name!r}\n")
+    (root / "fastfair" / "ops.py").write_text(f"TREE = {name!r}\n")
+    (root / "bench" / "__main__.py").write_text(
+        "import sys\nimport fastfair, fastfair.ops, bench\n"
+        "print(fastfair.TREE, fastfair.ops.TREE, bench.TREE, *sys.argv[1:])\n")
+
+
+def test_the_base_tree_is_imported_even_beside_an_editable_install(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    _tree(tmp_path / "base", "base")
+    _tree(tmp_path / "installed", "installed")
+    # What an editable install does: a finder ahead of every path entry, answering for fastfair.
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    installed = str(tmp_path / "installed")
+    (hook / "sitecustomize.py").write_text(
+        "import importlib.machinery, sys\n"
+        "class Editable:\n"
+        "    @staticmethod\n"
+        "    def find_spec(name, path=None, target=None):\n"
+        "        if name.partition('.')[0] != 'fastfair':\n"
+        "            return None\n"
+        "        return importlib.machinery.PathFinder.find_spec(\n"
+        f"            name, [{installed!r}] if path is None else path)\n"
+        "sys.meta_path.insert(0, Editable)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "base"), str(hook)])}
+    plain = subprocess.run([sys.executable, "-m", "bench", "x"], env=env, cwd=tmp_path,
+                           capture_output=True, text=True, check=True).stdout
+    assert plain.split()[:2] == ["installed", "installed"]    # PYTHONPATH alone loses
+    fixed = subprocess.run(check.in_tree(tmp_path / "base", "bench", ["run", "-k", "a b"]),
+                           env=env, cwd=tmp_path, capture_output=True, text=True,
+                           check=True).stdout
+    assert fixed.split() == ["base", "base", "base", "run", "-k", "a", "b"]
