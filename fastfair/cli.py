@@ -185,7 +185,11 @@ def simulate(args: argparse.Namespace) -> int:
         with logging_redirect_tqdm(loggers=[LOG]):
             result = experiment.run()
         if lead:
-            print(result.table(), flush=True)
+            from fastfair.sim.experiments.sweep_result import SweepResult
+            from fastfair.sim.reporting.sweep_report import terminal_width
+
+            print(result.table(terminal_width()) if isinstance(result, SweepResult)
+                  else result.table(), flush=True)
             files = sorted(p.name for p in result.out.iterdir()
                            if p.name not in ("config.json", "sweep.json"))
             LOG.info("wrote %s/%s", result.out, ", ".join(files))

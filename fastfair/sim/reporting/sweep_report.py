@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import shutil
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -71,12 +72,37 @@ def _cell(pair: Tuple[float, float], metric: str, signed: bool = False) -> str:
     return text if math.isnan(half) else f"{text} ± {half:.{digits}f}"
 
 
+def terminal_width() -> int:
+    """The columns of the terminal standard output goes to (``COLUMNS`` when set); 160 where
+    it goes to no terminal (a file, a pipe)."""
+    return shutil.get_terminal_size((160, 24)).columns
+
+
+def column_blocks(widths: Sequence[int], lead: int, width: Optional[int]) -> List[List[int]]:
+    """The columns of ``widths`` split into blocks, in order, each fitting ``width``
+    characters beside the ``lead`` characters every block repeats (a block holds one column
+    at least, however wide); one block when ``width`` is None."""
+    if width is None:
+        return [list(range(len(widths)))]
+    blocks: List[List[int]] = [[]]
+    used = lead
+    for i, w in enumerate(widths):
+        if blocks[-1] and used + w > width:
+            blocks.append([])
+            used = lead
+        blocks[-1].append(i)
+        used += w
+    return blocks
+
+
 def sweep_table(rows: Sequence[SummaryRow], metrics: Sequence[str],
-                baseline: Optional[str]) -> str:
+                baseline: Optional[str], width: Optional[int] = None) -> str:
     """The summary for a terminal: per grid point its seeds n, mean ± 95 % CI half-width of
     each of ``metrics``, then (with differences) the difference ``point - baseline`` paired on
     seeds ± its half-width; where some rule had several points, ``*`` marks the chosen ones.
-    Every value as recorded (accuracies as fractions), with 3 decimals (variance 4)."""
+    Every value as recorded (accuracies as fractions), with 3 decimals (variance 4). With
+    ``width``, a table wider than it is split into blocks of columns one under the other, each
+    repeating the point and n (:func:`column_blocks`)."""
     if not rows:
         raise ValueError("rows is empty")
     diff = baseline is not None and any(r.differences for r in rows)
@@ -88,12 +114,15 @@ def sweep_table(rows: Sequence[SummaryRow], metrics: Sequence[str],
                  for m in metrics] if diff else []) for r in rows]
     widths = [max(len(h), *(len(c[i]) for c in cells)) + 2 for i, h in enumerate(heads)]
     first = max([len(r.point) + 2 for r in rows] + [len("point") + 2])
-    header = f"{'point':<{first}}{'n':>3}" + "".join(f"{h:>{w}}" for h, w in zip(heads, widths))
-    lines = [header, "-" * len(header)]
-    for row, cs in zip(rows, cells):
-        name = ("*" if choice and row.selected else " ") + row.point
-        lines.append(f"{name:<{first}}{row.n:>3}"
-                     + "".join(f"{c:>{w}}" for c, w in zip(cs, widths)))
+    lines: List[str] = []
+    for block in column_blocks(widths, first + 3, width):
+        header = f"{'point':<{first}}{'n':>3}" + "".join(f"{heads[i]:>{widths[i]}}"
+                                                         for i in block)
+        lines += ([""] if lines else []) + [header, "-" * len(header)]
+        for row, cs in zip(rows, cells):
+            name = ("*" if choice and row.selected else " ") + row.point
+            lines.append(f"{name:<{first}}{row.n:>3}"
+                         + "".join(f"{cs[i]:>{widths[i]}}" for i in block))
     lines.append(f"(mean ± half-width of the {CONFIDENCE:.0%} Student-t interval over the n "
                  "seeds, none for one seed; accuracies as fractions in [0, 1])")
     lines += [f"(! {row.point}: {row.diverged_note()}; a diverged run counts in no value)"
