@@ -1,9 +1,9 @@
 # fastfair on the CPU: the package built from this tree with the simulator's extras, and the
 # README's main job as the default command.
 #
-#   docker build -t fastfair .
-#   docker run --rm fastfair                              # the main job: fastfair simulate
-#   docker run --rm -v "$PWD/runs:/runs" fastfair python -m fastfair sweep --out /runs/x
+#   docker build -t fastfair-cpu .
+#   docker run --rm fastfair-cpu                          # the main job: fastfair simulate
+#   docker run --rm -v "$PWD/runs:/runs" fastfair-cpu python -m fastfair sweep --out /runs/x
 #
 # The CUDA variant starts from an official PyTorch CUDA image instead (docs/install.md,
 # "A container").
