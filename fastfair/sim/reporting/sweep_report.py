@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from fastfair import _files as files
+from fastfair.sim.reporting.figures import subplots
 from fastfair.sim.reporting.stats import (
     DIVERGED,
     SummaryRow,
@@ -227,15 +228,6 @@ def _csv_value(value: Any) -> str:
     return "" if value is None else f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _worst(runs: Sequence[SweepRun]) -> Tuple[str, str]:
     """The worst-off metric the plots show: the worst group's accuracy when every run has
     groups, else the worst 10 % of clients'."""
@@ -264,10 +256,9 @@ def plot_tradeoff(path: Path, runs: Sequence[SweepRun]) -> Path:
     groups), and against Gini, each at the mean over seeds of the runs' last values with 95 %
     Student-t CI error bars on both axes (none for one seed), clipped to [0, 1], the range of
     both metrics (the caption says so)."""
-    plt = _pyplot()
     worst, what = _worst(runs)
     rows = summarize(runs, ["acc_mean", worst, "acc_gini"])
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
+    fig, axes = subplots(1, 2, figsize=(12, 4.8))
     for ax, other, name in ((axes[0], worst, f"{what} accuracy"),
                             (axes[1], "acc_gini", "Gini of client accuracy")):
         for k, row in enumerate(rows):
@@ -286,7 +277,6 @@ def plot_tradeoff(path: Path, runs: Sequence[SweepRun]) -> Path:
                  "over seeds, clipped to [0, 1])")
     fig.tight_layout()
     fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
     return path
 
 
@@ -315,11 +305,10 @@ def plot_curves(path: Path, runs: Sequence[SweepRun]) -> Path:
     at least :data:`CI_BAND_SEEDS` seeds, else the range over seeds; the title says which),
     on the evaluation rounds all its seeds share. One legend beside the panels names the
     points."""
-    plt = _pyplot()
     worst, what = _worst(runs)
     points = by_point(runs)
     kind = "CI" if min(len(g) for g in points.values()) >= CI_BAND_SEEDS else "min-max"
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharex=True)
+    fig, axes = subplots(1, 2, figsize=(12, 4.5), sharex=True)
     for point, group in points.items():
         color = None
         for ax, metric in zip(axes, ("acc_mean", worst)):
@@ -343,5 +332,4 @@ def plot_curves(path: Path, runs: Sequence[SweepRun]) -> Path:
     fig.suptitle(f"mean over seeds, band: {band}")
     fig.tight_layout()
     fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
     return path

@@ -274,3 +274,21 @@ def test_column_blocks_keep_order_and_put_a_too_wide_column_alone():
     assert column_blocks([10, 10, 10], 5, None) == [[0, 1, 2]]
     assert column_blocks([10, 10, 10], 5, 25) == [[0, 1], [2]]
     assert column_blocks([50, 10], 5, 25) == [[0], [1]]
+
+
+def test_plots_leave_pyplots_backend_and_figures_alone(tmp_path):
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    before = matplotlib.get_backend()
+    plt.switch_backend("svg")            # a notebook's or a user's own choice, not Agg
+    try:
+        opened = plt.get_fignums()
+        runs = _sweep()
+        plot_tradeoff(tmp_path / "t.png", runs)
+        plot_curves(tmp_path / "c.png", runs)
+        assert (tmp_path / "t.png").read_bytes().startswith(PNG)
+        assert (tmp_path / "c.png").read_bytes().startswith(PNG)
+        assert matplotlib.get_backend() == "svg" and plt.get_fignums() == opened
+    finally:
+        plt.switch_backend(before)
