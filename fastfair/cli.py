@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK (argcomplete's global completion completes `fastfair` with it)
 """``fastfair`` command line. ``fastfair simulate`` runs federated simulations of any rule (or
 several, side by side) and writes metrics, plots and checkpoints: a thin layer over
 :class:`fastfair.sim.Experiment`. ``fastfair sweep`` runs rules x seeds x hyperparameter grids as
@@ -9,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -231,9 +233,24 @@ def _typed(argv: Optional[Sequence[str]]) -> Set[str]:
 RESUME_COMPANIONS = {"command", "resume", "quiet", "threads", "log", "log_level"}
 
 
+def complete(parser: argparse.ArgumentParser) -> None:
+    """Answers the shell's completion request and exits, when the shell made one
+    (argcomplete's ``_ARGCOMPLETE`` in the environment, from ``eval "$(register-python-argcomplete
+    fastfair)"``) and argcomplete is installed; does nothing otherwise."""
+    if "_ARGCOMPLETE" not in os.environ:
+        return
+    try:
+        import argcomplete
+    except ModuleNotFoundError:
+        return
+    argcomplete.autocomplete(parser)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``fastfair`` console script and ``python -m fastfair``."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    complete(parser)
+    args = parser.parse_args(argv)
     args.typed = _typed(argv)
     quiet = getattr(args, "quiet", False)
     with _console_logging(getattr(args, "log_level", None) or ("warning" if quiet else "info")):
