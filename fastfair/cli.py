@@ -267,6 +267,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 except Interrupted as stop:  # SIGINT/SIGTERM: stopped at a round boundary
                     LOG.error("fastfair %s: %s", args.command, stop.describe(args.command))
                     return stop.exit_code
+            if args.command == "report":
+                from fastfair.sim.experiments.html_report import write_report
+
+                LOG.info("wrote %s", write_report(args.folder, args.out))
+                return 0
             if args.command == "rules":
                 from fastfair.aggregators.registry import describe
                 from fastfair.methods import METHODS

@@ -56,8 +56,8 @@ def _banner() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``fastfair`` argument parser: its commands ``simulate``, ``sweep``, ``rules`` and
-    ``reproduce``, each option with its help (built with NumPy alone)."""
+    """The ``fastfair`` argument parser: its commands ``simulate``, ``sweep``, ``rules``,
+    ``report`` and ``reproduce``, each option with its help (built with NumPy alone)."""
     from fastfair.aggregators.names import RULE_NAMES
     from fastfair.methods import METHODS
 
@@ -119,6 +119,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("rules", help="list every rule, server optimizer and method with its options",
                    description="Lists every rule and server optimizer with its options and "
                                "defaults, and the methods (their options: --rule-option).")
+    p = sub.add_parser(
+        "report", help="write one self-contained HTML file of a run folder",
+        description="Writes one HTML file of a run folder of fastfair simulate or sweep "
+                    "(finished or checkpointed): its configuration, the summary table with "
+                    "intervals, the per-round curves, the clients' final accuracies and, with a "
+                    "device population, the tiers' participation; figures inlined as PNG.",
+        formatter_class=HelpFormatter)
+    p.add_argument("folder", type=Path, metavar="RUN_FOLDER", help="the run's --out folder")
+    p.add_argument("--out", type=Path, metavar="FILE",
+                   help="the HTML file (default: RUN_FOLDER/report.html)")
     from fastfair.reproduce.command import add_parser
 
     p = add_parser(sub)

@@ -64,7 +64,10 @@ def bounded(metric: str) -> bool:
             and base not in ("acc_variance", "acc5_variance"))
 
 
-def _cell(pair: Tuple[float, float], metric: str, signed: bool = False) -> str:
+def cell(pair: Tuple[float, float], metric: str, signed: bool = False) -> str:
+    """``(mean, half_width)`` of ``metric`` as a table shows it: ``0.550 ± 0.064`` (a variance
+    with 4 decimals), signed for a difference, the mean alone where the half-width is NaN (one
+    seed), ``n/a`` where the mean is."""
     mean, half = pair
     if math.isnan(mean):
         return "n/a"
@@ -110,8 +113,8 @@ def sweep_table(rows: Sequence[SummaryRow], metrics: Sequence[str],
     choice = not all(r.selected for r in rows)
     names = [label(m) for m in metrics]
     heads = names + ([f"Δ {n}" for n in names] if diff else [])
-    cells = [[_cell(r.values[m], m) for m in metrics]
-             + ([_cell(r.differences[m], m, signed=True) if r.differences else "baseline"
+    cells = [[cell(r.values[m], m) for m in metrics]
+             + ([cell(r.differences[m], m, signed=True) if r.differences else "baseline"
                  for m in metrics] if diff else []) for r in rows]
     widths = [max(len(h), *(len(c[i]) for c in cells)) + 2 for i, h in enumerate(heads)]
     first = max([len(r.point) + 2 for r in rows] + [len("point") + 2])
