@@ -306,3 +306,29 @@ def test_open_files_with_download_makes_the_folder_before_fetching(tmp_path, mon
     with pytest.raises(ValueError, match="train-images-idx3-ubyte"):
         open_files("mnist", str(target), 5, download=True)
     assert target.is_dir() and roots == [True, True]
+
+
+def test_the_leaf_reader_logs_a_digest_of_its_clients(tmp_path, rng, caplog):
+    import hashlib
+    import logging
+
+    from fastfair.sim.data.leaf import LeafDataset, clients_digest
+
+    data = sf.split_users(rng, sf.femnist_users(rng, [12, 3, 25]))
+    sf.write_leaf(tmp_path / "a", data, per_file=2)
+    sf.write_leaf(tmp_path / "b", data, per_file=1)       # other files, same clients
+    lines = "".join(sorted(f"{u}\t{len(data['train'][u]['y'])}\t{len(data['test'][u]['y'])}\n"
+                           for u in data["train"]))
+    expected = hashlib.sha256(lines.encode()).hexdigest()[:16]
+    with caplog.at_level(logging.INFO, logger="fastfair.sim.data"):
+        a = LeafDataset("femnist", str(tmp_path / "a"))
+    assert a.digest == expected == LeafDataset("femnist", str(tmp_path / "b")).digest
+    n_train, n_test = (sum(len(d["y"]) for d in data[s].values()) for s in ("train", "test"))
+    assert (f"3 clients, {n_train} training and {n_test} test samples; clients digest "
+            f"{expected}") in caplog.text
+    fewer = LeafDataset("femnist", str(tmp_path / "a"), clients=2, seed=0)
+    assert fewer.digest != expected                        # the clients read, not the files
+    assert clients_digest(["b", "a"], [1, 2], [3, 4]) == clients_digest(["a", "b"], [2, 1], [4, 3])
+    assert clients_digest(["a"], [1], [3]) != clients_digest(["a"], [1], [4])
+    with pytest.raises(ValueError, match="one entry per client; got 2, 1 and 1"):
+        clients_digest(["a", "b"], [1], [2])
