@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeVar
 
-T = TypeVar("T")
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -43,7 +43,7 @@ class DittoOptions:
             raise ValueError(f"lam must be finite and >= 0; got {self.lam}")
 
 
-def personal_step(v: T, grad: T, w: T, lam: float, lr: float) -> T:
+def personal_step(v: _T, grad: _T, w: _T, lam: float, lr: float) -> _T:
     r"""One step of Ditto's personal update, :math:`v - \eta\,(g + \lambda\,(v - w))`.
 
     Parameters

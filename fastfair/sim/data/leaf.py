@@ -41,7 +41,7 @@ import logging
 import os
 import re
 import zlib
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -115,15 +115,16 @@ def count_users(data_dir: str) -> int:
     return len(LeafSplit(split_files(data_dir, "train")).where)
 
 
-def clients_digest(users: Sequence[str], train: Sequence[int], test: Sequence[int]) -> str:
+def clients_digest(users: Sequence[str], train: Iterable[int], test: Iterable[int]) -> str:
     """A short fingerprint of a LEAF subset's clients: the first 16 hex digits of the SHA-256
     of one line ``"<user>\t<training samples>\t<test samples>\n"`` per client, users in
     sorted order (so the files' names and order do not matter, the users and their counts
     do). Two subsets with the same digest hold the same users with the same sample counts."""
+    train, test = [int(n) for n in train], [int(n) for n in test]
     if not len(users) == len(train) == len(test):
         raise ValueError(f"users, train and test must have one entry per client; got "
                          f"{len(users)}, {len(train)} and {len(test)}")
-    lines = sorted(f"{u}\t{int(n)}\t{int(m)}\n" for u, n, m in zip(users, train, test))
+    lines = sorted(f"{u}\t{n}\t{m}\n" for u, n, m in zip(users, train, test))
     return hashlib.sha256("".join(lines).encode()).hexdigest()[:16]
 
 
