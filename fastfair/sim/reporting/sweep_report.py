@@ -9,6 +9,7 @@ import csv
 import json
 import math
 import shutil
+import textwrap
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -106,7 +107,7 @@ def sweep_table(rows: Sequence[SummaryRow], metrics: Sequence[str],
     seeds ± its half-width; where some rule had several points, ``*`` marks the chosen ones.
     Every value as recorded (accuracies as fractions), with 3 decimals (variance 4). With
     ``width``, a table wider than it is split into blocks of columns one under the other, each
-    repeating the point and n (:func:`column_blocks`)."""
+    repeating the point and n (:func:`column_blocks`), and the notes are wrapped to it."""
     if not rows:
         raise ValueError("rows is empty")
     diff = baseline is not None and any(r.differences for r in rows)
@@ -127,17 +128,18 @@ def sweep_table(rows: Sequence[SummaryRow], metrics: Sequence[str],
             name = ("*" if choice and row.selected else " ") + row.point
             lines.append(f"{name:<{first}}{row.n:>3}"
                          + "".join(f"{cs[i]:>{widths[i]}}" for i in block))
-    lines.append(f"(mean ± half-width of the {CONFIDENCE:.0%} Student-t interval over the n "
-                 "seeds, none for one seed; accuracies as fractions in [0, 1])")
-    lines += [f"(! {row.point}: {row.diverged_note()}; a diverged run counts in no value)"
+    notes = [f"(mean ± half-width of the {CONFIDENCE:.0%} Student-t interval over the n "
+             "seeds, none for one seed; accuracies as fractions in [0, 1])"]
+    notes += [f"(! {row.point}: {row.diverged_note()}; a diverged run counts in no value)"
               for row in rows if row.diverged]
     if diff:
-        lines.append(f"(Δ: the point minus {baseline}, paired on seeds: runs of a seed share "
+        notes.append(f"(Δ: the point minus {baseline}, paired on seeds: runs of a seed share "
                      "data, initial model and client samples; ± its "
                      f"{CONFIDENCE:.0%} interval)")
     if choice:
-        lines.append("(*: the grid point of each rule chosen on the validation split, never on "
+        notes.append("(*: the grid point of each rule chosen on the validation split, never on "
                      "the test split)")
+    lines += [textwrap.fill(note, width) if width else note for note in notes]
     return "\n".join(lines)
 
 
