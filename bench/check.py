@@ -89,7 +89,9 @@ def build(tree: Path, cuda: str, jobs: int, log: Path) -> None:
 #: Runs ``python -m MODULE ARGS`` with the packages ``fastfair`` and ``bench`` (and their
 #: submodules) imported from the folder ``TREE``, whatever else is installed: its finder goes
 #: first on ``sys.meta_path``, ahead of the import hook an editable install
-#: (``pip install -e .``) puts there, which ``PYTHONPATH`` alone does not beat.
+#: (``pip install -e .``) puts there, which ``PYTHONPATH`` alone does not beat. A module the
+#: folder lacks (the compiled core of a working tree installed editable, kept in
+#: site-packages) is found where it was before.
 #: Usage: ``python -c TREE_FIRST TREE MODULE ARGS...``.
 TREE_FIRST = """
 import importlib.machinery, runpy, sys
