@@ -450,6 +450,8 @@ def markdown(table: TableResult) -> str:
              f"{spec.paper}, {spec.source}. Metric: {spec.metric_label} (`{spec.metric}`"
              + "".join(f"; beside it {label}, `{name}`" for name, label in spec.also.items())
              + "). "
+             "Numbers in % (a variance in %²), the unit of the paper's table quoted beside "
+             "ours; `fastfair simulate` and `sweep` print fractions in [0, 1]. "
              f"fastfair: mean ± half-width of the 95 % Student-t interval over seeds {seeds}; "
              f"gap: fastfair's level minus the paper's; "
              f"Δ: difference to {spec.baseline} (paper: of its numbers; ours: paired on "

@@ -115,8 +115,11 @@ def _opened(options: FileConfig, patterns: Tuple[str, ...],
             open_dataset: Callable[[str], FederatedDataset]) -> FederatedDataset:
     """``open_dataset(data_dir)``, reused by later calls with the same options while the files
     of ``patterns`` (under ``data_dir``) keep their paths, sizes and modification times, so the
-    rules of an experiment share one data set and the clients it has read."""
+    rules of an experiment share one data set and the clients it has read. With ``download``, a
+    ``data_dir`` not there yet is made first."""
     data_dir = options.data_dir
+    if options.download and data_dir is not None and not os.path.lexists(data_dir):
+        os.makedirs(data_dir)  # the downloader fills it
     if data_dir is None or not os.path.isdir(data_dir):
         raise ValueError(f"data_dir {data_dir!r} is not a folder")
     paths = sorted(p for pattern in patterns for p in glob.glob(os.path.join(data_dir, pattern)))
