@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import os
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -21,6 +22,7 @@ import numpy as np
 from fastfair._options import check_options, dataclass_options
 from fastfair.sim.population.devices import (
     DEFAULT_TIERS,
+    MAX_SECONDS,
     PROCESSES,
     Population,
     Tier,
@@ -34,6 +36,8 @@ __all__ = ["DEFAULT_TIERS", "POLICIES", "PROCESSES", "Policy", "Population", "Po
            "with_tiers"]
 
 _PER_TIER = ("shares", "speeds", "downs", "ups", "dropouts")
+#: The most bytes a model may send each way (a petabyte): more overflows the virtual clock.
+MAX_MODEL_BYTES = 1e15
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +88,12 @@ def check_population(source: Optional[str], options: Dict[str, Any]) -> None:
     if "process" in options and options["process"] not in PROCESSES:
         raise ValueError(f"population option process must be one of {', '.join(PROCESSES)}; "
                          f"got {options['process']!r}")
+    given = PopulationOptions(**options)
+    for name, value, hi in (("model_bytes", given.model_bytes, MAX_MODEL_BYTES),
+                            ("idle", given.idle, MAX_SECONDS)):
+        if value is not None and not (math.isfinite(value) and 0 < value <= hi):
+            raise ValueError(f"population option {name} must be in (0, {hi:g}]; got {value} "
+                             "(leave model_bytes out for the model's parameters x 4)")
 
 
 def build_population(source: str, num_clients: int, seed: int,
@@ -135,7 +145,8 @@ def build_selection(config: Any, dataset: Any, num_params: int,
     return PopulationAvailability(
         population, policy, config.per_round, dataset.num_samples,
         work_per_sample=float(config.epochs), work_fixed=fixed,
-        model_bytes=float(options.model_bytes or 4.0 * max(num_params, 1)),
+        model_bytes=float(4.0 * max(num_params, 1) if options.model_bytes is None
+                          else options.model_bytes),
         invite=invite, idle=float(options.idle), track_participation=options.track_participation)
 
 

@@ -30,7 +30,7 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 from fastfair.sim.names import POLICIES as POLICIES  # re-exported
-from fastfair.sim.population.devices import Population
+from fastfair.sim.population.devices import MAX_SECONDS, Population
 from fastfair.sim.seeding import Stream, round_keys, uniform
 
 
@@ -56,9 +56,12 @@ class Policy:
             raise ValueError("deadline (seconds) goes with policy 'deadline', and policy "
                              f"'deadline' needs one; got policy {self.name!r}, deadline "
                              f"{self.deadline}")
-        if self.deadline is not None and not (math.isfinite(self.deadline)
-                                              and self.deadline > 0):
-            raise ValueError(f"deadline must be > 0 seconds; got {self.deadline}")
+        if self.deadline is not None and (
+                isinstance(self.deadline, (bool, np.bool_))
+                or not isinstance(self.deadline, (int, float, np.integer, np.floating))
+                or not (math.isfinite(self.deadline) and 0 < self.deadline <= MAX_SECONDS)):
+            raise ValueError(f"deadline (--deadline) must be a number of seconds in (0, "
+                             f"{MAX_SECONDS:g}]; got {self.deadline!r}")
 
     def invited(self, m: int) -> int:
         """``ceil(m (1 + f))`` (rounded against float noise)."""

@@ -155,8 +155,16 @@ def test_state_continues_exactly_and_refuses_what_does_not_fit():
 
 @pytest.mark.parametrize("kwargs, match", [
     (dict(name="fast"), "policy must be one of"), (dict(name="all", over_select=0.2), "overselect"),
-    (dict(name="deadline"), "needs one"), (dict(name="deadline", deadline=-1.0), "> 0 seconds"),
+    (dict(name="deadline"), "needs one"),
+    (dict(name="deadline", deadline=-1.0), "number of seconds in \\(0, "),
     (dict(name="overselect", over_select=-0.1), ">= 0")])
 def test_policies_refuse_bad_settings(kwargs, match):
     with pytest.raises(ValueError, match=match):
         Policy(**kwargs)
+
+
+@pytest.mark.parametrize("deadline", [True, "30", float("inf"), 0.0, 1e300])
+def test_a_deadline_is_a_bounded_number_of_seconds(deadline):
+    with pytest.raises(ValueError, match=r"deadline \(--deadline\)"):
+        Policy("deadline", 0.0, deadline)
+
