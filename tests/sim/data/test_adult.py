@@ -70,3 +70,13 @@ def test_wrong_partitions_and_files_name_the_fix(tmp_path, rng):
     (tmp_path / "adult.test").unlink()
     with pytest.raises(ValueError, match="no adult.test in"):
         AdultDataset(str(tmp_path))
+
+
+@pytest.mark.parametrize("cell", ["nan", "inf", "-inf", "1e308", "forty"])
+def test_numeric_cells_that_break_standardising_are_refused(tmp_path, rng, cell):
+    train = _rows(10, rng)
+    train[3]["age"] = cell
+    _write(tmp_path, train, _rows(4, rng))
+    with pytest.raises(ValueError, match=rf"adult.data, line 4: age must be a finite number "
+                                         rf".*got '{cell}'"):
+        AdultDataset(str(tmp_path))
