@@ -9,6 +9,8 @@ import inspect
 import typing
 from typing import Any, Callable, Dict, Mapping, NamedTuple, Sequence, Tuple, Union
 
+import numpy as np
+
 
 class OptionSpec(NamedTuple):
     """One option: its name, the type it takes (a ``typing`` annotation) and its default."""
@@ -50,14 +52,28 @@ def _accepts(annotation: Any, value: Any) -> bool:
     if annotation is type(None):
         return value is None
     if annotation is bool:
-        return isinstance(value, bool)
+        return isinstance(value, (bool, np.bool_))
     if annotation is int:
-        return isinstance(value, int) and not isinstance(value, bool)
+        return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
     if annotation is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
+        return (isinstance(value, (int, float, np.integer, np.floating))
+                and not isinstance(value, bool))
     if annotation is str:
         return isinstance(value, str)
     return True  # arrays, sequences: the constructor checks them
+
+
+def plain(value: Any) -> Any:
+    """``value`` with NumPy scalars (``np.int64(3)``, ``np.float32(0.5)``, ``np.bool_``) as the
+    Python numbers they hold, inside lists, tuples and dicts too: what an option accepts as an
+    int or a float is stored, compared and written to JSON as one."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(plain(v) for v in value)
+    return value
 
 
 def _type_name(annotation: Any) -> str:
