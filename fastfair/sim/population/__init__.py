@@ -109,13 +109,15 @@ def build_population(source: str, num_clients: int, seed: int,
         values = getattr(given, name)
         if values is None:
             continue
-        if not isinstance(values, list) or len(values) != len(tiers):
+        if not isinstance(values, list) or len(values) != len(tiers) \
+                or not all(_is_number(v) for v in values):
             raise ValueError(f"population option {name} must list one number per tier "
                              f"({len(tiers)}: {', '.join(t.name for t in tiers)}); got {values!r}")
         tiers = [_replaced(t, field, float(v)) for t, v in zip(tiers, values)]
     window = given.window
     if window is not None:
-        if not isinstance(window, list) or len(window) != 2:
+        if not isinstance(window, list) or len(window) != 2 \
+                or not all(_is_number(v) for v in window):
             raise ValueError(f"population option window must be [start, end] local hours; got "
                              f"{window!r}")
         tiers = [_replaced(_replaced(t, "window_start", float(window[0])), "window_end",
@@ -124,6 +126,11 @@ def build_population(source: str, num_clients: int, seed: int,
                       online_prob=given.online_prob, time_zones=given.time_zones,
                       mean_on=given.mean_on, mean_off=given.mean_off,
                       online_probs=given.online_probs, table=table)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) \
+        and not isinstance(value, (bool, np.bool_))
 
 
 def _replaced(tier: Tier, field: str, value: float) -> Tier:

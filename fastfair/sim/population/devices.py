@@ -134,10 +134,14 @@ class Population:
                  time_zones: int = 24, mean_on: float = 3600.0, mean_off: float = 7200.0,
                  online_probs: Optional[Sequence[float]] = None,
                  table: Optional[Dict[str, np.ndarray]] = None) -> None:
-        if num_clients < 1:
-            raise ValueError(f"num_clients must be >= 1; got {num_clients}")
+        for name, value, lo, hi in (("num_clients", num_clients, 1, 2 ** 63 - 1),
+                                    ("seed", seed, 0, 2 ** 63 - 1)):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
+                    or not lo <= value <= hi:
+                raise ValueError(f"population: {name} must be an integer in [{lo}, 2**63 - 1]; "
+                                 f"got {value!r}")
         if not tiers:
-            raise ValueError("a population needs at least one tier")
+            raise ValueError("population: tiers must hold at least one tier")
         for tier in tiers:
             tier.check("population")
         total = sum(t.share for t in tiers)
@@ -166,7 +170,9 @@ class Population:
             float(mean_off)
         self.table = table
         probs = [online_prob] * len(tiers) if online_probs is None else list(online_probs)
-        if len(probs) != len(tiers) or not all(0 < p <= 1 for p in probs):
+        if len(probs) != len(tiers) or not all(
+                isinstance(p, (int, float, np.integer, np.floating))
+                and not isinstance(p, (bool, np.bool_)) and 0 < p <= 1 for p in probs):
             raise ValueError(f"population option online_probs must give each of the "
                              f"{len(tiers)} tiers a probability in (0, 1]; got {online_probs}")
         self._online_probs = np.array(probs, dtype=np.float64)

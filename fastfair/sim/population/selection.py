@@ -47,8 +47,11 @@ class Policy:
     def __post_init__(self) -> None:
         if self.name not in POLICIES:
             raise ValueError(f"policy must be one of {', '.join(POLICIES)}; got {self.name!r}")
-        if not (math.isfinite(self.over_select) and self.over_select >= 0):
-            raise ValueError(f"over_select must be >= 0; got {self.over_select}")
+        if isinstance(self.over_select, (bool, np.bool_)) or not isinstance(
+                self.over_select, (int, float, np.integer, np.floating)) \
+                or not (math.isfinite(self.over_select) and self.over_select >= 0):
+            raise ValueError(f"over_select (--over-select) must be a number >= 0; got "
+                             f"{self.over_select!r}")
         if self.name == "all" and self.over_select:
             raise ValueError("policy 'all' invites exactly per_round clients: over_select "
                              "needs policy 'overselect' or 'deadline'")

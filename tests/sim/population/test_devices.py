@@ -169,3 +169,17 @@ def test_per_client_csv_with_many_tiers_matches_the_medians(tmp_path):
     for tier in read:
         assert tier.speed == np.median(speed[label == int(tier.name[1:])])
     np.testing.assert_array_equal(table["speed"], speed)
+
+
+@pytest.mark.parametrize("build, named", [
+    (lambda: Population("a", 0), "num_clients"),
+    (lambda: Population(5, "x"), "seed"),
+    (lambda: Population(5, -1), "seed"),
+    (lambda: Population(5, 0, tiers=[]), "tiers"),
+    (lambda: Population(5, 0, online_probs=["a", 1, 1]), "online_probs"),
+    (lambda: build_population("devices", 5, 0, {"window": ["a", 1]}), "window"),
+    (lambda: build_population("devices", 5, 0, {"speeds": ["a", "b", "c"]}), "speeds"),
+])
+def test_refusals_name_their_argument(build, named):
+    with pytest.raises(ValueError, match=named):
+        build()

@@ -168,3 +168,9 @@ def test_a_deadline_is_a_bounded_number_of_seconds(deadline):
     with pytest.raises(ValueError, match=r"deadline \(--deadline\)"):
         Policy("deadline", 0.0, deadline)
 
+
+
+@pytest.mark.parametrize("over_select", ["x", True, float("nan")])
+def test_over_select_must_be_a_number(over_select):
+    with pytest.raises(ValueError, match=r"over_select \(--over-select\) must be a number"):
+        Policy("overselect", over_select)
