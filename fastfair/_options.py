@@ -9,8 +9,6 @@ import inspect
 import typing
 from typing import Any, Callable, Dict, Mapping, NamedTuple, Sequence, Tuple, Union
 
-import numpy as np
-
 
 class OptionSpec(NamedTuple):
     """One option: its name, the type it takes (a ``typing`` annotation) and its default."""
@@ -51,13 +49,13 @@ def _accepts(annotation: Any, value: Any) -> bool:
         return any(_accepts(a, value) for a in typing.get_args(annotation))
     if annotation is type(None):
         return value is None
+    value = plain(value)   # NumPy scalars: checked as the Python numbers they hold
     if annotation is bool:
-        return isinstance(value, (bool, np.bool_))
+        return isinstance(value, bool)
     if annotation is int:
-        return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+        return isinstance(value, int) and not isinstance(value, bool)
     if annotation is float:
-        return (isinstance(value, (int, float, np.integer, np.floating))
-                and not isinstance(value, bool))
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
     if annotation is str:
         return isinstance(value, str)
     return True  # arrays, sequences: the constructor checks them
@@ -67,8 +65,8 @@ def plain(value: Any) -> Any:
     """``value`` with NumPy scalars (``np.int64(3)``, ``np.float32(0.5)``, ``np.bool_``) as the
     Python numbers they hold, inside lists, tuples and dicts too: what an option accepts as an
     int or a float is stored, compared and written to JSON as one."""
-    if isinstance(value, np.generic):
-        return value.item()
+    if type(value).__module__ == "numpy" and getattr(value, "shape", None) == ():
+        return value.item()   # a NumPy scalar, told apart without importing NumPy
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
