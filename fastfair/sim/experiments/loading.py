@@ -128,6 +128,8 @@ def _load_experiment(out: Path) -> experiment.ExperimentResult:
     state = _state(out, saved, experiment.CONFIG)
     if state is None:
         histories = _histories(out)
+        _same_runs(out / "metrics.json", set(histories), set(saved.get("rules", histories)),
+                   out / experiment.CONFIG)
         finals: Dict[str, np.ndarray] = {}
         eval_ids = np.zeros(0, dtype=np.int64)
         path = out / "final_accuracy.csv"
@@ -212,7 +214,7 @@ def _load_sweep(out: Path) -> sweep.SweepResult:
 
 
 def _same_runs(path: Path, found: set, recorded: set, record: Path, absent: bool = False) -> None:
-    """Refuses ``path`` when the runs it holds (``found``) are not those the sweep's own
+    """Refuses ``path`` when the runs it holds (``found``) are not those the run folder's own
     ``record`` lists (``recorded``); nothing to check where the file is ``absent`` (a folder
     written before it existed)."""
     if absent or found == recorded:
@@ -223,7 +225,7 @@ def _same_runs(path: Path, found: set, recorded: set, record: Path, absent: bool
         f"holds {', '.join(foreign[:3])}{' ...' if len(foreign) > 3 else ''}, not of the sweep"
         if foreign else "") if part)
     raise ValueError(f"{path} disagrees with {record}: it {detail}; the folder was changed "
-                     "after its run: run the sweep again")
+                     "after its run: run it again")
 
 
 def _run_seconds(path: Path, specs: List[sweep.RunSpec]) -> Dict[str, float]:

@@ -172,6 +172,18 @@ def test_a_tampered_sweep_folder_names_the_file_and_row(sweep, tmp_path, file, c
         load_run(copy)
 
 
+def test_an_experiment_whose_metrics_lack_a_rule_of_its_record_is_refused(experiment, tmp_path):
+    import json
+
+    copy = _copy(experiment, tmp_path)
+    histories = json.loads((copy / "metrics.json").read_text())
+    del histories["term"]
+    (copy / "metrics.json").write_text(json.dumps(histories))
+    with pytest.raises(ValueError, match=r"metrics.json disagrees with .*config.json: it lacks "
+                                         r"term"):
+        load_run(copy)
+
+
 def test_a_named_pipe_among_the_outputs_is_refused(experiment, tmp_path):
     import os
 
