@@ -22,6 +22,7 @@ import numpy as np
 from fastfair._options import check_options, dataclass_options
 from fastfair.sim.population.devices import (
     DEFAULT_TIERS,
+    MAX_MODEL_BYTES,
     MAX_SECONDS,
     PROCESSES,
     Population,
@@ -36,8 +37,6 @@ __all__ = ["DEFAULT_TIERS", "POLICIES", "PROCESSES", "Policy", "Population", "Po
            "with_tiers"]
 
 _PER_TIER = ("shares", "speeds", "downs", "ups", "dropouts")
-#: The most bytes a model may send each way (a petabyte): more overflows the virtual clock.
-MAX_MODEL_BYTES = 1e15
 
 
 @dataclasses.dataclass(frozen=True)

@@ -46,6 +46,8 @@ MAX_SPREAD = 10.0
 #: The longest ``mean_on`` / ``mean_off`` (seconds, about 30 years): a session window stays a
 #: finite number of seconds the clock can add.
 MAX_SECONDS = 1e9
+#: The most bytes a model may send each way (a petabyte): more overflows the virtual clock.
+MAX_MODEL_BYTES = 1e15
 #: The availability processes of a population over virtual time.
 PROCESSES = ("always", "bernoulli", "diurnal", "sessions")
 

@@ -30,7 +30,7 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 from fastfair.sim.names import POLICIES as POLICIES  # re-exported
-from fastfair.sim.population.devices import MAX_SECONDS, Population
+from fastfair.sim.population.devices import MAX_MODEL_BYTES, MAX_SECONDS, Population
 from fastfair.sim.seeding import Stream, round_keys, uniform
 
 
@@ -146,8 +146,10 @@ class PopulationAvailability:
         if not 1 <= per_round <= population.num_clients:
             raise ValueError(f"per_round must be in [1, {population.num_clients}]; got "
                              f"{per_round}")
-        if not model_bytes > 0 or not idle > 0:
-            raise ValueError(f"model_bytes and idle must be > 0; got {model_bytes}, {idle}")
+        for name, value, hi in (("model_bytes", model_bytes, MAX_MODEL_BYTES),
+                                ("idle", idle, MAX_SECONDS)):
+            if not (math.isfinite(value) and 0 < value <= hi):
+                raise ValueError(f"{name} must be in (0, {hi:g}]; got {value}")
         self.num_clients, self.per_round, self.seed = population.num_clients, int(per_round), \
             population.seed
         self.population, self.policy = population, policy

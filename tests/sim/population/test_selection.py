@@ -174,3 +174,10 @@ def test_a_deadline_is_a_bounded_number_of_seconds(deadline):
 def test_over_select_must_be_a_number(over_select):
     with pytest.raises(ValueError, match=r"over_select \(--over-select\) must be a number"):
         Policy("overselect", over_select)
+
+
+@pytest.mark.parametrize("option, value", [("model_bytes", 1e300), ("idle", float("inf")),
+                                           ("idle", 0.0)])
+def test_a_selection_built_directly_bounds_the_clock(option, value):
+    with pytest.raises(ValueError, match=rf"{option} must be in \(0, "):
+        PopulationAvailability(Population(K, 0), Policy(), M, _samples, **{option: value})
