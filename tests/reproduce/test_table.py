@@ -161,3 +161,16 @@ def test_every_shipped_table_is_shown_in_the_fidelity_page_with_its_command():
         spec = load_table(name)
         assert f"### {spec.title}\n" in section, name
         assert f"Command: `fastfair reproduce {name} " in section, name
+
+
+def test_a_metric_the_setting_does_not_compute_stops_the_table_naming_it(tmp_path, capsys):
+    path = tmp_path / "groups.toml"
+    path.write_text(TINY.replace('metric = "acc_weighted_mean"', 'metric = "acc_worst_group"')
+                    .replace("rounds = 2", "rounds = 2\nclients = 6\nper_round = 2\nseeds = [0]")
+                    + '\n[[column]]\nname = "d"\n')
+    out = tmp_path / "out"
+    assert cli.main(["reproduce", str(path), "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"table file {path} (column 'c'): metrics: run fedavg seed 0 recorded no " \
+           "'acc_worst_group'" in err, err
+    assert not (out / "d").exists()
