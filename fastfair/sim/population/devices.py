@@ -99,6 +99,10 @@ DEFAULT_TIERS = (
     Tier("high", 0.2, speed=250.0, down=2.5e7, up=6.0e6, dropout=0.02))
 
 
+#: The largest |z| :func:`_normal` can draw: its uniforms lie in [2**-54, 1 - 2**-54].
+Z_MAX = math.sqrt(-2.0 * math.log(0.5 / 2.0 ** 53))
+
+
 def _normal(seed: int, a: Stream, b: Stream, ids: np.ndarray) -> np.ndarray:
     """Keyed standard normals of ``ids [n]`` (Box-Muller of two keyed uniforms)."""
     u1, u2 = uniform(keys(seed, a, ids)), uniform(keys(seed, b, ids))
@@ -241,6 +245,18 @@ class Population:
     def up(self, ids: np.ndarray, tier: np.ndarray) -> np.ndarray:
         """``[n]`` upload bytes per second (log-normal as :meth:`speed`)."""
         return self._spread("up", ids, tier, Stream.POPULATION_UP_A, Stream.POPULATION_UP_B)
+
+    def quickest(self, model_bytes: float, work: float) -> float:
+        """A lower bound of any client's round time, in seconds: ``model_bytes`` down and up
+        and ``work`` sample passes at the fastest rates any client can draw (a tier's medians
+        times ``exp(spread * Z_MAX)``, :data:`Z_MAX` the largest keyed normal; a table's own
+        numbers)."""
+        if self.table is not None:
+            speed, down, up = (self.table[c] for c in ("speed", "down", "up"))
+        else:
+            boost = math.exp(self.spread * Z_MAX)
+            speed, down, up = (self._column[c] * boost for c in ("speed", "down", "up"))
+        return float(np.min(model_bytes / down + work / speed + model_bytes / up))
 
     def dropout(self, ids: np.ndarray, tier: np.ndarray) -> np.ndarray:
         """``[n]`` probability of dropping out of a round it was invited to."""

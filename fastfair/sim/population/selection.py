@@ -150,6 +150,14 @@ class PopulationAvailability:
                                 ("idle", idle, MAX_SECONDS)):
             if not (math.isfinite(value) and 0 < value <= hi):
                 raise ValueError(f"{name} must be in (0, {hi:g}]; got {value}")
+        quickest = population.quickest(model_bytes, work_fixed)
+        if policy.deadline is not None and policy.deadline < quickest:
+            raise ValueError(f"deadline (--deadline) {policy.deadline:g} s is shorter than any "
+                             f"client can finish a round in ({quickest:.4g} s to move the "
+                             f"model's {model_bytes:g} bytes down and up"
+                             f"{' and do its local steps' if work_fixed else ''} at the fastest "
+                             f"rates): no client would ever be kept; give a deadline above "
+                             f"{quickest:.4g} s")
         self.num_clients, self.per_round, self.seed = population.num_clients, int(per_round), \
             population.seed
         self.population, self.policy = population, policy
