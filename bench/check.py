@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from bench.provenance import ROOT
-from bench.tracking import DEFAULT_BAND, METRICS, compare, load
+from bench.tracking import DEFAULT_BAND, METRICS, compare, load, parse_band
 
 #: Where the base commits are checked out and built (git-ignored: under build/).
 SCRATCH = ROOT / "build" / "bench-check"
@@ -198,7 +198,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="threads of each run (default 1)")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (checks that it runs)")
     parser.add_argument("--metric", choices=METRICS, default="seconds")
-    parser.add_argument("--band", type=float, default=DEFAULT_BAND,
+    parser.add_argument("--band", type=parse_band, default=DEFAULT_BAND,
                         help=f"slower means above this factor (default {DEFAULT_BAND})")
     parser.add_argument("--cuda", choices=("OFF", "ON", "AUTO"), default="OFF",
                         help="FASTFAIR_CUDA of the base's build (default OFF)")
@@ -211,8 +211,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for name in ("repeats", "threads", "jobs"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be >= 1; got {getattr(args, name)}")
-    if args.band <= 1:
-        parser.error(f"--band must be > 1; got {args.band}")
     try:
         return check(args.base, args.keyword, args.repeats, args.threads, args.smoke,
                      args.metric, args.band, args.cuda, args.jobs, args.files,

@@ -289,9 +289,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 2
         except (ValueError, TypeError, OSError, MemoryError) as exc:
             # OSError: a full disk names the file; MemoryError: NumPy's names the size asked.
-            LOG.error("fastfair %s: error: %s", args.command, exc)
+            LOG.error("fastfair %s: error: %s", args.command, error_text(exc))
             return 2
     return 1
+
+
+def error_text(exc: BaseException) -> str:
+    """The message of a refusal, never empty: an exception raised without one (a
+    ``MemoryError`` from a memory limit, say) is described by its kind and the fix."""
+    text = str(exc).strip()
+    if text:
+        return text
+    if isinstance(exc, MemoryError):
+        return ("out of memory (MemoryError: the machine's memory or a limit such as ulimit -v "
+                "was reached); lower clients, per_round or batch_size, or raise the limit")
+    return f"{type(exc).__name__} without a message"
 
 
 @contextlib.contextmanager

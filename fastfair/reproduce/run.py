@@ -47,7 +47,6 @@ import dataclasses
 import json
 import math
 import os
-import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -59,7 +58,7 @@ from fastfair import _files as files
 from fastfair import _machine
 from fastfair.reproduce import column as columns
 from fastfair.reproduce.prepare import data_folder
-from fastfair.reproduce.table import Column, TableSpec
+from fastfair.reproduce.table import Column, TableSpec, column_folder
 from fastfair.sim.reporting.stats import mean_ci, paired_difference
 
 
@@ -321,7 +320,7 @@ def run_table(spec: TableSpec, data_dir: Optional[str], out: Path, *, full: bool
         begun = time.perf_counter()
         try:
             result, ran = columns.run_column(spec, column, run, config, folder,
-                                             out / _slug(column.name), progress, threads,
+                                             out / column_folder(column.name), progress, threads,
                                              checkpoint_every, resume)
         except stopping.Interrupted as stop:
             stop.out, stop.saved = out, True  # the finished columns are written: resumable
@@ -409,10 +408,6 @@ def column_rows(spec: TableSpec, column: Column, metric: str,
         rows.append(Row(column.name, metric, rule, paper, mean, half, len(mine), paper_diff, diff,
                         diff_half, converged, drift, limit, word, why, seconds, note))
     return rows
-
-
-def _slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower() or "column"
 
 
 def _number(value: Optional[float], signed: bool = False) -> str:

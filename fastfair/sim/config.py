@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, Optional
 
-from fastfair._options import check_name, check_options, dataclass_options
+from fastfair._options import check_name, check_options, dataclass_options, plain
 from fastfair.aggregators.names import (
     NORM_REFERENCES,
     OBJECTIVE_NAMES,
@@ -240,6 +240,8 @@ class SimulationConfig:
         from fastfair.aggregators.bounds import check_bound
         from fastfair.aggregators.compose import check_objective_options
 
+        for f in dataclasses.fields(self):   # NumPy scalars stored as the numbers they hold
+            setattr(self, f.name, plain(getattr(self, f.name)))
         values = dataclasses.asdict(self)
         spec = dataclass_options(type(self))
         check_options("SimulationConfig", values, spec)

@@ -33,7 +33,9 @@ def test_interleaved_runs_keep_each_sides_minimum():
 
 @pytest.mark.parametrize("argv, message", [
     (["HEAD", "--repeats", "0"], "--repeats must be >= 1; got 0"),
-    (["HEAD", "--band", "1"], "--band must be > 1; got 1.0"),
+    (["HEAD", "--band", "1"], "--band: must be a finite number > 1; got '1'"),
+    (["HEAD", "--band", "nan"], "--band: must be a finite number > 1; got 'nan'"),
+    (["HEAD", "--band", "inf"], "--band: must be a finite number > 1; got 'inf'"),
 ])
 def test_bad_options_are_refused_before_anything_is_built(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_:

@@ -266,7 +266,9 @@ def count_clients(name: str, data_dir: str, partition: str = "dirichlet") -> int
 def check_files(config: SimulationConfig) -> None:
     """Refuses, before anything runs, a configuration whose data cannot be there: a data set
     with its own clients and fewer users than ``config.clients``, vision files missing
-    without ``download``, an image folder without images, or Adult's files missing."""
+    without ``download``, an image folder without images, or Adult's files missing or a
+    ``column:...`` partition of them making another number of clients than
+    ``config.clients``."""
     spec = get_dataset(config.dataset)
     if spec.natural_split:
         users = count_clients(config.dataset, str(config.data_dir))
@@ -280,8 +282,15 @@ def check_files(config: SimulationConfig) -> None:
         from fastfair.sim.data.image_folder import list_images
         list_images(str(config.data_dir))
     elif spec.family == "table":
+        from fastfair.sim.data.adult import COLUMN_PARTITION
         from fastfair.sim.data.adult import find_files as find_adult
         find_adult(str(config.data_dir))
+        if str(config.partition).startswith(COLUMN_PARTITION):
+            made = count_clients(config.dataset, str(config.data_dir), config.partition)
+            if made != config.clients:
+                raise ValueError(f"partition {config.partition!r} makes {made} clients of "
+                                 f"{config.dataset}; clients (--clients) is {config.clients}: "
+                                 f"set it to {made}")
 
 
 def build_dataset(config: SimulationConfig) -> FederatedDataset:

@@ -20,13 +20,18 @@ def check_rule(config: SimulationConfig) -> None:
     """Refuses the rule of ``config`` before any data are read: its options, its participation
     (AAggFF-S needs ``per_round == clients``) and, over groups, its group form (the groups
     themselves are known once the data set is) and its combination with the client objective
-    (:func:`~fastfair.aggregators.compose.choose_objective`)."""
+    (:func:`~fastfair.aggregators.compose.choose_objective`), whose own term must let SGD with
+    ``config.lr`` be stable
+    (:meth:`~fastfair.aggregators.objectives.ClientObjective.check_step`)."""
     if config.fair_over == "groups":
         check_group_form(config.rule, config.rule_options, config.group_prior)
         rule = registry.build(config.rule, config.clients, **config.rule_options)
     else:
         rule = build_rule(config)
-    choose_objective(rule, config.objective, config.objective_options)
+    objective = choose_objective(rule, config.objective, config.objective_options) \
+        or rule.client_objective()
+    if objective is not None:
+        objective.check_step(config.lr)
 
 
 def build_rule(config: SimulationConfig,

@@ -93,9 +93,13 @@ def test_unit_pixels_are_exact_and_other_numbers_fall_back_to_float():
     text = json.dumps((pixels / 255).tolist()).encode()
     out = parse_unit_pixels(text, 256)
     assert out.dtype == np.uint8 and np.array_equal(out, pixels)
-    other = parse_unit_pixels(b"[[0.5, 1e-3, -1.0], [2.0, 0, 1]]", 3)
+    other = parse_unit_pixels(b"[[0.5, 1e-3, 0.3], [1e-9, 0, 1]]", 3)
     assert other.dtype == np.float32
-    np.testing.assert_array_equal(other, np.float32([[0.5, 1e-3, -1.0], [2.0, 0, 1]]))
+    np.testing.assert_array_equal(other, np.float32([[0.5, 1e-3, 0.3], [1e-9, 0, 1]]))
+    for text, where in ((b"[[0.5, 1e-3, -1.0], [0, 0, 1]]", "sample 0 has -1 at pixel 2"),
+                        (b"[[0.5, 1e-3, 0.0], [2.0, 0, 1]]", "sample 1 has 2 at pixel 0")):
+        with pytest.raises(ValueError, match=rf"pixels must lie in \[0, 1\].*{where}"):
+            parse_unit_pixels(text, 3)
     with pytest.raises(ValueError, match="samples of 3 numbers"):
         parse_unit_pixels(b"[[0.5, 1.0], [0.5, 1.0, 0.0, 1.0]]", 3)
 
