@@ -81,7 +81,7 @@ def array_digests(images: Dict[str, np.ndarray]) -> Dict[str, str]:
     out = {}
     for split, array in sorted(images.items()):
         digest = hashlib.sha256(f"{array.dtype.str}{array.shape}".encode())
-        digest.update(memoryview(np.ascontiguousarray(array)).cast("B"))
+        digest.update(np.ascontiguousarray(array).tobytes())
         out[split] = digest.hexdigest()
     return out
 
