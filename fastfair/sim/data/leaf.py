@@ -117,8 +117,8 @@ def count_users(data_dir: str) -> int:
 
 def clients_digest(users: Sequence[str], train: Iterable[int], test: Iterable[int]) -> str:
     """A short fingerprint of a LEAF subset's clients: the first 16 hex digits of the SHA-256
-    of one line ``"<user>\t<training samples>\t<test samples>\n"`` per client, users in
-    sorted order (so the files' names and order do not matter, the users and their counts
+    of one line per client (its user, training and test sample counts, separated by tabs),
+    users in sorted order (so the files' names and order do not matter, the users and their counts
     do). Two subsets with the same digest hold the same users with the same sample counts."""
     train, test = [int(n) for n in train], [int(n) for n in test]
     if not len(users) == len(train) == len(test):

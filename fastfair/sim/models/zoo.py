@@ -92,6 +92,7 @@ def two_conv_cnn(shape: Tuple[int, ...], num_classes: int, hidden: int, model: s
 #: and FLGo's CIFAR-10 benchmark normalise its images: ``transforms.Normalize((0.4914, 0.4822,
 #: 0.4465), (0.2023, 0.1994, 0.2010))`` (easyFL 4.0, benchmark/cifar10_classification/core.py).
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
+#: The standard deviations of the same normalisation (:data:`CIFAR10_MEAN`).
 CIFAR10_STD = (0.2023, 0.1994, 0.2010)
 
 

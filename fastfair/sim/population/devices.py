@@ -99,7 +99,7 @@ DEFAULT_TIERS = (
     Tier("high", 0.2, speed=250.0, down=2.5e7, up=6.0e6, dropout=0.02))
 
 
-#: The largest |z| :func:`_normal` can draw: its uniforms lie in [2**-54, 1 - 2**-54].
+#: The largest ``|z|`` :func:`_normal` can draw: its uniforms lie in [2**-54, 1 - 2**-54].
 Z_MAX = math.sqrt(-2.0 * math.log(0.5 / 2.0 ** 53))
 
 

@@ -124,8 +124,9 @@ def trains_by_kernel(model: FlatModel, lane: Lane, batch: ClientBatch) -> bool:
 #: The environment variable that turns the CUDA twin of the logistic-regression kernel on or
 #: off for ``--device cuda`` (``on``/``off``; unset: ``CUDA_KERNEL_DEFAULT``).
 CUDA_KERNEL_SWITCH = "FASTFAIR_CUDA_SOFTMAX_REGRESSION"
-#: On: the kernel matched the CPU kernel on an H200 (tests/ops/test_softmax_regression.py) and
-#: halves the default job's time there against autograd (docs/benchmarks.md).
+#: The kernel is on by default: it matched the CPU kernel on an H200
+#: (tests/ops/test_softmax_regression.py) and halves the default job's time there against
+#: autograd (docs/benchmarks.md).
 CUDA_KERNEL_DEFAULT = "on"
 
 
