@@ -31,7 +31,10 @@ class DatasetSpec(NamedTuple):
     ``npz`` (one file per client), ``images`` (image files in class folders) or ``table``
     (UCI Adult's CSV files); ``natural_split``: the clients are the data set's users;
     ``inputs``: what its samples are (``features``, ``image``, ``tokens`` with one label,
-    ``next-token`` with a label per position; None: known once the files are read)."""
+    ``next-token`` with a label per position; None: known once the files are read);
+    ``options``: the fields of :class:`~fastfair.sim.data.settings.DataSettings` its builder
+    reads (others set to non-defaults are refused); ``column_partitions``: ``--partition`` may
+    also be ``column:...`` (a client per value of a column)."""
 
     name: str
     family: str
@@ -39,6 +42,8 @@ class DatasetSpec(NamedTuple):
     natural_split: bool
     inputs: Optional[str]
     summary: str
+    options: Tuple[str, ...] = ()
+    column_partitions: bool = False
 
 
 class ModelSpec(NamedTuple):

@@ -16,6 +16,7 @@ from fastfair.sim.data.base import (
     check_groups,
     split_sizes,
 )
+from fastfair.sim.data.partitions import PARTITIONS as SCHEMES
 from fastfair.sim.seeding import Stream, numpy_rng
 
 
@@ -210,8 +211,6 @@ class ArrayDataset(FederatedDataset):
         return batch if device is None else batch.to(device)
 
 
-#: The partition schemes of :func:`partition_labels` (``--partition``).
-SCHEMES = ("iid", "dirichlet", "pathological")
 
 
 def partition_labels(labels: np.ndarray, num_clients: int, scheme: str, *, seed: int,
