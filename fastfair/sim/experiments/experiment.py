@@ -179,8 +179,7 @@ class Experiment(common.Orchestration):
         self._settings(config.device, out, checkpoint_every, progress, dist, threads, callbacks)
         self.configs = {r: dataclasses.replace(config, rule=r, rule_options=options.get(r, {}))
                         for r in rules}
-        for cfg in self.configs.values():
-            runner_class(cfg.rule).validate(cfg)
+        self.plans = {r: runner_class(cfg.rule).validate(cfg) for r, cfg in self.configs.items()}
         self.base = dataclasses.replace(config, rule=rules[0],
                                         rule_options=options.get(rules[0], {}))
         self.rules = rules
@@ -217,7 +216,7 @@ class Experiment(common.Orchestration):
         with common.round_hooks(self.callbacks, self.dist) as hooks:
             for rule in self.rules:
                 runner = make_runner(self.configs[rule], self.dist, dataset=self.dataset,
-                                     model=self.model)
+                                     model=self.model, plan=self.plans[rule])
                 eval_ids = runner.eval_ids
                 if rule in finals:
                     continue
