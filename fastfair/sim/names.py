@@ -4,10 +4,11 @@ and the selection policies.
 
 A data set's builder is registered with :func:`~fastfair.sim.registry.register_dataset` in
 :mod:`fastfair.sim.data.catalog`, a model's with :func:`~fastfair.sim.registry.register_model`
-in :mod:`fastfair.sim.models.catalog`; this module imports both catalogs, which import their
-loaders and networks (and torch) only when a builder runs, so the names cost a few milliseconds
-to read. The command line's help, its listings and
-:class:`~fastfair.sim.config.SimulationConfig`'s checks read them here.
+in :mod:`fastfair.sim.models.catalog`; each table imports its catalog on its first lookup
+(:class:`~fastfair._table.Table`), and the catalogs import their loaders and networks (and
+torch) only when a builder runs, so the names cost a few milliseconds to read. The command
+line's help, its listings and :class:`~fastfair.sim.config.SimulationConfig`'s checks read them
+here.
 
 .. code-block:: python
 
@@ -24,9 +25,6 @@ from __future__ import annotations
 
 from typing import Optional
 
-# The built-in data sets and models register themselves when their catalogs are imported.
-from fastfair.sim.data import catalog as _data_catalog  # noqa: F401
-from fastfair.sim.models import catalog as _model_catalog  # noqa: F401
 from fastfair.sim.registry import (
     DATASETS,
     MODELS,
