@@ -106,9 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
                                "defaults, and the methods (their options: --rule-option).")
     from fastfair.reproduce.command import add_parser
 
-    p = add_parser(sub)
-    execution_options(p)
-    checkpoint_options(p)
+    reproduce = add_parser(sub)
+    execution_options(reproduce)
+    checkpoint_options(reproduce)
     return parser
 
 

@@ -15,7 +15,7 @@ from fastfair.reproduce.table import Column, TableSpec
 LOG = logging.getLogger("fastfair")
 
 
-def run_column(spec: TableSpec, column: Column, run: Any, config: Any, folder: Optional[Path],
+def run_column(spec: TableSpec, column: Column, run: Any, config: Any, folder: Optional[str],
                out: Path, progress: bool, threads: Optional[int], checkpoint_every: int,
                resume: bool) -> Tuple[Any, bool]:
     """The sweep result of one column in its folder ``out``, and whether this call ran any of

@@ -340,8 +340,8 @@ class Sweep(Orchestration):
                            save if self.dist.rank == 0 and self.checkpoint_every else None)
         bar.close()
         seconds = (time.perf_counter() - group_started) / len(sims)
-        live = [sim for sim in sims if sim.diverged is None]
-        finals = dict(zip(map(id, live), evaluate_runs(live) if live else []))
+        alive = [sim for sim in sims if sim.diverged is None]
+        finals = dict(zip(map(id, alive), evaluate_runs(alive) if alive else []))
         for spec, sim in zip(specs, sims):  # a diverged run has no final accuracy
             final = finals[id(sim)][0][0] if id(sim) in finals else np.zeros(0)
             finished[spec] = self._finish(spec, sim, final, seconds, hooks)
