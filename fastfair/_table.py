@@ -1,12 +1,20 @@
-"""One idiom for every kind of name (data sets, models, ...): a :class:`Table` that fills
-itself on first lookup by importing the modules that register into it, named by string so that
-making the table imports nothing. A table answers only once it is filled: whatever was imported
-first, ``list(table)`` is every name."""
+"""One idiom for every kind of name (data sets, models, rules, server optimisers, objectives,
+availability processes, ...): a :class:`Table` that fills itself on first lookup, by importing
+the modules that register into it or the ``"module:Name"`` targets it was given, named by string
+so that making the table (and listing its names) imports nothing. A table answers only once it
+is filled: whatever was imported first, ``list(table)`` is every name.
+
+.. code-block:: python
+
+    RULES = Table("rule", targets={"fedavg": "fastfair.aggregators.fedavg:FedAvg"})
+    list(RULES)          # ['fedavg'], importing no rule
+    RULES["fedavg"]      # the class, its module imported now
+"""
 
 from __future__ import annotations
 
 import importlib
-from typing import Dict, Iterator, Mapping, Tuple, TypeVar
+from typing import Any, Dict, Iterator, Mapping, Optional, Tuple, TypeVar
 
 from fastfair._options import check_name
 
@@ -23,6 +31,9 @@ class Table(Mapping[str, V]):
     fill
         The modules (absolute names) that register every built-in entry; imported on the
         first lookup, not before.
+    targets
+        Entries given as ``"module:Name"`` (``Name`` may be dotted); each is imported on its
+        own first lookup.
 
     A module registers with :meth:`add` (directly or through a decorator), which does not fill
     the table; every read (``table[name]``, ``name in table``, iteration, ``len``) fills it
@@ -30,13 +41,15 @@ class Table(Mapping[str, V]):
     closest.
     """
 
-    def __init__(self, kind: str, fill: Tuple[str, ...] = ()) -> None:
+    def __init__(self, kind: str, fill: Tuple[str, ...] = (),
+                 targets: Optional[Mapping[str, str]] = None) -> None:
         self.kind = kind
         self._fill = fill
         self._filled = not fill
-        self._entries: Dict[str, V] = {}
+        self._entries: Dict[str, Any] = dict(targets or {})
+        self._targets = set(self._entries)
 
-    def _ready(self) -> Dict[str, V]:
+    def _ready(self) -> Dict[str, Any]:
         if not self._filled:
             self._filled = True  # set first: the modules imported below register into this
             for module in self._fill:
@@ -55,7 +68,15 @@ class Table(Mapping[str, V]):
         check_name(self.kind, name, list(self._ready()))
 
     def __getitem__(self, name: str) -> V:
-        return self._ready()[name]
+        value = self._ready()[name]
+        if name in self._targets:
+            module, _, attribute = value.partition(":")
+            value = importlib.import_module(module)
+            for part in attribute.split("."):
+                value = getattr(value, part)
+            self._entries[name] = value
+            self._targets.discard(name)
+        return value
 
     def __iter__(self) -> Iterator[str]:
         return iter(list(self._ready()))

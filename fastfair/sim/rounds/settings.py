@@ -29,13 +29,12 @@ from fastfair.sim.settings import (
     named,
     refuse_unused,
 )
+from fastfair.sim.training.settings import PRECISIONS
 
 #: The values of ``device``.
 DEVICE = re.compile(r"cpu|cuda(:\d+)?")
 #: What a rule weighs: the clients, or the groups the data set knows.
 FAIR_OVER = ("clients", "groups")
-#: The values of ``precision``: the arithmetic of local training's forward and backward passes.
-PRECISIONS = ("fp32", "bf16", "fp16")
 
 
 @dataclass
@@ -129,7 +128,7 @@ class ExecutionSettings(Settings):
     precision: str = field(default="fp32", metadata=doc(
         EXECUTION, "the arithmetic of the cohort's forward and backward passes: fp32, or bf16 / "
         "fp16 autocast (parameters, updates, aggregation and rule state stay fp32/fp64); "
-        "refused where the device cannot run it", choices=PRECISIONS))
+        "refused where the device cannot run it", choices=tuple(PRECISIONS)))
     device: str = field(default="cpu", metadata=doc(
         EXECUTION, "cpu, cuda or cuda:N: where the model, the cohort's data and training live "
         "(under torchrun with cuda, each process uses GPU LOCAL_RANK)"))

@@ -5,7 +5,7 @@ Torch-free: the command line reads them to make its options."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Dict, Optional
 
 from fastfair.sim import names
 from fastfair.sim.lr_schedule import LRSchedule, parse_lr_schedule, round_lr
@@ -20,6 +20,10 @@ from fastfair.sim.settings import (
     named,
     refuse_unused,
 )
+
+#: The values of ``precision``, the arithmetic of local training's forward and backward passes,
+#: and the torch dtype of each's autocast (None: none; :mod:`fastfair.sim.training.precision`).
+PRECISIONS: Dict[str, Optional[str]] = {"fp32": None, "bf16": "bfloat16", "fp16": "float16"}
 
 
 @dataclass
