@@ -266,7 +266,8 @@ def play_alone(runner: Runner, name: str, hooks: RoundCallback, bar: Any,
         if save is not None and checkpoint_every and runner.round % checkpoint_every == 0:
             save(time.perf_counter() - started)
         stopping.check(name, runner.round, None if save is None or not checkpoint_every
-                       else lambda: save(time.perf_counter() - started))
+                       else lambda: save(time.perf_counter() - started), runner.dist,
+                       saves=bool(checkpoint_every))
     bar.close()
     return time.perf_counter() - started
 

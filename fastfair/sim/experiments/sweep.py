@@ -337,7 +337,8 @@ class Sweep(Orchestration):
             if self.dist.rank == 0 and self.checkpoint_every and t % self.checkpoint_every == 0:
                 save()
             stopping.check(names[0] if len(names) == 1 else f"{len(names)} runs", t,
-                           save if self.dist.rank == 0 and self.checkpoint_every else None)
+                           save if self.dist.rank == 0 and self.checkpoint_every else None,
+                           self.dist, saves=bool(self.checkpoint_every))
         bar.close()
         seconds = (time.perf_counter() - group_started) / len(sims)
         alive = [sim for sim in sims if sim.diverged is None]
