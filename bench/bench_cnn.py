@@ -41,7 +41,7 @@ batch 10 and 32, one thread, fp32), or one case at a chosen cohort size:
 (``--network femnist-cnn`` or ``char-lstm`` for the others)
 (add ``--device cuda`` for the GPU). Peak memory, one contender per process:
 ``python -m bench.bench_cnn --clients 30 --batch 32 --repeat 2 --peak-memory fastfair`` (or
-``loop``, ``floor``).
+``loop``, ``floor``; with ``--device cuda`` also the peak device memory).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from __future__ import annotations
 import argparse
 import statistics
 from types import SimpleNamespace
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import pytest
@@ -254,9 +254,10 @@ def test_fedavg_cnn_round_cuda(cuda_floor_report):
             print("\n" + _line(case, {**times, "floor": [floor]}))
 
 
-def peak_memory(args: argparse.Namespace) -> float:
+def peak_memory(args: argparse.Namespace) -> Tuple[float, Optional[float]]:
     """MB of the process's peak resident set after ``args.repeat`` rounds of one contender (the
-    cohort's data made first, as in :func:`round_times`)."""
+    cohort's data made first, as in :func:`round_times`), and on a GPU the MB of device memory
+    torch's allocator held at its peak (None on the CPU)."""
     import resource
 
     data = NETWORKS[args.network][1](args.clients)
@@ -270,7 +271,10 @@ def peak_memory(args: argparse.Namespace) -> float:
         play = make()
         for _ in range(args.repeat):
             play()
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    device = torch.device(args.device)
+    on_device = (torch.cuda.max_memory_allocated(device) / 2 ** 20 if device.type == "cuda"
+                 else None)
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, on_device
 
 
 def main() -> None:
@@ -287,7 +291,9 @@ def main() -> None:
                              "process's peak resident memory (one contender per process)")
     args = parser.parse_args()
     if args.peak_memory:
-        print(f"{args.peak_memory}: peak resident memory {peak_memory(args):.0f} MB")
+        host, device = peak_memory(args)
+        print(f"{args.peak_memory}: peak resident memory {host:.0f} MB"
+              + ("" if device is None else f", peak device memory {device:.0f} MB"))
         return
     times = round_times(args.clients, args.batch, args.threads, args.precision, args.repeat,
                         args.device, args.network)

@@ -14,6 +14,7 @@ from fastfair.sim.data.base import (
     FederatedDataset,
     check_finite,
     check_groups,
+    resident_split,
     split_sizes,
 )
 from fastfair.sim.data.partitions import PARTITIONS as SCHEMES
@@ -206,9 +207,23 @@ class ArrayDataset(FederatedDataset):
         ids = self._check_ids(ids)
         if split not in self._data:
             raise ValueError(f"split must be 'train' or 'test'; got {split!r}")
+        if device is not None and torch.device(device).type != "cpu":
+            pairs = self._data[split]
+            resident = resident_split(
+                self, split, torch.device(device),
+                sum(x.numel() * x.element_size() + y.numel() * y.element_size() for x, y in pairs),
+                lambda: self._whole(split))
+            if resident is not None:
+                return resident.gather(ids)
         pairs = [self._data[split][k] for k in ids.tolist()]
         batch = _concat([p[0] for p in pairs], [p[1] for p in pairs], self)
         return batch if device is None else batch.to(device)
+
+    def _whole(self, split: str) -> Tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+        """Every client's ``split`` samples concatenated, and the clients' counts."""
+        pairs = self._data[split]
+        whole = _concat([x for x, _ in pairs], [y for _, y in pairs], self)
+        return whole.x, whole.y, whole.counts
 
 
 

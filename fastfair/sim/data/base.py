@@ -8,7 +8,7 @@ import re
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -87,6 +87,48 @@ def concat_batches(batches: Sequence[ClientBatch]) -> ClientBatch:
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     return ClientBatch(torch.cat([b.x for b in batches]), torch.cat([b.y for b in batches]),
                        offsets)
+
+
+class ResidentSplit:
+    """One split of a data set held on a device: every client's samples as batch tensors,
+    concatenated once on the host (``x [N, *sample_shape]``, ``y [N, ...]``; client k's rows
+    ``starts[k]:starts[k] + counts[k]``), from which :meth:`gather` takes a cohort with one index
+    copy on the device. The batch equals, value for value, the one the data set builds on the
+    host and copies (conversions such as pixels to [0, 1] stay on the host: a GPU's division by
+    a scalar multiplies by its reciprocal, one ulp away for some pixels)."""
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor, counts: np.ndarray,
+                 device: torch.device) -> None:
+        self.x = x.to(device)
+        self.y = y.to(device)
+        self.counts = np.asarray(counts, dtype=np.int64)
+        self.starts = np.concatenate([[0], np.cumsum(self.counts)[:-1]]).astype(np.int64)
+        self.device = device
+
+    def gather(self, ids: np.ndarray) -> ClientBatch:
+        """The samples of clients ``ids [m]`` (in that order) on the device: rows
+        ``starts[k] + j`` for ``j < counts[k]``; offsets on the host."""
+        counts = self.counts[ids]
+        offsets = np.zeros(len(ids) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        rows = np.repeat(self.starts[ids] - offsets[:-1], counts) + np.arange(offsets[-1])
+        index = torch.from_numpy(rows).to(self.device)
+        return ClientBatch(self.x.index_select(0, index), self.y.index_select(0, index), offsets)
+
+
+def resident_split(dataset: "FederatedDataset", split: str, device: torch.device, nbytes: int,
+                   whole: Callable[[], Tuple[torch.Tensor, torch.Tensor, np.ndarray]]
+                   ) -> Optional[ResidentSplit]:
+    """``dataset``'s ``split`` kept on ``device`` from the first call on (``whole()`` gives its
+    batch tensors ``(x, y, counts)``, about ``nbytes`` bytes), or None where it would take more than
+    half of the device's free memory (the caller then copies each batch from the host). One
+    copy per data set, split and device."""
+    cache = dataset.__dict__.setdefault("_on_device", {})
+    key = (split, str(device))
+    if key not in cache:
+        free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else 2 * nbytes
+        cache[key] = ResidentSplit(*whole(), device) if 2 * nbytes <= free else None
+    return cache[key]
 
 
 class FederatedDataset:

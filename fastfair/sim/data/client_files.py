@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, TypeVar
 import numpy as np
 import torch
 
-from fastfair.sim.data.base import ClientBatch, FederatedDataset
+from fastfair.sim.data.base import ClientBatch, FederatedDataset, resident_split
 from fastfair.sim.seeding import Stream, numpy_rng
 
 SPLITS = ("train", "test")
@@ -110,12 +110,27 @@ class ClientFiles(FederatedDataset):
             return t.float().div_(255.0)
         return t.float()
 
+    def _whole(self, split: str) -> Tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+        """Every client's ``split`` samples as one batch tensor, its labels, and the clients'
+        counts."""
+        parts = [self._client(split, k) for k in range(self.num_clients)]
+        x = self._tensor(np.concatenate([p[0] for p in parts]))
+        y = torch.from_numpy(np.concatenate([p[1] for p in parts]).astype(np.int64))
+        return x, y, self._counts[split]
+
     def client_data(self, ids: np.ndarray, split: str = "train",
                     device: Optional[torch.device] = None) -> ClientBatch:
-        """The clients' samples, read on the host, then moved to ``device`` (None: the CPU)."""
+        """The clients' samples, read on the host, then moved to ``device`` (None: the CPU); on
+        a GPU gathered from the whole split kept there (:func:`resident_split`)."""
         ids = self._check_ids(ids)
         if split not in SPLITS:
             raise ValueError(f"split must be 'train' or 'test'; got {split!r}")
+        if device is not None and torch.device(device).type != "cpu":
+            nbytes = int(self._counts[split].sum()) * (self.num_features * 4 + 8)
+            resident = resident_split(self, split, torch.device(device), nbytes,
+                                      lambda: self._whole(split))
+            if resident is not None:
+                return resident.gather(ids)
         parts = [self._client(split, k) for k in ids.tolist()]
         offsets = np.zeros(len(parts) + 1, dtype=np.int64)
         np.cumsum([len(y) for _, y in parts], out=offsets[1:])

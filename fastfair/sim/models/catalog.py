@@ -16,6 +16,10 @@ one decorated builder here (its network may live in a module of its own).
                           padding) each with ReLU and 2x2 max pooling, a 2048-unit ReLU layer
 ``cifar-cnn``             the same two-convolution network with a 512-unit layer (FedAvg's CNN)
                           for 32x32 colour images
+``flgo-cifar-cnn``        easyFL's and FLGo's CIFAR-10 CNN (FedFV's and FedMABA's framework):
+                          the images standardised by CIFAR-10's channel mean and std, two 5x5
+                          convolutions (64, 64 channels, no padding) each with ReLU and 2x2
+                          max pooling, ReLU layers of 384 and 192 units
 ``resnet8``               a small ResNet: a 3x3 stem and three stages of one basic block
                           (16, 32, 64 channels, batch norm), global average pooling
 ``celeba-cnn``            LEAF's CelebA CNN: four blocks of 3x3 convolution (32 channels),
@@ -80,6 +84,14 @@ def _cifar_cnn(dataset: FederatedDataset, hidden: int) -> nn.Module:
     from fastfair.sim.models.zoo import two_conv_cnn
 
     return two_conv_cnn(dataset.sample_shape, dataset.num_classes, 512, "cifar-cnn")
+
+
+@register_model(ModelSpec("flgo-cifar-cnn", ("image",), 512,
+                          "easyFL's and FLGo's CIFAR-10 CNN with their input standardisation"))
+def _flgo_cifar_cnn(dataset: FederatedDataset, hidden: int) -> nn.Module:
+    from fastfair.sim.models.zoo import flgo_cifar_cnn
+
+    return flgo_cifar_cnn(dataset.sample_shape, dataset.num_classes)
 
 
 @register_model(ModelSpec("resnet8", ("image",), 256,

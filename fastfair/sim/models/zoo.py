@@ -88,6 +88,56 @@ def two_conv_cnn(shape: Tuple[int, ...], num_classes: int, hidden: int, model: s
         Dense(64 * (h // 4) * (w // 4), hidden), nn.ReLU(), Dense(hidden, num_classes))
 
 
+#: CIFAR-10's per-channel pixel mean and standard deviation (of pixels in [0, 1]) as easyFL's
+#: and FLGo's CIFAR-10 benchmark normalise its images: ``transforms.Normalize((0.4914, 0.4822,
+#: 0.4465), (0.2023, 0.1994, 0.2010))`` (easyFL 4.0, benchmark/cifar10_classification/core.py).
+CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
+CIFAR10_STD = (0.2023, 0.1994, 0.2010)
+
+
+class Standardize(nn.Module):
+    """Fixed per-channel standardisation of images ``x [..., C, H, W]`` with pixels in [0, 1]:
+    ``(x[..., c, :, :] - mean[c]) / std[c]``, torchvision's ``transforms.Normalize``. It holds
+    no parameter and no buffer (the constants are Python floats), so the model's trained row
+    and saved keys are those of the layers after it."""
+
+    def __init__(self, mean: Tuple[float, ...], std: Tuple[float, ...]) -> None:
+        super().__init__()
+        if len(mean) != len(std) or not all(s > 0 for s in std):
+            raise ValueError(f"mean and std must give one value per channel, std > 0; got mean "
+                             f"{list(mean)} and std {list(std)}")
+        self.mean, self.std = tuple(map(float, mean)), tuple(map(float, std))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-3] != len(self.mean):
+            raise ValueError(f"images with {x.shape[-3]} channels; the standardisation has "
+                             f"{len(self.mean)}")
+        return torch.cat([(x[..., c:c + 1, :, :] - m) / s
+                          for c, (m, s) in enumerate(zip(self.mean, self.std))], dim=-3)
+
+
+def flgo_cifar_cnn(shape: Tuple[int, ...], num_classes: int) -> nn.Module:
+    """easyFL's and FLGo's CIFAR-10 CNN (benchmark/cifar10_classification/model/cnn.py) behind
+    their input standardisation (:data:`CIFAR10_MEAN`, :data:`CIFAR10_STD`), for images
+    ``shape = [3, H, W]`` with pixels in [0, 1]: two 5x5 convolutions of 64 channels without
+    padding, each with ReLU and 2x2 max pooling, then ReLU layers of 384 and 192 units and a
+    linear layer; torch's default initialisation (every weight and bias U(-b, b),
+    b = fan_in^-1/2). On 32x32 images the first ReLU layer reads 64 * 5 * 5 = 1600 features."""
+    c, h, w = _image(shape, "flgo-cifar-cnn")
+    if c != len(CIFAR10_MEAN):
+        raise ValueError(f"model 'flgo-cifar-cnn' takes colour images [3, H, W]; the data "
+                         f"set's samples are {list(shape)}")
+    h, w = ((h - 4) // 2 - 4) // 2, ((w - 4) // 2 - 4) // 2
+    if h < 1 or w < 1:
+        raise ValueError(f"model 'flgo-cifar-cnn' needs images of at least 16x16; the data "
+                         f"set's samples are {list(shape)}")
+    return nn.Sequential(
+        Standardize(CIFAR10_MEAN, CIFAR10_STD),
+        nn.Conv2d(c, 64, 5), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(64, 64, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+        Dense(64 * h * w, 384), nn.ReLU(), Dense(384, 192), nn.ReLU(), Dense(192, num_classes))
+
+
 class _Block(nn.Module):
     """A basic residual block: two 3x3 convolutions with batch norm, a 1x1 projection when the
     shape changes."""

@@ -12,6 +12,7 @@ import fastfair.sim.data as data_api
 from fastfair.sim import ModuleModel, Simulation, SimulationConfig
 from fastfair.sim.data import ArrayDataset, partition_labels
 from tests.helpers import ROOT
+from tests.helpers.arrays import requires_cuda
 
 
 def _images(rng, clients=4, n=12, shape=(1, 4, 4), classes=3):
@@ -171,3 +172,49 @@ def test_partition_labels_refuses_bad_arguments(labels, kwargs, error, message):
     with pytest.raises(error, match=message):
         partition_labels(labels, arguments["num_clients"], arguments["scheme"], seed=0,
                          alpha=arguments.get("alpha", 0.5))
+
+
+def _image_clients(clients: int = 7, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    part = [(rng.normal(size=(n, 3, 4, 4)).astype(np.float32), rng.integers(0, 5, size=n))
+            for n in rng.integers(1, 30, size=clients)]
+    return ArrayDataset(part, test=[(x[:2], y[:2]) for x, y in part], num_classes=5)
+
+
+def _pixel_clients(clients: int = 6, seed: int = 1):
+    """A vision-style data set whose stored images are uint8 pixels."""
+    from fastfair.sim.data.vision import SplitArrays
+
+    rng = np.random.default_rng(seed)
+    images = {s: rng.integers(0, 256, size=(n, 3, 4, 4), dtype=np.uint8)
+              for s, n in (("train", 120), ("test", 40))}
+    labels = {s: rng.integers(0, 4, size=len(images[s])) for s in images}
+    return SplitArrays(images, labels, (3, 4, 4), 4, clients=clients, partition="iid")
+
+
+@pytest.mark.parametrize("split", ["train", "test"])
+@pytest.mark.parametrize("make", [_image_clients, _pixel_clients])
+def test_a_resident_split_gathers_the_batch_copied_from_the_host(split, make):
+    from fastfair.sim.data.base import ResidentSplit
+
+    d = make()
+    resident = ResidentSplit(*d._whole(split), torch.device("cpu"))
+    for ids in (np.array([3, 0, 5, 3]), np.arange(6), np.array([], dtype=np.int64)):
+        expected, got = d.client_data(ids, split), resident.gather(ids)
+        assert got.x.dtype == expected.x.dtype == torch.float32
+        assert torch.equal(got.x, expected.x) and torch.equal(got.y, expected.y)
+        np.testing.assert_array_equal(got.offsets, expected.offsets)
+
+
+@requires_cuda
+@pytest.mark.parametrize("make", [_image_clients, _pixel_clients])
+def test_cuda_cohorts_are_gathered_from_one_copy_on_the_device(make):
+    d = make()
+    ids = np.array([5, 1, 1, 4])
+    host = d.client_data(ids, "train")
+    first = d.client_data(ids, "train", device=torch.device("cuda"))
+    kept = d._on_device[("train", "cuda")]
+    again = d.client_data(np.array([2]), "train", device=torch.device("cuda"))
+    assert d._on_device[("train", "cuda")] is kept and first.x.device.type == "cuda"
+    assert torch.equal(first.x.cpu(), host.x) and torch.equal(first.y.cpu(), host.y)
+    assert torch.equal(again.x.cpu(), d.client_data(np.array([2]), "train").x)

@@ -21,6 +21,7 @@ ROW = re.compile(r"^\| ([\w-]+) \| `([\w.]+)` \| `\[([^\]]*)\]` \|$", re.M)
 #: H hidden units, V vocabulary; and the data set each model is built for.
 CASES = {"logreg": ((108,), 2, None, ()), "mlp": ((108,), 2, None, ()),
          "femnist-cnn": ((1, 28, 28), 62, None, ()), "cifar-cnn": ((3, 32, 32), 10, None, ()),
+         "flgo-cifar-cnn": ((3, 32, 32), 10, None, ()),
          "char-lstm": ((80,), 81, 81, (80,)), "sent140-lstm": ((25,), 2, 16384, ())}
 
 

@@ -16,7 +16,7 @@ from fastfair.sim import seeding
 from fastfair.sim.models.catalog import build_model
 from fastfair.sim.models.flat import TrainingStep, check_model
 from fastfair.sim.models.module import ModuleModel
-from fastfair.sim.models.zoo import LSTM
+from fastfair.sim.models.zoo import CIFAR10_MEAN, CIFAR10_STD, LSTM, Standardize
 from fastfair.sim.names import check_pair, get_model, list_datasets, list_models
 from fastfair.sim.training.local import train_clients
 from fastfair.sim.training.schedule import LocalTrainingConfig, minibatch_schedule
@@ -37,6 +37,7 @@ def _data(shape, classes, vocab=None, labels=()):
 
 
 FITS = {"femnist-cnn": _data((1, 28, 28), 62), "cifar-cnn": _data((3, 32, 32), 10),
+        "flgo-cifar-cnn": _data((3, 32, 32), 10),
         "resnet8": _data((3, 32, 32), 100), "celeba-cnn": _data((3, 84, 84), 2),
         "char-lstm": _data((80,), 81, 81, (80,)), "sent140-lstm": _data((25,), 2, 1 << 14)}
 
@@ -59,6 +60,46 @@ def test_every_model_maps_its_samples_to_logits(name):
     # Initial weights come from the seed.
     assert torch.equal(build_model(name, d, seed=3).init(None), model.init(None))
     assert not torch.equal(build_model(name, d, seed=4).init(None), model.init(None))
+
+
+def test_flgo_cifar_cnn_is_flgos_module_on_normalized_images():
+    # FLGo's benchmark/cifar10_classification/model/cnn.py, fed torchvision's Normalize of
+    # easyFL's benchmark/cifar10_classification/core.py, with our weights copied in.
+    model = build_model("flgo-cifar-cnn", FITS["flgo-cifar-cnn"], seed=5)
+    params = model.init(None)
+    ours = list(model.state_dict(params).values())
+    theirs = nn.Sequential(nn.Conv2d(3, 64, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(64, 64, 5),
+                           nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(1), nn.Linear(1600, 384),
+                           nn.ReLU(), nn.Linear(384, 192), nn.ReLU(), nn.Linear(192, 10))
+    layers = [m for m in theirs if isinstance(m, (nn.Conv2d, nn.Linear))]
+    with torch.no_grad():
+        for layer, (w, b) in zip(layers, zip(ours[0::2], ours[1::2])):
+            layer.weight.copy_(w if isinstance(layer, nn.Conv2d) else w.T)
+            layer.bias.copy_(b)
+    x = torch.rand(6, 3, 32, 32)
+    mean = torch.tensor([0.4914, 0.4822, 0.4465]).view(3, 1, 1)
+    std = torch.tensor([0.2023, 0.1994, 0.2010]).view(3, 1, 1)
+    expected = theirs((x - mean) / std)
+    torch.testing.assert_close(model.forward(params[None], x[None])[0], expected,
+                               rtol=1e-5, atol=1e-5)
+    # torch's default initialisation: every weight and bias within fan_in^-1/2.
+    for w, b in zip(ours[0::2], ours[1::2]):
+        bound = (w[0].numel() if w.dim() == 4 else w.shape[0]) ** -0.5
+        assert w.abs().max() <= bound and b.abs().max() <= bound
+        assert w.abs().max() > 0.9 * bound
+
+
+def test_standardize_checks_its_constants_and_the_channels():
+    with pytest.raises(ValueError, match="one value per channel, std > 0"):
+        Standardize((0.5, 0.5), (0.2,))
+    with pytest.raises(ValueError, match="one value per channel, std > 0"):
+        Standardize((0.5,), (0.0,))
+    with pytest.raises(ValueError, match="images with 1 channels; the standardisation has 3"):
+        Standardize(CIFAR10_MEAN, CIFAR10_STD)(torch.rand(2, 1, 4, 4))
+    with pytest.raises(ValueError, match="takes colour images"):
+        build_model("flgo-cifar-cnn", _data((1, 32, 32), 10))
+    with pytest.raises(ValueError, match="at least 16x16"):
+        build_model("flgo-cifar-cnn", _data((3, 12, 12), 10))
 
 
 def test_every_data_set_has_a_default_model_that_takes_its_samples():
@@ -246,3 +287,19 @@ def test_state_dict_loads_into_the_module_and_gives_the_same_outputs():
     fresh.eval()
     x = torch.rand(6, 1, 5, 5)
     torch.testing.assert_close(fresh(x), model.forward(flat.reshape(1, -1), x.unsqueeze(0))[0])
+
+
+def test_a_gpu_pass_keeps_its_copies_within_a_fraction_of_the_device(monkeypatch):
+    from types import SimpleNamespace as Props
+
+    from fastfair.sim.models.flat import CUDA_PASS_FRACTION, LogisticRegression
+
+    model = LogisticRegression(784, 62)  # 48,670 parameters, 194,680 bytes a copy
+    monkeypatch.setattr("torch.cuda.get_device_properties",
+                        lambda device: Props(total_memory=141 * 10 ** 9))
+    expected = int(141e9 * CUDA_PASS_FRACTION) // (4 * model.num_params)
+    assert model.rows_per_pass(torch.device("cuda")) == expected == 45266
+    monkeypatch.setattr("torch.cuda.get_device_properties",
+                        lambda device: Props(total_memory=10 ** 6))
+    assert model.rows_per_pass(torch.device("cuda:0")) == 1
+    assert model.rows_per_pass(torch.device("meta")) is None
