@@ -11,7 +11,6 @@ if TYPE_CHECKING:  # the names as type checkers see them (tests/test_layout.py: 
     from fastfair.sim.population.build import (  # noqa: F401
         PopulationOptions,
         build_population,
-        build_selection,
         check_population,
         time_to_accuracy,
         with_population,
@@ -33,7 +32,7 @@ if TYPE_CHECKING:  # the names as type checkers see them (tests/test_layout.py: 
 #: Each submodule and the public names it defines, imported on first use (PEP 562).
 _EXPORTS = {
     "fastfair.sim.population.build": (
-        "PopulationOptions", "build_population", "build_selection", "check_population",
+        "PopulationOptions", "build_population", "check_population",
         "time_to_accuracy", "with_population", "with_tiers"),
     "fastfair.sim.population.devices": ("DEFAULT_TIERS", "PROCESSES", "Population", "Tier"),
     "fastfair.sim.population.selection": ("POLICIES", "Policy", "PopulationAvailability", "keep"),

@@ -27,8 +27,8 @@ from fastfair.sim.population.devices import (
 )
 from fastfair.sim.population.selection import Policy, PopulationAvailability
 
-__all__ = ["PopulationOptions", "build_population", "build_selection", "check_population",
-           "time_to_accuracy", "with_population", "with_tiers"]
+__all__ = ["PopulationOptions", "build_population", "check_population", "time_to_accuracy",
+           "with_population", "with_tiers"]
 
 _PER_TIER = ("shares", "speeds", "downs", "ups", "dropouts")
 
@@ -118,38 +118,31 @@ def _replaced(tier: Tier, field: str, value: float) -> Tier:
     return dataclasses.replace(tier, **changes)
 
 
-def build_selection(config: Any, dataset: Any, num_params: int,
-                    invite: Optional[Any] = None) -> PopulationAvailability:
-    """The :class:`~fastfair.sim.population.selection.PopulationAvailability` of a
-    :class:`~fastfair.sim.config.SimulationConfig` with a population, for ``dataset``
-    (its training-sample counts) and a model of ``num_params`` parameters; ``invite``: the
-    availability model that invites instead of the population (None for ``uniform``)."""
+def with_population(config: Any, dataset: Any, num_params: int,
+                    inviter: Callable[[int], Any]) -> Tuple[PopulationAvailability, Any]:
+    """A run's selection under its configuration's population (a
+    :class:`~fastfair.sim.population.selection.PopulationAvailability` for ``dataset``'s
+    training-sample counts and a model of ``num_params`` parameters), and its data set with
+    the tiers as groups where the data set has none of its own (:func:`with_tiers`). With an
+    availability model other than ``uniform``, ``inviter(n)`` (that model drawing n clients a
+    round) invites the ``n = ceil(m (1 + f))``; the population then takes out those offline.
+    The population, its options and its policy are each built once, here."""
     options = PopulationOptions(**config.population_options)
+    policy = Policy(config.policy, config.over_select, config.deadline)
+    invited = min(policy.invited(config.per_round), config.clients)
+    invite = None if config.availability == "uniform" else inviter(invited)
     population = build_population(config.population, config.clients, config.seed,
                                   config.population_options)
-    policy = Policy(config.policy, config.over_select, config.deadline)
     fixed = 0.0 if config.local_steps is None else float(config.local_steps * config.batch_size)
-    return PopulationAvailability(
+    selection = PopulationAvailability(
         population, policy, config.per_round, dataset.num_samples,
         work_per_sample=float(config.epochs), work_fixed=fixed,
         model_bytes=float(options.model_bytes or 4.0 * max(num_params, 1)),
         invite=invite, idle=float(options.idle), track_participation=options.track_participation)
-
-
-def with_population(config: Any, dataset: Any, num_params: int,
-                    inviter: Callable[[int], Any]) -> Tuple[PopulationAvailability, Any]:
-    """A run's selection under its configuration's population, and its data set with the
-    tiers as groups where the data set has none of its own (:func:`with_tiers`). With an
-    availability model other than ``uniform``, ``inviter(n)`` (that model drawing n clients a
-    round) invites the ``n = ceil(m (1 + f))``; the population then takes out those offline."""
-    invited = min(Policy(config.policy, config.over_select, config.deadline).invited(
-        config.per_round), config.clients)
-    invite = None if config.availability == "uniform" else inviter(invited)
-    selection = build_selection(config, dataset, num_params, invite)
-    if PopulationOptions(**config.population_options).tier_by_group:
-        selection.population.tier_by(dataset.groups, _group_shares(dataset))
+    if options.tier_by_group:
+        population.tier_by(dataset.groups, _group_shares(dataset))
     elif dataset.num_groups is None:
-        dataset = with_tiers(dataset, selection.population)
+        dataset = with_tiers(dataset, population)
     return selection, dataset
 
 
