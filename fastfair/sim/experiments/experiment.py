@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from fastfair import _files as files
-from fastfair.sim import checkpoint
+from fastfair.sim import checkpoint, run_files
 from fastfair.sim.config import SimulationConfig
 from fastfair.sim.data.base import FederatedDataset
 from fastfair.sim.distributed import Distributed
@@ -37,8 +37,8 @@ from fastfair.sim.reporting import report, tidy
 from fastfair.sim.reporting.callbacks import RoundCallback
 from fastfair.sim.rounds.registry import make_runner, runner_class
 
-CONFIG = "config.json"
-MODELS_FILE = "models.pt"
+CONFIG = run_files.EXPERIMENT_CONFIG
+MODELS_FILE = run_files.MODELS
 
 
 @dataclass(repr=False)
@@ -263,5 +263,5 @@ class Experiment(common.Orchestration):
         model = b.model or DATASETS[b.dataset].default_model
         title = f"{b.dataset}, K={b.clients}, m={b.per_round}, {model}, seed {b.seed}"
         report.plot(self.out, histories, finals, title)
-        with files.atomic(self.out / "summary.json", text=True) as f:
+        with files.atomic(self.out / run_files.SUMMARY, text=True) as f:
             f.write(json.dumps(summary, indent=1))

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from fastfair import _files as files
+from fastfair.sim import run_files
 from fastfair.sim.experiments import common, experiment, sweep
 from fastfair.sim.experiments.run_folder import kind
 from fastfair.sim.reporting import report
@@ -58,7 +59,7 @@ def load_run(folder: Union[str, Path]) -> Union[experiment.ExperimentResult, swe
 
 def _state(out: Path, saved: Dict[str, Any], name: str) -> Optional[Dict[str, Any]]:
     """The checkpoint of a folder without output files (None when it has them)."""
-    if (out / "metrics.json").exists():
+    if (out / run_files.METRICS_JSON).exists():
         return None
     if not (out / common.CHECKPOINT).exists():
         raise ValueError(f"{out} holds neither metrics.json (a finished run) nor "
@@ -68,7 +69,7 @@ def _state(out: Path, saved: Dict[str, Any], name: str) -> Optional[Dict[str, An
 
 
 def _histories(out: Path) -> Dict[str, List[Dict[str, Any]]]:
-    histories = files.read_json_file(out / "metrics.json", "metrics")
+    histories = files.read_json_file(out / run_files.METRICS_JSON, "metrics")
     if not isinstance(histories, dict):
         raise ValueError(f"{out / 'metrics.json'} is not an object of run histories")
     return histories
@@ -85,14 +86,14 @@ def _load_experiment(out: Path) -> experiment.ExperimentResult:
         histories = _histories(out)
         finals: Dict[str, np.ndarray] = {}
         eval_ids = np.zeros(0, dtype=np.int64)
-        if (out / "final_accuracy.csv").exists():
-            with open(out / "final_accuracy.csv", newline="") as f:
+        if (out / run_files.FINAL_ACCURACY_CSV).exists():
+            with open(out / run_files.FINAL_ACCURACY_CSV, newline="") as f:
                 rows = list(csv.reader(f))
             table = np.array(rows[1:], dtype=np.float64).reshape(-1, len(rows[0]))
             eval_ids = table[:, 0].astype(np.int64)
             finals = {rule: table[:, j + 1] for j, rule in enumerate(rows[0][1:])}
-        summary = files.read_json_file(out / "summary.json", "summary") \
-            if (out / "summary.json").exists() else report.summarize(histories, {})
+        summary = files.read_json_file(out / run_files.SUMMARY, "summary") \
+            if (out / run_files.SUMMARY).exists() else report.summarize(histories, {})
         models = _models(out / experiment.MODELS_FILE)
     else:
         histories = dict(state.get("histories", {}))
@@ -117,7 +118,7 @@ def _load_sweep(out: Path) -> sweep.SweepResult:
     eval_ids: Dict[int, np.ndarray] = {}
     if state is None:
         histories = _histories(out)
-        seconds = _run_seconds(out / "sweep_runs.csv", specs)
+        seconds = _run_seconds(out / run_files.SWEEP_RUNS, specs)
         finals, eval_ids = _sweep_finals(out / sweep.FINALS_FILE)
         models = _models(out / sweep.MODELS_FILE)
         total = sum(seconds.values())

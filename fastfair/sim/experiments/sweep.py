@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 from fastfair._options import check_name
-from fastfair.sim import checkpoint
+from fastfair.sim import checkpoint, run_files
 from fastfair.sim.config import SimulationConfig
 from fastfair.sim.data.base import FederatedDataset
 from fastfair.sim.data.catalog import build_dataset
@@ -80,12 +80,12 @@ from fastfair.sim.rounds.runner import Runner
 
 #: The metrics a sweep summarises by default (accuracy columns of the simulate table).
 METRICS = ("acc_mean", "acc_worst10", "acc_gini", "acc_variance")
-CONFIG = "sweep.json"
+CONFIG = run_files.SWEEP_CONFIG
 #: The file of a sweep's folder holding every run's final global model.
-MODELS_FILE = "models.pt"
+MODELS_FILE = run_files.MODELS
 #: The file of a sweep's folder holding every run's final per-client accuracy, one row per run
 #: and evaluation client (``run, rule, point, seed, client, accuracy``).
-FINALS_FILE = "sweep_final_accuracy.csv"
+FINALS_FILE = run_files.SWEEP_FINALS
 #: Added to the metrics when every run's data set has groups: the worst group's accuracy and
 #: the Gini over the groups' accuracies, with their paired differences.
 GROUP_METRICS = ("acc_worst_group", "acc_gini_groups")

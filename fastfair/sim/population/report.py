@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 import numpy as np
 
 from fastfair._files import atomic
+from fastfair.sim import run_files
 from fastfair.sim.population.keys import TierKey, tiers_recorded
 
 
@@ -21,7 +22,7 @@ def write_participation(out: Path, rule: str, availability: Any) -> None:
         return
     ids, rounds = availability.participation()
     tiers = availability.population.tier(ids)
-    path = Path(out) / f"participation_{rule}.csv"
+    path = Path(out) / run_files.participation(rule)
     with atomic(path, text=True) as f:
         writer = csv.writer(f)
         writer.writerow(["client", "tier", "rounds"])
