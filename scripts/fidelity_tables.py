@@ -41,9 +41,40 @@ INTRO = [
     "seeds): *reproduced* when |D| ≥ tie and the interval lies on D's side of 0, or when "
     "|D| < tie (the paper finds no difference) and the interval lies within ±tie; *within "
     "noise* when the interval holds 0 (or one seed gives no interval); *not reproduced* when "
-    "it excludes 0 on the other side, or excludes 0 where the paper finds no difference. The "
-    "tie is 0.5 points in every table here (0.5 %² where the metric is a variance of "
-    "accuracies in %²).",
+    "it excludes 0 on the other side, or excludes 0 where the paper finds no difference, or "
+    "lies within ±tie where the paper finds a difference (or claims one without a number): "
+    "ours is then bounded below a difference the table counts. The tie is 0.5 points in every "
+    "table here (0.5 %² where the metric is a variance of accuracies in %²) but the AFL and "
+    "q-FFL table, whose worst client has 181 test rows: its tie is 1.1 points, two of those "
+    "rows. **Only converged runs get a verdict**: for each rule, the *drift* is the mean over "
+    "seeds of the range (largest minus smallest value) of the metric over the last 25 % of a "
+    "run's evaluations (at least 3), and the *limit* the larger of the spread across seeds "
+    "(the standard deviation of the final values) and the tie; the runs have converged when "
+    "drift ≤ limit, so that where a run stops does not decide the comparison. A rule whose "
+    "runs, or whose baseline's, have not converged says *not converged* instead of a verdict; "
+    "a table with fewer than 3 evaluations a run cannot be checked and says *unchecked* "
+    "beside its verdict. Each row also gives the *gap* of our level to the paper's and the "
+    "smallest difference its seeds could *detect*: the half-width h of the paired interval (a "
+    "mean difference below h leaves the interval holding 0; a power-based minimum for 80 % "
+    "power is larger, 1.25 h at 3 seeds and 1.34 h at 5). Tables whose text below predates "
+    "these columns were run before the check existed and are marked so.",
+    "",
+    "**Long tables.** `fastfair reproduce` writes `table.md`, `table.csv` and `table.json` "
+    "again as each column finishes (an unfinished table lists the columns not run yet), so a "
+    "table stopped by a crash, a time limit or a signal keeps what it finished: SIGINT or "
+    "SIGTERM stops it at the next round boundary as they stop `fastfair simulate`, and "
+    "`fastfair reproduce --resume DIR` finishes it with the settings saved in "
+    "`DIR/reproduce.json`, reading the finished columns back, continuing a column from its "
+    "checkpoint (`--checkpoint-every N`) or running it again; the outputs equal an "
+    "uninterrupted run's but for wall times. `--device cuda` and `--threads N` are `fastfair "
+    "simulate`'s options (they may be given again with `--resume`); the outputs record the "
+    "wall time and the machine (CPU model, GPU name, threads). Before each column the log "
+    "gives its runs and rounds and, from the columns run so far, the time left for it and for "
+    "the table; a progress bar counts its rounds. A run that diverges (docs/simulator.md, "
+    "\"Diverged runs\") stops there and is left out of the column's means and paired "
+    "differences; its row says which seeds diverged at which round and how many seeds count "
+    "(`seed 2 at round 354; 2 of 3 seeds`, the `diverged` column of `table.csv`), and a row "
+    "with no seed left shows no number and the verdict *diverged*.",
     "",
 ]
 

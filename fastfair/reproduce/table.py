@@ -12,6 +12,7 @@
     baseline = "fedavg"                # differences are paired on seeds against this rule
     seeds = [0, 1, 2]
     tie = 0.5                          # |paper difference| below this: the paper finds none
+                                       # (and the drift the convergence check tolerates)
     reduced = "what the shipped setting changes from the paper's, and why"
     unstated = ["what the paper leaves open: what was chosen"]
     also = {acc_mean = "mean client accuracy (%)"}   # more metrics shown, without a verdict
@@ -31,6 +32,13 @@
     run = {per_round = 2}              # this column's options over [run] (and full = {...})
     data = "mnist"                     # optional: the folder under --data-dir it reads
     prepare = {split = "mnist-powerlaw"}      # optional: a split of fastfair.reproduce.prepare
+
+A table's runs should evaluate at least 3 times (``eval_every``): a column gets a verdict only
+where its runs have converged on the metric (:func:`fastfair.reproduce.run.convergence`: the
+drift over the last quarter of the evaluations within the larger of the spread across seeds
+and ``tie``), and fewer evaluations leave that unchecked. ``tie`` is then also the smallest
+drift the check tolerates, so a metric coarser than 0.5 points (a client of few test rows)
+takes a larger one.
 
 A column's options are ``[run]``, then its ``run``, then (with ``--full``) ``[full]`` and its
 ``full``; each is checked as a configuration file is (:func:`~fastfair.sim.experiments.

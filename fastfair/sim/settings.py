@@ -34,19 +34,20 @@ RULES, DATA, TRAINING = "rules", "population and data", "model and training"
 EVALUATION, EXECUTION = "evaluation and output", "execution"
 
 #: The order of the fields saved runs list (``sweep.json``, ``config.json``) and ``--help``
-#: shows, as it was when every field lived in one class; a field added later follows them, in
-#: its layer's order. Frozen: it never grows.
+#: shows, as it was when every field lived in one class (with the two settings added beside
+#: them then). A field added since follows them, in its layer's order: adding a setting needs
+#: no line here.
 SAVED_ORDER = (
     "rule", "rule_options", "objective", "objective_options", "dataset", "clients", "per_round",
     "rounds", "seed", "fair_over", "group_prior", "group_share", "synthetic_alpha",
     "synthetic_beta", "max_samples", "groups", "group_power", "group_shift", "data_dir",
     "groups_file", "group_by_class", "download", "partition", "dirichlet_alpha",
-    "classes_per_client", "model", "hidden", "epochs", "local_steps", "batch_size", "lr",
-    "lr_decay", "lr_schedule", "server_lr", "server_optimizer", "server_options",
-    "max_update_norm", "update_norm_reference", "max_samples_per_client", "availability",
-    "availability_options", "population", "population_options", "policy", "over_select",
-    "deadline", "eval_every", "eval_clients", "class_metrics", "validation", "train_loss",
-    "precision", "device")
+    "classes_per_client", "adult_features", "model", "hidden", "epochs", "local_steps",
+    "batch_size", "lr", "lr_decay", "lr_schedule", "server_lr", "server_optimizer",
+    "server_options", "max_update_norm", "update_norm_reference", "max_samples_per_client",
+    "availability", "availability_options", "population", "population_options", "policy",
+    "over_select", "deadline", "eval_every", "eval_clients", "class_metrics", "validation",
+    "eval_average_iterates", "train_loss", "precision", "device")
 
 
 def doc(group: str, help: str, **more: Any) -> Dict[str, Any]:

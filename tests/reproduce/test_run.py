@@ -9,7 +9,14 @@ import math
 
 import pytest
 
-from fastfair.reproduce.run import FIELDS, column_rows, run_table, verdict
+from fastfair.reproduce.run import (
+    FIELDS,
+    NOT_CONVERGED,
+    column_rows,
+    convergence,
+    run_table,
+    verdict,
+)
 from fastfair.reproduce.table import load_table
 
 
@@ -23,6 +30,8 @@ from fastfair.reproduce.table import load_table
     (0.0, 0.1, 2.0, "within noise"),        # no difference, too wide to bound
     (0.2, 3.0, 1.0, "not reproduced"),      # a difference where the paper has none
     (8.3, 5.0, math.nan, "within noise"),   # one seed
+    (8.3, 0.2, 0.1, "not reproduced"),      # (0.1, 0.3) within the tie: no difference
+    (-0.6, 0.0, 0.4, "not reproduced"),     # (-0.4, 0.4) likewise
     (None, 5.0, 1.0, "no paper number"),
 ])
 def test_verdict_rule(paper, diff, half, expected):
@@ -33,9 +42,9 @@ def test_verdict_rule(paper, diff, half, expected):
 
 @pytest.mark.parametrize("direction, diff, expected", [
     (1, 3.0, "reproduced"), (1, 0.5, "within noise"), (1, -3.0, "not reproduced"),
-    (-1, -3.0, "reproduced"), (-1, 3.0, "not reproduced")])
+    (-1, -3.0, "reproduced"), (-1, 3.0, "not reproduced"), (1, 0.3, "not reproduced")])
 def test_a_claimed_sign_without_a_number_is_judged_as_a_difference(direction, diff, expected):
-    word, why = verdict(None, diff, 1.0, tie=0.5, direction=direction)
+    word, why = verdict(None, diff, 0.1 if abs(diff) < 0.5 else 1.0, tie=0.5, direction=direction)
     assert word == expected and "no number here" in why
 
 
@@ -90,6 +99,7 @@ def test_a_tiny_table_runs_and_writes_its_comparison(tmp_path):
     text = (out / "table.md").read_text()
     assert "| Synthetic, K' = 2 | `acc_weighted_mean` | fairavg | 76.4 |" in text
     assert "Reduced: 2 rounds" in text and "- nothing" in text
+    assert "| detectable | converged (drift / limit) |" in text and "| unchecked |" in text
     assert (out / "synthetic-k-2").is_dir()  # the column's sweep folder
 
 
@@ -206,3 +216,38 @@ def test_a_table_stopped_by_a_signal_is_finished_by_resume(tmp_path, monkeypatch
     assert json.loads((stopped / "table.json").read_text())["unfinished"] == []
     assert cli.main(["reproduce", "--resume", str(stopped), "--seeds", "1"]) == 2
     assert "drop --seeds" in capsys.readouterr().err
+def test_convergence_compares_the_late_drift_with_the_spread_across_seeds():
+    # 8 evaluations: the window is the last max(3, ceil(0.25 * 8)) = 3 of them.
+    settled = [[50, 60, 70, 80, 81.0, 80.5, 80.8, 81.0], [40, 55, 70, 78, 79, 79.2, 79.0, 79.4]]
+    ok, drift, limit = convergence(settled, tie=0.5)
+    # ranges 81.0 - 80.5 = 0.5 and 79.4 - 79.0 = 0.4; sd of (81.0, 79.4) = 1.1314
+    assert ok and drift == pytest.approx(0.45) and limit == pytest.approx(1.6 / math.sqrt(2))
+    swinging = [[30, 80, 40, 85, 33, 87, 35, 86.0], [30, 70, 50, 80, 40, 84, 36, 83.0]]
+    ok, drift, limit = convergence(swinging, tie=0.5)
+    # ranges 87 - 35 = 52 and 84 - 36 = 48; sd of (86, 83) = 2.1213
+    assert not ok and drift == pytest.approx(50.0) and limit == pytest.approx(3 / math.sqrt(2))
+    # identical seeds: the tie is the limit
+    assert convergence([[1, 2, 3.0, 3.2, 3.4]], tie=0.5) == (True, pytest.approx(0.4), 0.5)
+    assert convergence([[1.0, 2.0]], tie=0.5) == (None, None, None)
+
+
+def test_a_rule_or_baseline_that_has_not_converged_gets_no_verdict(tmp_path):
+    path = tmp_path / "tiny.toml"
+    path.write_text(TABLE)
+    spec = load_table(path)
+    finals = {("fedavg", 0): 0.80, ("fedavg", 1): 0.81, ("fairavg", 0): 0.90,
+              ("fairavg", 1): 0.92}
+    flat = {k: [v - 0.001, v, v] for k, v in finals.items()}
+    rows = column_rows(spec, spec.columns[0], "acc_weighted_mean", finals,
+                       ["fedavg", "fairavg"], 1.0, curves=flat)
+    assert rows[0].converged is True and rows[1].converged is True
+    assert rows[1].verdict == verdict(0.5, rows[1].ours_diff, rows[1].ours_diff_half, 0.5)[0]
+    swinging = {**flat, **{("fedavg", s): [0.3, 0.87, finals[("fedavg", s)]] for s in (0, 1)}}
+    rows = column_rows(spec, spec.columns[0], "acc_weighted_mean", finals,
+                       ["fedavg", "fairavg"], 1.0, curves=swinging)
+    assert rows[0].converged is False and rows[0].drift == pytest.approx(57.0)
+    assert rows[1].converged is True and rows[1].verdict == NOT_CONVERGED
+    assert rows[1].why.startswith("fedavg moves 57.0 over its last evaluations")
+    unchecked = column_rows(spec, spec.columns[0], "acc_weighted_mean", finals,
+                            ["fedavg", "fairavg"], 1.0)
+    assert unchecked[1].converged is None and "convergence unchecked" in unchecked[1].why

@@ -2,14 +2,19 @@
 rows) and ``adult.test`` (16,281 rows, first line ``|1x3 Cross validator``, labels with a
 trailing ``.``) in ``DIR``, as the standard train and test split.
 
-Features (108 on UCI's files), in the order of :data:`COLUMNS`:
+Features, in the order of :data:`COLUMNS`, as ``features`` (:data:`FEATURES`) chooses:
 
-- the 6 numeric columns standardised with the training rows' mean and standard deviation
-  (``(v - mean) / std``), so that one learning rate suits them all;
-- the 8 categorical columns one-hot, over the values of the training rows in name order. A
-  missing value (UCI writes ``?``, in workclass, occupation and native-country) is a value of
+- ``"all"`` (108 on UCI's files): the 6 numeric columns standardised with the training rows'
+  mean and standard deviation (``(v - mean) / std``), so that one learning rate suits them
+  all; the 8 categorical columns one-hot, over the values of the training rows in name order.
+  A missing value (UCI writes ``?``, in workclass, occupation and native-country) is a value of
   its own, so no row is dropped; a test value no training row holds (none in UCI's files)
   is all zeros.
+- ``"categorical"`` (99 on UCI's files): the 8 categorical columns only, one-hot over the
+  training rows' values other than ``?``; a missing value is all zeros of its column. This is
+  the q-FFL authors' encoding of AFL's Adult (litian96/fair_flearn,
+  ``data/adult/create_dataset.py``, ``prepare_data``: the numeric columns are left out "to be
+  consistent with the google paper", and ``?`` matches none of the listed values).
 
 The label is 1 for ``>50K`` and 0 for ``<=50K``. How the rows become clients is
 ``partition``:
@@ -33,6 +38,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from fastfair._files import read_regular_file
+from fastfair.sim.data.settings import ADULT_FEATURES as FEATURES
 from fastfair.sim.data.vision import SplitArrays
 
 LOGGER = logging.getLogger("fastfair.sim.data")
@@ -42,6 +48,8 @@ COLUMNS = ("age", "workclass", "fnlwgt", "education", "education-num", "marital-
            "hours-per-week", "native-country")
 NUMERIC = ("age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week")
 FILES = {"train": "adult.data", "test": "adult.test"}
+#: How UCI writes a missing value.
+MISSING = "?"
 #: The prefix of a partition that makes the clients from a column's values.
 COLUMN_PARTITION = "column:"
 
@@ -80,16 +88,24 @@ def read_rows(path: str) -> Tuple[List[List[str]], np.ndarray]:
     return rows, np.array(labels, dtype=np.int64)
 
 
-def encode(train: List[List[str]], test: List[List[str]]
+def encode(train: List[List[str]], test: List[List[str]], features: str = "all"
            ) -> Tuple[np.ndarray, np.ndarray, List[str]]:
-    """``(x_train [n, F] float32, x_test [m, F] float32, feature names [F])``: numeric columns
-    standardised by the training rows, categorical ones one-hot over the training rows' values
-    (``?`` a value like any other)."""
+    """``(x_train [n, F] float32, x_test [m, F] float32, feature names [F])`` in the encoding
+    ``features`` (:data:`FEATURES`, module docstring): with ``"all"`` numeric columns
+    standardised by the training rows, :math:`(v - \\bar v) / s` (s the population standard
+    deviation; 1 where it is 0), and categorical ones one-hot over the training rows' values
+    (``?`` a value like any other); with ``"categorical"`` the categorical columns only,
+    one-hot over the training rows' values but ``?`` (a ``?`` is all zeros)."""
+    if features not in FEATURES:
+        raise ValueError(f"adult_features (--adult-features) must be one of "
+                         f"{', '.join(FEATURES)}; got {features!r}")
     blocks: Dict[str, List[np.ndarray]] = {"train": [], "test": []}
     names: List[str] = []
     for j, column in enumerate(COLUMNS):
         cols = {"train": [r[j] for r in train], "test": [r[j] for r in test]}
         if column in NUMERIC:
+            if features == "categorical":
+                continue
             try:
                 values = {s: np.array(v, dtype=np.float64) for s, v in cols.items()}
             except ValueError:
@@ -99,7 +115,8 @@ def encode(train: List[List[str]], test: List[List[str]]
                 blocks[s].append(((values[s] - mean) / (std or 1.0))[:, None])
             names.append(column)
         else:
-            levels = sorted(set(cols["train"]))
+            levels = sorted(set(cols["train"]) - ({MISSING} if features == "categorical"
+                                                  else set()))
             index = {v: i for i, v in enumerate(levels)}
             for s in blocks:
                 hot = np.zeros((len(cols[s]), len(levels)))
@@ -147,17 +164,21 @@ def column_parts(partition: str, rows: Dict[str, List[List[str]]]
 class AdultDataset(SplitArrays):
     """UCI Adult from ``data_dir`` (``adult.data``, ``adult.test``), its clients made by
     ``partition`` (module docstring): ``column:...`` fixes their number (``clients`` None, or
-    that number), the label partitions split across ``clients``. ``feature_names [F]`` name the
+    that number), the label partitions split across ``clients``; ``features`` chooses the
+    encoding (:data:`FEATURES`: ``"all"``, 108 features, or ``"categorical"``, the q-FFL
+    authors' 99). ``feature_names [F]`` name the
     columns of ``x``; ``client_names [K]`` the clients of a column partition."""
 
     def __init__(self, data_dir: str, clients: Optional[int] = None, *,
                  partition: str = COLUMN_PARTITION + "education=Doctorate",
-                 alpha: float = 0.3, classes_per_client: int = 2, seed: int = 0) -> None:
+                 alpha: float = 0.3, classes_per_client: int = 2, seed: int = 0,
+                 features: str = "all") -> None:
         rows: Dict[str, List[List[str]]] = {}
         labels: Dict[str, np.ndarray] = {}
         for split, path in find_files(data_dir).items():
             rows[split], labels[split] = read_rows(path)
-        x_train, x_test, self.feature_names = encode(rows["train"], rows["test"])
+        x_train, x_test, self.feature_names = encode(rows["train"], rows["test"],
+                                                            features)
         images = {"train": x_train, "test": x_test}
         parts: Optional[Dict[str, List[np.ndarray]]] = None
         self.client_names: Optional[List[str]] = None

@@ -56,6 +56,7 @@ class FileConfig(Protocol):
     dirichlet_alpha: float
     classes_per_client: int
     download: bool
+    adult_features: str
 
 
 @dataclass
@@ -72,6 +73,7 @@ class FileOptions:
     dirichlet_alpha: float = 0.3
     classes_per_client: int = 2
     download: bool = False
+    adult_features: str = "all"
 
 
 # ------------------------------------------------------------------------- generated
@@ -128,7 +130,8 @@ def _opened(options: FileConfig, patterns: Tuple[str, ...],
     paths = sorted(p for pattern in patterns for p in glob.glob(os.path.join(data_dir, pattern)))
     signature = tuple((p, s.st_size, s.st_mtime_ns) for p in paths for s in [os.stat(p)])
     key = (options.dataset, os.path.realpath(data_dir), options.clients, options.seed,
-           options.partition, options.dirichlet_alpha, options.classes_per_client, signature)
+           options.partition, options.dirichlet_alpha, options.classes_per_client,
+           options.adult_features, signature)
     if key not in _OPENED:
         _OPENED[key] = open_dataset(data_dir)
     return _OPENED[key]
@@ -225,28 +228,33 @@ def _adult_clients(data_dir: str, partition: str) -> int:
 
 
 @register_dataset(DatasetSpec("adult", "table", "logreg", False, "features",
-                              "UCI Adult: income over 50K from census columns (one-hot), split "
-                              "by --partition (column:education=Doctorate: AFL's two clients)",
-                              options=_SPLIT_FILES, column_partitions=True),
+                              "UCI Adult: income over 50K from census columns (one-hot; "
+                              "--adult-features categorical: the q-FFL authors' 99), split by "
+                              "--partition (column:education=Doctorate: AFL's two clients)",
+                              options=_SPLIT_FILES + ("adult_features",),
+                              column_partitions=True),
                   count=_adult_clients)
 def _adult(config: FileConfig) -> FederatedDataset:
     from fastfair.sim.data.adult import AdultDataset
 
     return _opened(config, ("adult.*",), lambda data_dir: AdultDataset(
         data_dir, config.clients, partition=config.partition, alpha=config.dirichlet_alpha,
-        classes_per_client=config.classes_per_client, seed=config.seed))
+        classes_per_client=config.classes_per_client, seed=config.seed,
+        features=config.adult_features))
 
 
 # ------------------------------------------------------------------------- by name
 def open_files(name: str, data_dir: str, clients: Optional[int] = None, *, seed: int = 0,
                partition: str = "dirichlet", dirichlet_alpha: float = 0.3,
-               classes_per_client: int = 2, download: bool = False) -> FederatedDataset:
+               classes_per_client: int = 2, download: bool = False,
+               adult_features: str = "all") -> FederatedDataset:
     """Data set ``name`` read from ``data_dir``.
 
     LEAF and ``npz-clients``: ``clients`` of the data set's users (all when None, else a seeded
     random subset). Vision data sets and ``image-folder``: the training set split across
     ``clients`` (required) by ``partition``; ``adult``: by ``partition``, whose ``column:...``
-    forms fix the number of clients (``clients`` None or that number). ``download`` fetches
+    forms fix the number of clients (``clients`` None or that number), encoded as
+    ``adult_features`` says (:data:`fastfair.sim.data.adult.FEATURES`). ``download`` fetches
     missing files with torchvision's downloader. An open
     data set is reused by later calls with the same arguments while its files are unchanged,
     so the rules of an experiment share one and the clients it has read.
@@ -256,7 +264,7 @@ def open_files(name: str, data_dir: str, clients: Optional[int] = None, *, seed:
         files = [n for n, s in DATASETS.items() if s.family != "generated"]
         raise ValueError(f"unknown data set {name!r} on disk; choose from {', '.join(files)}")
     options = FileOptions(name, data_dir, clients, seed, partition, dirichlet_alpha,
-                          classes_per_client, download)
+                          classes_per_client, download, adult_features)
     dataset: FederatedDataset = get_dataset_builder(name)(options)
     return dataset
 

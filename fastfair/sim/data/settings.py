@@ -24,6 +24,10 @@ from fastfair.sim.settings import (
     refuse_unused,
 )
 
+#: The values of ``adult_features``: the encodings of UCI Adult (module docstring of
+#: :mod:`fastfair.sim.data.adult`).
+ADULT_FEATURES = ("all", "categorical")
+
 
 def _families(family: str) -> str:
     return ", ".join(n for n in names.list_datasets() if names.get_dataset(n).family == family)
@@ -75,6 +79,10 @@ class DataSettings(Settings):
         "more skewed)"))
     classes_per_client: int = field(default=2, metadata=doc(
         DATA, "pathological partition: the labels each client holds"))
+    adult_features: str = field(default="all", metadata=doc(
+        DATA, "adult: all (numeric columns standardised and categorical ones one-hot, 108 "
+        "features) or categorical (the 8 categorical columns one-hot, a missing value all "
+        "zeros: 99 features, the q-FFL authors' encoding)", choices=ADULT_FEATURES))
 
     def _check(self) -> None:
         at_least_one(self, "max_samples", "classes_per_client", "groups")
@@ -84,6 +92,9 @@ class DataSettings(Settings):
         if self.partition not in schemes:
             raise ValueError(f"{named('partition')} must be one of {', '.join(schemes)}; got "
                              f"{self.partition!r}")
+        if self.adult_features not in ADULT_FEATURES:
+            raise ValueError(f"{named('adult_features')} must be one of "
+                             f"{', '.join(ADULT_FEATURES)}; got {self.adult_features!r}")
         check_ranges(self, ("synthetic_alpha", self.synthetic_alpha >= 0, ">= 0"),
                      ("synthetic_beta", self.synthetic_beta >= 0, ">= 0"),
                      ("dirichlet_alpha", self.dirichlet_alpha > 0, "> 0"),

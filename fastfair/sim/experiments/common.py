@@ -94,19 +94,27 @@ def check_named(rules: Sequence[str], **named: Mapping[str, Any]) -> None:
                              f"drop it from {name} or add it to the rules")
 
 
+#: The keys of a grid point (or of a rule's options in a sweep) that set a field of the run's
+#: configuration rather than an option of its rule: how the run is evaluated.
+RUN_KEYS = ("eval_average_iterates",)
+
+
 def point_config(config: Any, rule: str, seed: int, options: Mapping[str, Any]) -> Any:
     """The configuration of one run of a sweep: ``config`` with ``rule``, ``seed`` and the grid
     point's ``options``. The keys ``objective`` and ``objective.KEY`` of a point choose the
-    run's client objective and its options (over ``config.objective_options``); the others are
+    run's client objective and its options (over ``config.objective_options``); those of
+    :data:`RUN_KEYS` set that field of the run's configuration (e.g. AFL's runs evaluated on
+    the average of their iterates, the other rules' on their last model); the others are
     the rule's options. So a grid spans objectives as it spans rule options:
     ``--grid aaggff-d:objective.mu=0.001,0.01`` with ``--objective proximal``."""
     prefix = "objective."
     chosen = {k[len(prefix):]: v for k, v in options.items() if k.startswith(prefix)}
+    fields = {k: v for k, v in options.items() if k in RUN_KEYS}
     return dataclasses.replace(
         config, rule=rule, seed=seed, objective=options.get("objective", config.objective),
-        objective_options={**config.objective_options, **chosen},
+        objective_options={**config.objective_options, **chosen}, **fields,
         rule_options={k: v for k, v in options.items()
-                      if k != "objective" and not k.startswith(prefix)})
+                      if k != "objective" and not k.startswith(prefix) and k not in RUN_KEYS})
 
 
 def with_fairness(config: Any, fair_over: Optional[str],

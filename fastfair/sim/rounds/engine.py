@@ -92,6 +92,10 @@ class Simulation(Runner):
 
     def _setup(self) -> None:
         self.rule = self.plan.rule(self.dataset)  # over groups, the data set's
+        # With eval_average_iterates: the float64 running mean of the global models after each
+        # server step so far, and their number (eval_params).
+        self._average: Optional[torch.Tensor] = None
+        self._averaged = 0
         # (ids, batch) of the last cohort this run generated, when its data are fixed.
         self._last_train: Optional[Tuple[np.ndarray, ClientBatch]] = None
         other, config = self._evaluate_like, self.config
@@ -173,25 +177,49 @@ class Simulation(Runner):
                                  "neither the updates nor its client objective provide")
         return inputs
 
+    @property
+    def eval_params(self) -> torch.Tensor:
+        r"""``[P]`` the parameters evaluation scores: the global model :math:`w_t` after t
+        server steps, or with ``config.eval_average_iterates`` the running average of the
+        models after each step, :math:`\bar w_t = \frac1t \sum_{s=1}^t w_s` (the initial
+        model :math:`w_0` left out, as AFL's authors average; :math:`w_0` itself before
+        the first step), in the dtype of the parameters."""
+        if self._average is None:
+            return self.params
+        return self._average.to(self.params.dtype)
+
+    def _add_iterate(self) -> None:
+        r"""Adds the global model after a server step to the running average
+        (:attr:`eval_params`): :math:`\bar w_t = \bar w_{t-1} + (w_t - \bar w_{t-1}) / t`,
+        in float64; nothing without ``config.eval_average_iterates``."""
+        if not self.config.eval_average_iterates:
+            return
+        self._averaged += 1
+        now = self.params.detach().double()
+        if self._average is None:
+            self._average = now.clone()
+        else:
+            self._average.add_(now - self._average, alpha=1.0 / self._averaged)
+
     def _evaluate(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return _scores(self.model, self.params, self._eval_batch)
+        return _scores(self.model, self.eval_params, self._eval_batch)
 
     def evaluate_validation(self) -> Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        return None if self._val_batch is None else _scores(self.model, self.params,
+        return None if self._val_batch is None else _scores(self.model, self.eval_params,
                                                             self._val_batch)
 
     def binary_scores(self) -> Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]]:
         if self.dataset.num_classes != 2 or self.dataset.label_shape != ():
             return None
         batch = self._eval_batch
-        return (logit_margins(self.model, self.params, batch), batch.y.cpu().numpy(),
+        return (logit_margins(self.model, self.eval_params, batch), batch.y.cpu().numpy(),
                 batch.offsets)
 
     def class_scores(self) -> Optional[
             Tuple[Optional[np.ndarray], np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
         if not self.config.class_metrics or self.dataset.num_classes < 2:
             return None
-        return class_scores(self.model, self.params, self._eval_batch)
+        return class_scores(self.model, self.eval_params, self._eval_batch)
 
     def _aggregate(self, ids: np.ndarray, share: slice, losses_mine: Optional[np.ndarray],
                    counts_mine: np.ndarray, objective: Optional[ClientObjective],
@@ -262,6 +290,7 @@ class Simulation(Runner):
               losses: Optional[np.ndarray]) -> Dict[str, Any]:
         """The server step along ``direction [P]`` summed over processes; the round's record."""
         self.optimizer.step(self.params, self.dist.sum(direction))
+        self._add_iterate()
         assert self.rule.last_mixture is not None  # weights() committed the round, which sets it
         loss = {} if losses is None else {"train_loss": float(np.mean(losses))}
         record = {"participants": int(m), **loss, "max_coefficient": float(np.max(coef)),
@@ -352,16 +381,23 @@ class Simulation(Runner):
 
     # ------------------------------------------------------------------ checkpoints
     def _state(self) -> Dict[str, Any]:
-        return {"params": self.params.clone(), "rule": self.rule.state_dict(),
-                "optimizer": self.optimizer.state_dict()}
+        state = {"params": self.params.clone(), "rule": self.rule.state_dict(),
+                 "optimizer": self.optimizer.state_dict()}
+        if self._average is not None:
+            state.update(average=self._average.clone(), averaged=self._averaged)
+        return state
 
     def _load(self, state: Dict[str, Any]) -> None:
         params = self._checked(state, "params", self.params)
+        average = None
+        if self.config.eval_average_iterates and state.get("averaged", 0):
+            average = self._checked(state, "average", self.params.double())
         rule = self.plan.rule(self.dataset)
         optimizer = self.plan.optimizer()
         rule.load_state_dict(state["rule"])
         optimizer.load_state_dict(state["optimizer"])
         self.rule, self.optimizer, self.params = rule, optimizer, params
+        self._average, self._averaged = average, int(state.get("averaged", 0))
 
 
 def _row_norms(updates: torch.Tensor, rows: int = 0) -> np.ndarray:
@@ -409,7 +445,7 @@ def evaluate_runs(sims: Sequence[Simulation]) -> List[Any]:
         groups.setdefault(id(sim._eval_batch), []).append(r)
     for members in groups.values():
         lead = sims[members[0]]
-        params = torch.stack([sims[r].params for r in members])
+        params = torch.stack([sims[r].eval_params for r in members])
         test = _scores(lead.model, params, lead._eval_batch)
         val = None if lead._val_batch is None else _scores(lead.model, params, lead._val_batch)
         for j, r in enumerate(members):

@@ -41,6 +41,7 @@ class FedEvgSimulation(MethodRunner):
               "server_optimizer": "the server moves a synthetic set, not a model",
               "server_options": "the server moves a synthetic set, not a model",
               "device": "FedEvg runs on the CPU",
+              "eval_average_iterates": "the server moves a synthetic set, not a model",
               "precision": "FedEvg trains in fp32",
               "train_loss": "FedEvg reports train_loss every round",
               "validation": "FedEvg's options are not chosen on a validation split",

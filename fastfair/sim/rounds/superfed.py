@@ -63,7 +63,8 @@ class SuperFedSimulation(MethodRunner):
               "fair_over": "it is a method with its own server step, not a weighting rule; "
                            "run a rule over groups",
               "objective": "SuPerFed's clients minimise its own mixed-model loss",
-              "objective_options": "SuPerFed's clients minimise its own mixed-model loss"}
+              "objective_options": "SuPerFed's clients minimise its own mixed-model loss",
+              "eval_average_iterates": "SuPerFed evaluates its personalised mixtures"}
     model: FlatModel  # _model builds one for every run
 
     @classmethod

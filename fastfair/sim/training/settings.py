@@ -80,7 +80,8 @@ class TrainingSettings(Settings):
 
 @dataclass
 class EvaluationSettings(Settings):
-    """What is measured and how often: the global model on ``eval_clients`` clients every
+    """What is measured and how often: the global model (or, with ``eval_average_iterates``,
+    the running average of the global models) on ``eval_clients`` clients every
     ``eval_every`` rounds, with the ``class_metrics`` and a ``validation`` split on request,
     and every round's ``train_loss`` on request."""
 
@@ -95,6 +96,10 @@ class EvaluationSettings(Settings):
     validation: float = field(default=0.0, metadata=doc(
         EVALUATION, "hold out this fraction of each client's training samples as a validation "
         "split (val_* metrics; a sweep chooses grid points on it)", metavar="FRACTION"))
+    eval_average_iterates: bool = field(default=False, metadata=doc(
+        EVALUATION, "evaluate the running average of the global models after each server "
+        "step, (w_1 + ... + w_t) / t, instead of the last one (AFL's output, as its authors "
+        "evaluate it)"))
     train_loss: bool = field(default=False, metadata=doc(
         EVALUATION, "report every round's train_loss (the received model's mean loss on the "
         "cohort's training rows) even where the rule does not weigh by losses: one more "

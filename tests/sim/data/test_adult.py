@@ -70,3 +70,28 @@ def test_wrong_partitions_and_files_name_the_fix(tmp_path, rng):
     (tmp_path / "adult.test").unlink()
     with pytest.raises(ValueError, match="no adult.test in"):
         AdultDataset(str(tmp_path))
+
+
+def test_categorical_encoding_is_one_hot_of_the_categorical_columns_missing_all_zero(tmp_path,
+                                                                                      rng):
+    train, test = _rows(30, rng), _rows(12, rng)
+    _write(tmp_path, train, test)
+    data = AdultDataset(str(tmp_path), partition="column:education=Doctorate",
+                        features="categorical")
+    # ROW's categorical values: workclass (Private, State-gov; ? dropped), education (3),
+    # and one value of each of marital-status, occupation, relationship, race, sex (2),
+    # native-country: 2 + 3 + 1 + 1 + 1 + 1 + 2 + 1 = 12 columns, no numeric one.
+    assert data.num_features == 12
+    assert data.feature_names[:2] == ["workclass=Private", "workclass=State-gov"]
+    assert not any(n in data.feature_names for n in ("age", "fnlwgt", "hours-per-week"))
+    x = data.client_data(np.arange(2), "train").x.numpy()
+    order = np.concatenate([np.flatnonzero([r["edu"] == "Doctorate" for r in train]),
+                            np.flatnonzero([r["edu"] != "Doctorate" for r in train])])
+    work = np.array([r["work"] for r in train])[order]
+    np.testing.assert_array_equal(x[:, 0], work == "Private")
+    np.testing.assert_array_equal(x[:, 1], work == "State-gov")
+    # Each row has one 1 per categorical column but a missing workclass: 8 or 7.
+    np.testing.assert_array_equal(x.sum(1), np.where(work == "?", 7, 8))
+    assert set(np.unique(x)) <= {0.0, 1.0}
+    with pytest.raises(ValueError, match="adult_features .* all, categorical; got 'numeric'"):
+        AdultDataset(str(tmp_path), features="numeric")

@@ -116,6 +116,30 @@ def test_adult_reads_uci_files_with_afl_split_and_any_column():
     assert by_sex.num_samples(np.arange(2)).sum() == 32_561
 
 
+def test_adult_categorical_encoding_has_the_q_ffl_authors_99_features():
+    # litian96/fair_flearn data/adult/create_dataset.py: input_shape [1, 8, 1, 16, 1, 7, 14, 6,
+    # 5, 2, 1, 1, 1, 41], the numeric (1) columns left out: 99 one-hot features, a "?" none.
+    folder = str(shared_data("adult"))
+    data = AdultDataset(folder, partition="column:education=Doctorate", features="categorical")
+    assert data.num_features == 99
+    widths = {}
+    for name in data.feature_names:
+        column = name.split("=")[0]
+        widths[column] = widths.get(column, 0) + 1
+    assert widths == {"workclass": 8, "education": 16, "marital-status": 7, "occupation": 14,
+                      "relationship": 6, "race": 5, "sex": 2, "native-country": 41}
+    train = data.client_data(np.arange(2), "train")
+    np.testing.assert_array_equal(data.num_samples(np.arange(2)), [413, 32_148])
+    x = train.x.numpy()
+    # the authors' client split: the feature "education=Doctorate" is 1 on client 0's rows only
+    doctorate = x[:, data.feature_names.index("education=Doctorate")]
+    assert doctorate[:413].all() and not doctorate[413:].any()
+    # UCI's 2,399 training rows with a "?" (30,162 complete): all zeros where it is
+    missing = 8 - x.sum(1)
+    values, counts = np.unique(missing, return_counts=True)
+    assert values.tolist() == [0, 1, 2, 3] and counts.tolist() == [30_162, 563, 1_809, 27]
+
+
 def test_cifar10_jpeg_copy_reads_as_an_image_folder(tmp_path, monkeypatch):
     archive = shared_data("cifar10") / "cifar10_jpeg_q75.tar.gz"
     # The test split comes first in the archive: every name of it is counted, and the first 40
