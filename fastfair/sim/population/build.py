@@ -10,7 +10,6 @@ of its own, takes the tiers as the clients' groups (per-group accuracy, ``--fair
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import os
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -161,12 +160,11 @@ def _group_shares(dataset: Any, most: int = 10**7) -> np.ndarray:
 
 
 def with_tiers(dataset: Any, population: Population) -> Any:
-    """``dataset`` (a shallow copy: the data are shared) whose groups are the population's
-    tiers, answered per id (nothing K-long is built)."""
-    out = copy.copy(dataset)
-    out.num_groups, out.group_ids = population.num_tiers, None
-    out.groups = population.tier  # the method answers per id, as grouped data do
-    return out
+    """``dataset`` whose groups are the population's tiers, answered per id (nothing K-long is
+    built): a :class:`~fastfair.sim.data.regrouped.Regrouped` view of it."""
+    from fastfair.sim.data.regrouped import Regrouped
+
+    return Regrouped(dataset, population.num_tiers, population.tier)
 
 
 def time_to_accuracy(history: List[Dict[str, Any]], target: float,
