@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from bench.provenance import ROOT
-from bench.tracking import DEFAULT_BAND, METRICS, compare, load
+from bench.tracking import DEFAULT_BAND, METRICS, compare, load, parse_band
 
 #: Where the base commits are checked out and built (git-ignored: under build/).
 SCRATCH = ROOT / "build" / "bench-check"
@@ -86,14 +86,46 @@ def build(tree: Path, cuda: str, jobs: int, log: Path) -> None:
                                    f"end of {log}:\n" + "\n".join(tail))
 
 
+#: Runs ``python -m MODULE ARGS`` with the packages ``fastfair`` and ``bench`` (and their
+#: submodules) imported from the folder ``TREE``, whatever else is installed: its finder goes
+#: first on ``sys.meta_path``, ahead of the import hook an editable install
+#: (``pip install -e .``) puts there, which ``PYTHONPATH`` alone does not beat. A module the
+#: folder lacks (the compiled core of a working tree installed editable, kept in
+#: site-packages) is found where it was before.
+#: Usage: ``python -c TREE_FIRST TREE MODULE ARGS...``.
+TREE_FIRST = """
+import importlib.machinery, runpy, sys
+tree, module = sys.argv[1], sys.argv[2]
+class TreeFirst:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name.partition(".")[0] not in ("fastfair", "bench"):
+            return None
+        return importlib.machinery.PathFinder.find_spec(name, [tree] if path is None else path)
+sys.meta_path.insert(0, TreeFirst)
+sys.path.insert(0, tree)
+sys.argv = [module, *sys.argv[3:]]
+runpy.run_module(module, run_name="__main__", alter_sys=True)
+"""
+
+
+def in_tree(tree: Path, module: str, args: Sequence[str]) -> List[str]:
+    """The command that runs ``python -m module *args`` on the ``fastfair`` and ``bench`` of
+    ``tree``, even where an editable install of another tree is on the path (:data:`TREE_FIRST`)."""
+    return [sys.executable, "-c", TREE_FIRST, str(tree), module, *args]
+
+
 def bench_run(tree: Path, out: Path, keyword: Optional[str], threads: int, smoke: bool,
-              files: Sequence[str]) -> int:
+              files: Sequence[str], allow_other_build: bool = False) -> int:
     """``python -m bench run`` of ``tree`` (its own benchmarks and its own core) into
     ``out``; its exit status."""
-    command = [sys.executable, "-m", "bench", "run", "--out", str(out), "--threads",
-               str(threads), *(["-k", keyword] if keyword else []),
-               *(["--smoke"] if smoke else []), *files]
-    env = {**os.environ, "PYTHONPATH": str(tree)}
+    command = in_tree(tree, "bench", ["run", "--out", str(out), "--threads", str(threads),
+                                      *(["-k", keyword] if keyword else []),
+                                      *(["--smoke"] if smoke else []),
+                                      *(["--allow-other-build"] if allow_other_build else []),
+                                      *files])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(tree), *filter(None, [os.environ.get("PYTHONPATH")])])}
     return subprocess.run(command, cwd=tree, env=env, stdout=subprocess.DEVNULL).returncode
 
 
@@ -105,7 +137,8 @@ def merged(documents: List[dict]) -> dict:
 
 
 def check(ref: str, keyword: Optional[str], repeats: int, threads: int, smoke: bool,
-          metric: str, band: float, cuda: str, jobs: int, files: Sequence[str]) -> int:
+          metric: str, band: float, cuda: str, jobs: int, files: Sequence[str],
+          allow_other_build: bool = False) -> int:
     """The whole check (see the module docstring); prints as it goes, returns the exit
     status."""
     commit = resolve(ref)
@@ -120,7 +153,7 @@ def check(ref: str, keyword: Optional[str], repeats: int, threads: int, smoke: b
         for i in range(repeats):
             for side, root in (("base", tree), ("work", ROOT)):
                 out = Path(tmp) / f"{side}-{i}.json"
-                code = bench_run(root, out, keyword, threads, smoke, files)
+                code = bench_run(root, out, keyword, threads, smoke, files, allow_other_build)
                 if not out.exists():
                     print(f"bench check: `bench run` of the {side} tree ({root}) exited {code} "
                           "and wrote no figures (run it alone to see why)", file=sys.stderr)
@@ -165,21 +198,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="threads of each run (default 1)")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (checks that it runs)")
     parser.add_argument("--metric", choices=METRICS, default="seconds")
-    parser.add_argument("--band", type=float, default=DEFAULT_BAND,
+    parser.add_argument("--band", type=parse_band, default=DEFAULT_BAND,
                         help=f"slower means above this factor (default {DEFAULT_BAND})")
     parser.add_argument("--cuda", choices=("OFF", "ON", "AUTO"), default="OFF",
                         help="FASTFAIR_CUDA of the base's build (default OFF)")
     parser.add_argument("--jobs", type=int, default=2, help="build jobs (default 2)")
+    parser.add_argument("--allow-other-build", action="store_true",
+                        help="measure a core not built from its tree's sources (a stale build "
+                             "of the working tree), saying so in every record")
     parser.add_argument("files", nargs="*", help="benchmark files (default: all of bench/)")
     args = parser.parse_intermixed_args(argv)  # files may follow the options
     for name in ("repeats", "threads", "jobs"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be >= 1; got {getattr(args, name)}")
-    if args.band <= 1:
-        parser.error(f"--band must be > 1; got {args.band}")
     try:
         return check(args.base, args.keyword, args.repeats, args.threads, args.smoke,
-                     args.metric, args.band, args.cuda, args.jobs, args.files)
+                     args.metric, args.band, args.cuda, args.jobs, args.files,
+                     args.allow_other_build)
     except (ValueError, RuntimeError, subprocess.CalledProcessError) as exc:
         detail = exc.stderr.strip() if isinstance(exc, subprocess.CalledProcessError) else exc
         print(f"bench check: error: {detail}", file=sys.stderr)

@@ -46,6 +46,7 @@ from bench.provenance import (
     machine_key,
     source_build_id,
 )
+from fastfair._files import read_regular_file
 
 SCHEMA = 2
 READABLE_SCHEMAS = (1, 2)  # schema 1: records without provenance, machine without a key
@@ -169,9 +170,10 @@ def load(path: Path) -> dict:
         Naming ``path`` and what is wrong: not UTF-8 JSON, or a document a comparison cannot
         trust (see :func:`check_document`). Nothing unreadable is ever compared.
     """
+    data = read_regular_file(path, "bench run")   # a named pipe is refused, never waited on
     try:
-        document = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        document = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:   # not UTF-8, not JSON, an integer too long
         raise ValueError(f"{path}: not a bench run's JSON ({type(exc).__name__}: {exc})") \
             from None
     check_document(document, str(path))
@@ -184,8 +186,12 @@ def _figure(value: Any) -> bool:
     """Whether ``value`` is a usable figure: None (not measured) or a finite number > 0."""
     if value is None:
         return True
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value) and value > 0)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(float(value)) and value > 0
+    except OverflowError:   # an integer beyond float64: no time
+        return False
 
 
 def check_document(document: Any, where: str) -> None:
@@ -194,9 +200,10 @@ def check_document(document: Any, where: str) -> None:
     Checked: an object at the top with a readable ``schema``; ``machine``, ``provenance`` and
     ``tests`` objects where present (``tests.failed`` a list of objects with text ``test``,
     ``when`` and ``message``); ``records`` a list of objects, each with text ``device``,
-    ``case`` and ``impl``, a boolean ``fastfair``, and every figure of :data:`METRICS` it
-    holds None or a finite number > 0 (a time or a ratio of times: NaN, infinities, zero,
-    negative numbers and text are refused, never compared).
+    ``case`` and ``impl``, a boolean ``fastfair``, ``seconds``, and every figure of
+    :data:`METRICS` it holds None or a finite number > 0 (a time or a ratio of times: NaN,
+    infinities, integers beyond float64, zero, negative numbers and text are refused, never
+    compared). The file itself must be a regular file (a named pipe is never waited on).
 
     Raises
     ------
@@ -233,6 +240,9 @@ def check_document(document: Any, where: str) -> None:
         if not isinstance(record.get("fastfair"), bool):
             raise ValueError(f"{where}: records[{k}] ({record['case']} / {record['impl']}) "
                              f"needs fastfair true or false; got {record.get('fastfair')!r}")
+        if "seconds" not in record:
+            raise ValueError(f"{where}: records[{k}] ({record['case']} / {record['impl']}) has "
+                             "no seconds; every record holds them (null when not measured)")
         for metric in METRICS:
             if metric in record and not _figure(record[metric]):
                 raise ValueError(f"{where}: records[{k}] ({record['case']} / "
@@ -268,8 +278,9 @@ def _fastfair_figures(documents: Sequence[dict], metric: str) -> Dict[Key, float
     for document in documents:
         for r in document["records"]:
             key = (r["device"], r["case"], r["impl"])
-            if r["fastfair"] and r[metric] is not None:
-                out[key] = min(out.get(key, r[metric]), r[metric])
+            value = r.get(metric)   # absent: not measured, as null
+            if r["fastfair"] and value is not None:
+                out[key] = min(out.get(key, value), value)
     return out
 
 
@@ -377,8 +388,9 @@ def _compare_main(args: argparse.Namespace) -> int:
     return status
 
 
-def _band(text: str) -> float:
-    """``--band``: a finite number > 1 (``nan`` and ``inf`` would pass every case)."""
+def parse_band(text: str) -> float:
+    """``--band`` of ``compare`` and ``check``: a finite number > 1 (``nan`` and ``inf`` would
+    pass every case); ``argparse.ArgumentTypeError`` otherwise."""
     try:
         band = float(text)
     except ValueError:
@@ -411,7 +423,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                             "recorded on the new run's CPU model and GPU is used")
     p_cmp.add_argument("new", type=Path, nargs="+")
     p_cmp.add_argument("--metric", choices=METRICS, default=DEFAULT_METRIC)
-    p_cmp.add_argument("--band", type=_band, default=DEFAULT_BAND,
+    p_cmp.add_argument("--band", type=parse_band, default=DEFAULT_BAND,
                        help=f"fail when a fastfair figure grows more than this factor "
                             f"(default {DEFAULT_BAND})")
     p_cmp.add_argument("--allow-missing", action="store_true",

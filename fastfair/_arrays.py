@@ -106,6 +106,13 @@ def read_only(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def frozen(a: np.ndarray) -> np.ndarray:
+    """A read-only copy of ``a`` that no one can make writable again (its memory is an
+    immutable ``bytes``, so ``setflags(write=True)`` raises): how a rule keeps an array it was
+    built from and shows it as a public attribute."""
+    return np.frombuffer(np.ascontiguousarray(a).tobytes(), dtype=a.dtype).reshape(a.shape)
+
+
 def detach(x: Any) -> Any:
     """Drops autograd history from torch tensors (DLPack cannot export them); others unchanged."""
     if framework(x) == "torch" and x.requires_grad:

@@ -49,6 +49,7 @@ def _accepts(annotation: Any, value: Any) -> bool:
         return any(_accepts(a, value) for a in typing.get_args(annotation))
     if annotation is type(None):
         return value is None
+    value = plain(value)   # NumPy scalars: checked as the Python numbers they hold
     if annotation is bool:
         return isinstance(value, bool)
     if annotation is int:
@@ -58,6 +59,19 @@ def _accepts(annotation: Any, value: Any) -> bool:
     if annotation is str:
         return isinstance(value, str)
     return True  # arrays, sequences: the constructor checks them
+
+
+def plain(value: Any) -> Any:
+    """``value`` with NumPy scalars (``np.int64(3)``, ``np.float32(0.5)``, ``np.bool_``) as the
+    Python numbers they hold, inside lists, tuples and dicts too: what an option accepts as an
+    int or a float is stored, compared and written to JSON as one."""
+    if type(value).__module__ == "numpy" and getattr(value, "shape", None) == ():
+        return value.item()   # a NumPy scalar, told apart without importing NumPy
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(plain(v) for v in value)
+    return value
 
 
 def _type_name(annotation: Any) -> str:

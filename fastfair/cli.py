@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK (argcomplete's global completion completes `fastfair` with it)
 """``fastfair`` command line. ``fastfair simulate`` runs federated simulations of any rule (or
 several, side by side) and writes metrics, plots and checkpoints: a thin layer over
 :class:`fastfair.sim.Experiment`. ``fastfair sweep`` runs rules x seeds x hyperparameter grids as
@@ -9,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -186,7 +188,11 @@ def simulate(args: argparse.Namespace) -> int:
         with logging_redirect_tqdm(loggers=[LOG]):
             result = experiment.run()
         if lead:
-            print(result.table(), flush=True)
+            from fastfair.sim.experiments.sweep_result import SweepResult
+            from fastfair.sim.reporting.sweep_report import terminal_width
+
+            print(result.table(terminal_width()) if isinstance(result, SweepResult)
+                  else result.table(), flush=True)
             files = sorted(p.name for p in result.out.iterdir()
                            if p.name not in (run_files.EXPERIMENT_CONFIG, run_files.SWEEP_CONFIG))
             LOG.info("wrote %s/%s", result.out, ", ".join(files))
@@ -228,9 +234,24 @@ def _typed(argv: Optional[Sequence[str]]) -> Set[str]:
 RESUME_COMPANIONS = {"command", "resume", "quiet", "threads", "log", "log_level"}
 
 
+def complete(parser: argparse.ArgumentParser) -> None:
+    """Answers the shell's completion request and exits, when the shell made one
+    (argcomplete's ``_ARGCOMPLETE`` in the environment, from ``eval "$(register-python-argcomplete
+    fastfair)"``) and argcomplete is installed; does nothing otherwise."""
+    if "_ARGCOMPLETE" not in os.environ:
+        return
+    try:
+        import argcomplete
+    except ModuleNotFoundError:
+        return
+    argcomplete.autocomplete(parser)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``fastfair`` console script and ``python -m fastfair``."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    complete(parser)
+    args = parser.parse_args(argv)
     args.typed = _typed(argv)
     quiet = getattr(args, "quiet", False)
     with _console_logging(getattr(args, "log_level", None) or ("warning" if quiet else "info")):
@@ -247,6 +268,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 except Interrupted as stop:  # SIGINT/SIGTERM: stopped at a round boundary
                     LOG.error("fastfair %s: %s", args.command, stop.describe(args.command))
                     return stop.exit_code
+            if args.command == "report":
+                from fastfair.sim.experiments.html_report import write_report
+
+                LOG.info("wrote %s", write_report(args.folder, args.out))
+                return 0
             if args.command == "rules":
                 from fastfair.aggregators.registry import describe
                 from fastfair.methods import METHODS
@@ -264,9 +290,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 2
         except (ValueError, TypeError, OSError, MemoryError) as exc:
             # OSError: a full disk names the file; MemoryError: NumPy's names the size asked.
-            LOG.error("fastfair %s: error: %s", args.command, exc)
+            LOG.error("fastfair %s: error: %s", args.command, error_text(exc))
             return 2
     return 1
+
+
+def error_text(exc: BaseException) -> str:
+    """The message of a refusal, never empty: an exception raised without one (a
+    ``MemoryError`` from a memory limit, say) is described by its kind and the fix."""
+    text = str(exc).strip()
+    if text:
+        return text
+    if isinstance(exc, MemoryError):
+        return ("out of memory (MemoryError: the machine's memory or a limit such as ulimit -v "
+                "was reached); lower clients, per_round or batch_size, or raise the limit")
+    return f"{type(exc).__name__} without a message"
 
 
 @contextlib.contextmanager

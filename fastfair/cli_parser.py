@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, List, Sequence
 
 from fastfair.cli_options import ArgumentParser, HelpFormatter, add_config_options
 
@@ -24,6 +24,18 @@ DESCRIPTION = ("fastfair simulate runs federated simulations of one rule or seve
                "hyperparameter grids as one batched program and reports means, confidence "
                "intervals and paired differences; fastfair rules lists the rules and options; "
                "fastfair reproduce regenerates a seed paper's table on its data.")
+
+
+def comma_list_completer(names: Sequence[str]) -> Callable[..., List[str]]:
+    """A shell completer (argcomplete's protocol) of a comma list of ``names``: completes the
+    item after the last comma, leaving out those already listed (``fedavg,aag`` ->
+    ``fedavg,aaggff-d``, ``fedavg,aaggff-s``)."""
+    def complete(prefix: str, **_: Any) -> List[str]:
+        head, comma, last = prefix.rpartition(",")
+        listed = set(head.split(",")) if comma else set()
+        return [head + comma + name for name in names
+                if name.startswith(last) and name not in listed]
+    return complete
 
 
 def _version() -> str:
@@ -44,8 +56,8 @@ def _banner() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``fastfair`` argument parser: its commands ``simulate``, ``sweep``, ``rules`` and
-    ``reproduce``, each option with its help (built with NumPy alone)."""
+    """The ``fastfair`` argument parser: its commands ``simulate``, ``sweep``, ``rules``,
+    ``report`` and ``reproduce``, each option with its help (built with NumPy alone)."""
     from fastfair.aggregators.names import RULE_NAMES
     from fastfair.methods import METHODS
 
@@ -64,8 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("rules")
     g.add_argument("--rule", choices=list(RULE_NAMES) + list(METHODS),
                    help="run one rule (or method) (default: --compare's rules)")
+    rules = comma_list_completer([*RULE_NAMES, *METHODS])
     g.add_argument("--compare", metavar="R1,R2,...",
-                   help=f"run several rules side by side (default: {','.join(DEFAULT_RULES)})")
+                   help=f"run several rules side by side (default: {','.join(DEFAULT_RULES)})"
+                   ).completer = rules  # type: ignore[attr-defined]  # argcomplete reads it
     g.add_argument("--rule-option", action="append", default=[], metavar="[RULE:]KEY=VALUE",
                    help="a rule hyperparameter: RULE:KEY=VALUE for one rule (aaggff-d:cdf=frechet),"
                         " KEY=VALUE for every rule run (repeatable)")
@@ -86,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=HelpFormatter)
     g = p.add_argument_group("runs")
     g.add_argument("--compare", metavar="R1,R2,...", default=",".join(DEFAULT_RULES),
-                   help="the rules (and methods)")
+                   help="the rules (and methods)"
+                   ).completer = rules  # type: ignore[attr-defined]  # argcomplete reads it
     g.add_argument("--seeds", metavar="S1,S2,...", default=DEFAULT_SEEDS,
                    help="the seeds, each a run of every rule at every grid point")
     g.add_argument("--rule-option", action="append", default=[], metavar="[RULE:]KEY=VALUE",
@@ -104,11 +119,21 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("rules", help="list every rule, server optimizer and method with its options",
                    description="Lists every rule and server optimizer with its options and "
                                "defaults, and the methods (their options: --rule-option).")
+    p = sub.add_parser(
+        "report", help="write one self-contained HTML file of a run folder",
+        description="Writes one HTML file of a run folder of fastfair simulate or sweep "
+                    "(finished or checkpointed): its configuration, the summary table with "
+                    "intervals, the per-round curves, the clients' final accuracies and, with a "
+                    "device population, the tiers' participation; figures inlined as PNG.",
+        formatter_class=HelpFormatter)
+    p.add_argument("folder", type=Path, metavar="RUN_FOLDER", help="the run's --out folder")
+    p.add_argument("--out", type=Path, metavar="FILE",
+                   help="the HTML file (default: RUN_FOLDER/report.html)")
     from fastfair.reproduce.command import add_parser
 
-    reproduce = add_parser(sub)
-    execution_options(reproduce)
-    checkpoint_options(reproduce)
+    table = add_parser(sub)
+    execution_options(table)
+    checkpoint_options(table)
     return parser
 
 

@@ -334,6 +334,18 @@ def test_sizes_beyond_the_memory_are_one_error_line(monkeypatch, capsys):
     assert len(err) == 1 and err[0].startswith("fastfair simulate: error: Unable to allocate")
 
 
+def test_a_memory_limit_without_a_message_still_says_what_happened(monkeypatch, capsys):
+    def limited(args):
+        raise MemoryError()   # what CPython raises when ulimit -v is reached
+
+    monkeypatch.setattr(cli, "simulate", limited)
+    assert cli.main(["simulate", "--rule", "fedavg"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["fastfair simulate: error: out of memory (MemoryError: the machine's memory "
+                   "or a limit such as ulimit -v was reached); lower clients, per_round or "
+                   "batch_size, or raise the limit"]
+
+
 # ---------------------------------------------------------------------------------------------
 # --config FILE: TOML, YAML or JSON holding SimulationConfig's names and the run's; a run folder's
 # config.json / sweep.json is such a file and runs that run again, bit for bit.

@@ -10,7 +10,7 @@ from typing import Any, Callable, List, Optional, Tuple, Union
 import numpy as np
 
 from fastfair import ops
-from fastfair._arrays import framework_or_none
+from fastfair._arrays import framework_or_none, frozen
 from fastfair.aggregators._checks import host_array
 
 #: How many ids a function map is probed at for its checksum.
@@ -93,7 +93,7 @@ def check_map(groups: GroupMap, num_clients: Optional[int],
         raise ValueError(f"groups must be a non-empty 1-D array [K]; got shape {arr.shape}")
     if arr.dtype.kind not in "iu":
         raise TypeError(f"groups must hold integers; got dtype {arr.dtype}")
-    arr = np.array(arr, dtype=np.int64, copy=True)
+    arr = np.asarray(arr, dtype=np.int64)   # copied once, by frozen() below
     if num_clients is not None and arr.shape[0] != num_clients:
         raise ValueError(f"groups has {arr.shape[0]} entries but num_clients is {num_clients}")
     G = int(arr.max()) + 1 if num_groups is None else int(num_groups)
@@ -101,7 +101,7 @@ def check_map(groups: GroupMap, num_clients: Optional[int],
     if bad.any():
         k = int(np.flatnonzero(bad)[0])
         raise ValueError(f"groups must lie in [0, {G}); client {k} has {int(arr[k])}")
-    arr.setflags(write=False)
+    arr = frozen(arr)   # the rule's groups: no write, nor setflags(write=True), regroups
     return arr, arr.shape[0], G
 
 

@@ -97,7 +97,7 @@ from typing import (
 
 import numpy as np
 
-from fastfair._arrays import from_host
+from fastfair._arrays import from_host, read_only
 from fastfair.aggregators._aggregate import Aggregating
 from fastfair.aggregators._checks import StateSpec, check_ids, check_vector
 from fastfair.aggregators._state import FORMAT_VERSION, StateChecks
@@ -322,7 +322,7 @@ class Aggregator(StateChecks, Aggregating):
             apply()
             self._changes += 1
             self.round += 1
-            self.last_mixture = self._mixture(coef)
+            self.last_mixture = read_only(self._mixture(coef))
 
         return coef, advance
 

@@ -23,6 +23,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
+from fastfair._arrays import read_only
 from fastfair.aggregators._checks import check_scalar, host_array
 from fastfair.aggregators._updates import gram_matrix
 from fastfair.aggregators.base import Aggregator, Commit
@@ -290,7 +291,7 @@ class FedMGDA(Aggregator):
         coef = lam * inv
 
         def commit() -> None:
-            self.last_lambda = lam
+            self.last_lambda = read_only(lam)
 
         return coef, commit
 

@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
+from fastfair.aggregators._checks import check_scalar
 from fastfair.aggregators.names import OBJECTIVE_NAMES as OBJECTIVE_NAMES  # re-exported
 from fastfair.aggregators.names import OBJECTIVES as OBJECTIVES  # re-exported
 
@@ -143,6 +144,10 @@ class ClientObjective:
         """Round inputs for the server from the final scalars ``state`` (``[m]`` or a float)."""
         return {}
 
+    def check_step(self, lr: float) -> None:
+        """Raises ValueError, naming the option, when plain SGD with step ``lr`` cannot be
+        stable on the objective's own term whatever the loss (none here)."""
+
     def reply_metrics(self, state: Any = None) -> Dict[str, float]:
         """:meth:`report` of one client, keyed by the metric keys of :attr:`reports`."""
         if self.reports and state is None:
@@ -195,7 +200,7 @@ class ProximalObjective(ClientObjective):
     option_names = ("mu",)
 
     def __init__(self, mu: float) -> None:
-        self.mu = float(mu)
+        self.mu = check_scalar(mu, "mu", lo=0.0)
 
     def __call__(self, mean_loss: Any, params: Params = None, global_params: Params = None,
                  state: Any = None) -> Any:
@@ -203,6 +208,14 @@ class ProximalObjective(ClientObjective):
             raise ValueError("params and global_params are required by FedProx's proximal "
                              "term: pass the client's parameters and the received ones")
         return mean_loss + proximal_term(params, global_params, self.mu, np.ndim(mean_loss))
+
+    def check_step(self, lr: float) -> None:
+        r"""The proximal term's own SGD step multiplies :math:`w - w^t` by
+        :math:`1 - \eta\mu`: it grows without bound (to NaN) once :math:`\eta\mu \ge 2`."""
+        if lr * self.mu >= 2:
+            raise ValueError(f"objective 'proximal': mu = {self.mu:g} with lr = {lr:g} makes the "
+                             f"proximal step lr * mu = {lr * self.mu:g} >= 2, which diverges; "
+                             f"give mu below {2 / lr:g} (mu in the FedProx paper: 0.001 to 1)")
 
     def options(self) -> Dict[str, Any]:
         return {"mu": self.mu}

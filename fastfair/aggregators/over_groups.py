@@ -46,6 +46,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
+from fastfair._arrays import read_only
 from fastfair.aggregators import registry
 from fastfair.aggregators._checks import StateSpec, check_choice, host_array
 from fastfair.aggregators._group_map import (
@@ -276,8 +277,7 @@ class OverGroups(Aggregator):
             mix_g = self.rule.last_mixture if tilted_mix is None else tilted_mix
             assert mix_g is not None  # the inner commit sets its last mixture
             full[present] = mix_g
-            self.last_group_weights = full
-            self.last_group_losses = lost
+            self.last_group_weights, self.last_group_losses = read_only(full), read_only(lost)
             self._next_mixture = (mix_g[inv] * within) if self.form == "direct" else None
 
         return coef, commit

@@ -35,11 +35,14 @@ def run_column(spec: TableSpec, column: Column, run: Any, config: Any, folder: O
     if column.prepare is not None:
         options = dict(column.prepare)
         dataset = build_split(options.pop("split"), str(folder), options)
-    return Sweep(config, run.rules or [], spec.seeds,
-                 rule_options=run.run.get("rule_options", {}), baseline=spec.baseline,
-                 metrics=(spec.metric, *spec.also), out=out, progress=progress,
-                 dataset=dataset, threads=threads,
-                 checkpoint_every=checkpoint_every).run(), True
+    sweep = Sweep(config, run.rules or [], spec.seeds,
+                  rule_options=run.run.get("rule_options", {}), baseline=spec.baseline,
+                  metrics=(spec.metric, *spec.also), out=out, progress=progress,
+                  dataset=dataset, threads=threads, checkpoint_every=checkpoint_every)
+    try:
+        return sweep.run(), True
+    except ValueError as exc:   # the table and column the refusal is about
+        raise ValueError(f"table file {spec.path} (column {column.name!r}): {exc}") from None
 
 
 def log_column(i: int, plans: Sequence[Any], work: Sequence[int],

@@ -51,7 +51,7 @@ def main(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     """Runs ``fastfair reproduce`` with its parsed ``args`` (``argv``: the command line as
     typed, recorded in the outputs); ``--resume DIR`` finishes the table started in DIR with
     the settings saved there (:data:`SETTINGS`)."""
-    from fastfair.reproduce.table import load_table, replace_seeds, table_names
+    from fastfair.reproduce.table import check_data, load_table, replace_seeds, table_names
 
     if args.list:
         for name in table_names():
@@ -70,6 +70,7 @@ def main(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
             raise ValueError(f"--seeds expects comma-separated integers; got "
                              f"{args.seeds!r}") from None
         spec = replace_seeds(spec, seeds)
+    check_data(spec, None if args.data_dir is None else str(args.data_dir), args.full)
     out = args.out or Path("fastfair-runs") / time.strftime(f"reproduce-{spec.name}-%Y%m%d-%H%M%S")
     command = "fastfair reproduce " + " ".join(shlex.quote(a) for a in (argv or [args.name])
                                                if a != "reproduce")

@@ -47,7 +47,6 @@ import dataclasses
 import json
 import math
 import os
-import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -59,7 +58,7 @@ from fastfair import _files as files
 from fastfair import _machine
 from fastfair.reproduce import column as columns
 from fastfair.reproduce.prepare import data_folder
-from fastfair.reproduce.table import Column, TableSpec
+from fastfair.reproduce.table import Column, TableSpec, column_folder
 from fastfair.sim import run_files
 from fastfair.sim.reporting.stats import mean_ci, paired_difference
 
@@ -322,7 +321,7 @@ def run_table(spec: TableSpec, data_dir: Optional[str], out: Path, *, full: bool
         begun = time.perf_counter()
         try:
             result, ran = columns.run_column(spec, column, run, config, folder,
-                                             out / _slug(column.name), progress, threads,
+                                             out / column_folder(column.name), progress, threads,
                                              checkpoint_every, resume)
         except stopping.Interrupted as stop:
             stop.out, stop.saved = out, True  # the finished columns are written: resumable
@@ -412,10 +411,6 @@ def column_rows(spec: TableSpec, column: Column, metric: str,
     return rows
 
 
-def _slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower() or "column"
-
-
 def _number(value: Optional[float], signed: bool = False) -> str:
     if value is None:
         return "n/a"
@@ -451,6 +446,8 @@ def markdown(table: TableResult) -> str:
              f"{spec.paper}, {spec.source}. Metric: {spec.metric_label} (`{spec.metric}`"
              + "".join(f"; beside it {label}, `{name}`" for name, label in spec.also.items())
              + "). "
+             "Numbers in % (a variance in %²), the unit of the paper's table quoted beside "
+             "ours; `fastfair simulate` and `sweep` print fractions in [0, 1]. "
              f"fastfair: mean ± half-width of the 95 % Student-t interval over seeds {seeds}; "
              f"gap: fastfair's level minus the paper's; "
              f"Δ: difference to {spec.baseline} (paper: of its numbers; ours: paired on "

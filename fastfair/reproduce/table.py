@@ -50,7 +50,9 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
@@ -169,6 +171,54 @@ class TableSpec:
             raise type(exc)(f"{self.path} (column {column.name!r}): {exc}") from None
 
 
+#: Seeds feed int64 generators: each lies in [0, SEED_LIMIT).
+SEED_LIMIT = 2 ** 63
+#: The families of per-client metrics a run records (``acc_mean``, ``auroc_worst10``, ...).
+_METRIC_FAMILIES = ("acc", "acc5", "auroc", "ece", "mce", "val_acc", "val_auroc")
+#: The losses a run records.
+_LOSSES = ("test_loss", "val_loss", "train_loss")
+
+
+def metric_names() -> List[str]:
+    """The metrics a run can record, but those numbered per group or class (``acc_group3``,
+    ``acc_class7``): each family of :data:`_METRIC_FAMILIES` with each fairness statistic
+    (:func:`~fastfair.sim.reporting.metrics.fairness_metrics`), ``pooled``, the group ones,
+    and the losses."""
+    import numpy as np
+
+    from fastfair.sim.reporting.metrics import fairness_metrics
+
+    stats = [*fairness_metrics(np.ones(2)), "pooled", "worst_group", "gini_groups"]
+    return [f"{family}_{stat}" for family in _METRIC_FAMILIES for stat in stats] + list(_LOSSES)
+
+
+def check_metric(metric: str, where: str) -> None:
+    """Raises ValueError, naming ``where`` and suggesting the closest name, unless a run can
+    record ``metric`` (:func:`metric_names`, or ``acc_group<g>`` / ``acc_class<c>``)."""
+    if re.fullmatch(r"(val_)?acc_(group|class)\d+", metric) or metric in metric_names():
+        return
+    close = difflib.get_close_matches(metric, metric_names(), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise ValueError(f"{where}: {metric!r} is no metric a run records{hint}; e.g. "
+                     "acc_weighted_mean, acc_worst10, auroc_mean, test_loss")
+
+
+def check_seeds(seeds: Any, where: str) -> None:
+    """Raises ValueError naming ``where`` unless ``seeds`` is a non-empty list of distinct
+    integers in [0, :data:`SEED_LIMIT`)."""
+    ok = isinstance(seeds, list) and bool(seeds) and all(
+        isinstance(s, int) and not isinstance(s, bool) and 0 <= s < SEED_LIMIT for s in seeds)
+    if not ok or len(set(seeds)) != len(seeds):
+        raise ValueError(f"{where} must be distinct integers in [0, 2**63), at least one; got "
+                         f"{seeds!r}")
+
+
+def column_folder(name: str) -> str:
+    """The folder under a table's ``--out`` that holds column ``name``'s sweep: its letters and
+    digits in lower case, runs of anything else as one ``-``."""
+    return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower() or "column"
+
+
 def table_names() -> List[str]:
     """The names of the shipped tables (their files' names without ``.toml``), sorted."""
     return sorted(p.stem for p in TABLES_DIR.glob("*.toml"))
@@ -230,11 +280,21 @@ def check_table(spec: TableSpec) -> None:
     from fastfair.reproduce.prepare import check_split
 
     where = f"table file {spec.path}"
-    if len(spec.seeds) != len(set(spec.seeds)) or not spec.seeds:
-        raise ValueError(f"{where}: seeds must be distinct, at least one; got {spec.seeds}")
+    check_seeds(spec.seeds, f"{where} [table]: seeds")
+    if not (math.isfinite(spec.tie) and spec.tie >= 0):
+        raise ValueError(f"{where} [table]: tie must be a finite number >= 0 (points of the "
+                         f"metric below which the paper finds no difference); got {spec.tie}")
+    for metric, key in ((spec.metric, "metric"), *((m, "also") for m in spec.also)):
+        check_metric(metric, f"{where} [table]: {key}")
     names = [c.name for c in spec.columns]
     if len(set(names)) != len(names):
         raise ValueError(f"{where}: column names must be distinct; got {names}")
+    folders: Dict[str, str] = {}
+    for name in names:
+        other = folders.setdefault(column_folder(name), name)
+        if other != name:
+            raise ValueError(f"{where}: columns {other!r} and {name!r} would share the folder "
+                             f"{column_folder(name)!r} of --out; rename one")
     for column in spec.columns:
         for full in (False, True):
             run = spec.run_file(column, full)
@@ -272,7 +332,36 @@ def check_table(spec: TableSpec) -> None:
 
 
 def replace_seeds(spec: TableSpec, seeds: List[int]) -> TableSpec:
-    """``spec`` run over ``seeds`` instead of its own (distinct integers >= 0)."""
-    if not seeds or len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
-        raise ValueError(f"--seeds must be distinct integers >= 0, at least one; got {seeds}")
+    """``spec`` run over ``seeds`` instead of its own (distinct integers in [0, 2**63))."""
+    check_seeds(seeds, "--seeds")
     return dataclasses.replace(spec, seeds=list(seeds))
+
+
+def check_data(spec: TableSpec, data_dir: Optional[str], full: bool) -> None:
+    """Refuses, before ``--out`` is made or any column runs, a table whose columns cannot read
+    their data under ``data_dir``: no such folder, or files a column's configuration does not
+    fit (:func:`~fastfair.sim.data.catalog.check_files`: too few users for its ``clients``, a
+    partition making another number of clients). Columns with a ``prepare`` split are left to
+    the split, which reads the raw files.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Naming the table file, the column and the option.
+    """
+    from fastfair.reproduce.prepare import data_folder
+    from fastfair.sim.data.catalog import check_files
+
+    needs = sorted({c.data for c in spec.columns if c.data is not None})
+    if needs and (data_dir is None or not os.path.isdir(data_dir)):
+        raise ValueError(f"table {spec.name} reads {', '.join(needs)}: --data-dir must be the "
+                         f"folder holding them; got {data_dir!r}")
+    for column in spec.columns:
+        if column.data is None or column.prepare is not None:
+            continue
+        config = spec.config(column, full, data_folder(str(data_dir), column.data))
+        try:
+            check_files(config)
+        except (ValueError, TypeError) as exc:
+            raise type(exc)(f"table file {spec.path} (column {column.name!r}, its run's options "
+                            f"in the table file): {exc}") from None

@@ -46,6 +46,7 @@ if TYPE_CHECKING:  # the names as type checkers see them (tests/test_layout.py: 
     )
     from fastfair.sim.reporting.metrics import fairness_metrics  # noqa: F401
     from fastfair.sim.reporting.stats import SweepRun  # noqa: F401
+    from fastfair.sim.rounds.ditto import DittoSimulation  # noqa: F401
     from fastfair.sim.rounds.engine import Simulation  # noqa: F401
     from fastfair.sim.rounds.fedevg import FedEvgSimulation  # noqa: F401
     from fastfair.sim.rounds.registry import make_runner  # noqa: F401
@@ -71,6 +72,7 @@ _EXPORTS = {
         "CSVLogger", "LoggingCallback", "RoundCallback", "TensorBoardLogger", "WandbLogger"),
     "fastfair.sim.reporting.metrics": ("fairness_metrics",),
     "fastfair.sim.reporting.stats": ("SweepRun",),
+    "fastfair.sim.rounds.ditto": ("DittoSimulation",),
     "fastfair.sim.rounds.engine": ("Simulation",),
     "fastfair.sim.rounds.fedevg": ("FedEvgSimulation",),
     "fastfair.sim.rounds.registry": ("make_runner",),

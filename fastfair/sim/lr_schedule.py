@@ -59,8 +59,9 @@ def parse_lr_schedule(text: str, lr: float, rounds: int) -> LRSchedule:
     Raises
     ------
     ValueError
-        An unknown kind or option (with the valid ones), a malformed pair, a missing option, a
-        value of the wrong type or out of range; each names ``lr_schedule (--lr-schedule)``.
+        An unknown kind or option (with the valid ones), a malformed pair, an option given twice,
+        a missing option, a value of the wrong type or out of range; each names
+        ``lr_schedule (--lr-schedule)``.
     """
     where = "lr_schedule (--lr-schedule)"
     kind, _, rest = str(text).partition(":")
@@ -75,6 +76,8 @@ def parse_lr_schedule(text: str, lr: float, rounds: int) -> LRSchedule:
         if not eq or key not in spec:
             takes = ", ".join(f"{k}=..." for k in spec)
             raise ValueError(f"{where}: {kind} takes {takes}; got {pair!r}")
+        if key in given:
+            raise ValueError(f"{where}: {kind}'s {key} is given twice ({text!r}); give it once")
         kind_of = spec[key][0]
         try:
             given[key] = kind_of(value)

@@ -27,7 +27,7 @@ import dataclasses
 import math
 from typing import Any, Dict, List
 
-from fastfair._options import check_options, dataclass_options
+from fastfair._options import check_options, dataclass_options, plain
 
 #: The sections fields are listed under (``fastfair simulate --help`` shows one per section).
 RULES, DATA, TRAINING = "rules", "population and data", "model and training"
@@ -120,13 +120,16 @@ def non_default_fields(settings: Any) -> Dict[str, Any]:
 
 
 class Settings:
-    """The base of a layer's settings dataclass: made, it checks every field's type (a
-    ``TypeError`` naming it), that floats are finite, then runs the ``_check`` of each
-    settings class it is made of (``ValueError`` naming the field), in the order of its
-    fields. A composition of layers (:class:`~fastfair.sim.config.SimulationConfig`) checks
-    each layer once, then its own ``_check`` across them."""
+    """The base of a layer's settings dataclass: made, it stores NumPy scalars as the numbers
+    they hold, checks every field's type (a ``TypeError`` naming it), that floats are finite,
+    then runs the ``_check`` of each settings class it is made of (``ValueError`` naming the
+    field), in the order of its fields. A composition of layers
+    (:class:`~fastfair.sim.config.SimulationConfig`) checks each layer once, then its own
+    ``_check`` across them."""
 
     def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            setattr(self, f.name, plain(getattr(self, f.name)))  # NumPy scalars as numbers
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
         check_options(type(self).__name__, values, dataclass_options(type(self)))
         for name, value in values.items():

@@ -82,3 +82,24 @@ def test_names_and_options_are_checked_before_anything_is_built(name, options, k
 def test_the_rules_own_objective_takes_its_options_as_rule_options():
     with pytest.raises(ValueError, match=r"--rule-option mu=\.\.\."):
         compose.choose_objective(registry.build("fedprox", 4), "proximal", {"mu": 0.2})
+
+
+@pytest.mark.parametrize("mu", [float("nan"), float("inf"), -1.0])
+def test_a_proximal_objective_built_directly_checks_mu(mu):
+    with pytest.raises(ValueError, match="mu must be finite"):
+        ProximalObjective(mu)
+
+
+@pytest.mark.parametrize("settings", [
+    dict(rule="fedavg", objective="proximal", objective_options={"mu": 1e6}),
+    dict(rule="fedprox", rule_options={"mu": 20.0}),
+])
+def test_a_proximal_step_that_diverges_is_refused_before_a_run(settings):
+    from fastfair.sim.config import SimulationConfig
+    from fastfair.sim.rounds.build import RulePlan
+
+    config = SimulationConfig(clients=4, per_round=2, lr=0.1, **settings)
+    with pytest.raises(ValueError, match=r"objective 'proximal': mu = .* lr \* mu = .* >= 2"):
+        RulePlan(config)
+    RulePlan(SimulationConfig(clients=4, per_round=2, lr=0.1, rule="fedprox",
+                              rule_options={"mu": 19.0}))

@@ -209,6 +209,17 @@ def test_last_mixture_is_on_the_simplex_and_proportional_to_the_coefficients(nam
         np.testing.assert_allclose(mix, coef / coef.sum(), rtol=1e-15, atol=0)
 
 
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_every_public_array_of_a_rule_is_read_only_after_a_round(name):
+    factory, extra = RULES[name]
+    agg = factory()
+    _play(agg, extra, 2, seed=3)
+    for attribute in (a for a in dir(agg) if not a.startswith("_")):
+        value = getattr(agg, attribute)
+        if isinstance(value, np.ndarray):
+            assert not value.flags.writeable, attribute
+
+
 @pytest.mark.parametrize("make, option, before, extra", [
     (lambda **kw: A.AAggFFS(K, **kw), "alpha_scale", 1.0, lambda m: {}),
     (lambda **kw: A.FedMGDA(K, **kw), "norm_floor", 0.0, lambda m: {"updates": _updates(m)}),

@@ -293,3 +293,15 @@ def test_a_round_over_too_many_groups_for_memory_leaves_the_inner_rule_untouched
     after = rule.state_dict()
     for key, value in before["state"].items():
         np.testing.assert_array_equal(after["state"][key], value)
+
+
+def test_the_group_map_cannot_be_made_writable_to_regroup_clients():
+    given = GROUPS.copy()
+    rule = A.OverGroups("fedavg", given, num_groups=G)
+    given[0] = (given[0] + 1) % G                     # the caller's array is not the rule's
+    assert rule.groups[0] == GROUPS[0]
+    with pytest.raises(ValueError, match="read-only"):
+        rule.groups[0] = 1
+    with pytest.raises(ValueError, match="WRITEABLE"):
+        rule.groups.setflags(write=True)
+    np.testing.assert_array_equal(rule.group_of(np.arange(K)), GROUPS)

@@ -386,6 +386,8 @@ UNREADABLE = {
     "records-not-list": ("base", lambda d: d.update(records={"a": 1})),
     "record-not-object": ("new", lambda d: d["records"].append(3)),
     "failed-not-objects": ("new", lambda d: d["tests"].update(failed=["x"])),
+    "400-digit-timing": ("new", lambda d: d["records"][0].update(seconds=10 ** 400)),
+    "no-seconds": ("new", lambda d: d["records"][0].pop("seconds")),
 }
 
 
@@ -399,6 +401,15 @@ def test_compare_fails_loudly_on_a_file_it_cannot_trust(tmp_path, capsys, name):
     err = capsys.readouterr().err
     bad = base if side == "base" else new
     assert err.startswith(f"bench compare: error: {bad}: ") and len(err.splitlines()) == 1, err
+
+
+def test_a_named_pipe_among_the_inputs_is_refused_not_waited_on(tmp_path, capsys):
+    base, pipe = tmp_path / "base.json", tmp_path / "pipe.json"
+    base.write_text(json.dumps(_run(BASE)))
+    os.mkfifo(pipe)
+    assert tracking.main(["compare", str(base), str(pipe)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"bench compare: error: {pipe} is not a regular file"), err
 
 
 def test_a_top_level_list_is_refused(tmp_path, capsys):

@@ -1,5 +1,7 @@
 """fastfair.sim.config: the checks of SimulationConfig."""
 
+import dataclasses
+
 import pytest
 
 from fastfair.sim.config import SimulationConfig
@@ -27,3 +29,22 @@ def test_the_choice_tables_are_the_registries_keys():
 
     assert names.AVAILABILITY == tuple(AVAILABILITY)
     assert selection.POLICIES is names.POLICIES
+
+
+def test_numpy_scalars_are_taken_where_python_numbers_are():
+    import json
+
+    import numpy as np
+
+    given = SimulationConfig(clients=np.int64(10), per_round=np.int32(2), rounds=np.uint8(3),
+                             lr=np.float32(0.5), train_loss=np.bool_(True), population="devices",
+                             population_options={"time_zones": np.int64(4),
+                                                 "speeds": [np.float64(10.0), 20.0, 30.0]})
+    plain = SimulationConfig(clients=10, per_round=2, rounds=3, lr=0.5, train_loss=True,
+                             population="devices",
+                             population_options={"time_zones": 4, "speeds": [10.0, 20.0, 30.0]})
+    assert given == plain
+    assert type(given.clients) is int and type(given.population_options["time_zones"]) is int
+    json.dumps(dataclasses.asdict(given))
+    with pytest.raises(TypeError, match="option 'clients' takes int; got 10.0"):
+        SimulationConfig(clients=np.float64(10.0))

@@ -75,3 +75,9 @@ def test_the_rounds_train_at_the_schedule_and_resume_exactly(monkeypatch):
     assert rates[0] == 0.2
     assert rates[2] == pytest.approx(0.02 + 0.09 * (1 + math.cos(0.4 * math.pi)))
     assert_resume_matches(config, straight, 2, 3)
+
+
+@pytest.mark.parametrize("text", ["step:gamma=0.5,gamma=0.9", "cosine:min=0.001,rounds=5,min=0"])
+def test_an_option_given_twice_is_refused_not_dropped(text):
+    with pytest.raises(ValueError, match=r"lr_schedule \(--lr-schedule\): .* is given twice"):
+        parse_lr_schedule(text, 0.1, 10)

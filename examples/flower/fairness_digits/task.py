@@ -106,13 +106,12 @@ def client_accuracies(model: torch.nn.Module, parts: List[Partition]) -> np.ndar
 
 def table(rows: List[Tuple[str, float, float, float, float]], num_clients: int, rounds: int,
           per_round: int) -> str:
-    """The result table: per rule, mean, worst and worst-10% client accuracy (in %) and the
-    seconds of its rounds."""
+    """The result table: per rule, mean, worst and worst-10% client accuracy (fractions in
+    [0, 1], as ``fastfair simulate`` prints them) and the seconds of its rounds."""
     lines = [f"{'rule':<10}{'mean acc':>10}{'worst':>10}{'worst 10%':>11}{'time':>8}",
              "-" * 49]
     for name, mean, worst, w10, secs in rows:
-        lines.append(f"{name:<10}{100 * mean:>10.2f}{100 * worst:>10.2f}{100 * w10:>11.2f}"
-                     f"{secs:>7.1f}s")
-    lines.append(f"(test accuracy in % over {num_clients} clients after {rounds} rounds of "
-                 f"{per_round}; time = wall seconds of the rule's rounds)")
+        lines.append(f"{name:<10}{mean:>10.3f}{worst:>10.3f}{w10:>11.3f}{secs:>7.1f}s")
+    lines.append(f"(test accuracy as fractions in [0, 1] over {num_clients} clients after "
+                 f"{rounds} rounds of {per_round}; time = wall seconds of the rule's rounds)")
     return "\n".join(lines)

@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # the names as type checkers see them (tests/test_layout.py: 
         open_files,
     )
     from fastfair.sim.data.grouped import GroupedSyntheticDataset  # noqa: F401
+    from fastfair.sim.data.hub import from_partitions  # noqa: F401
     from fastfair.sim.data.synthetic import SyntheticDataset  # noqa: F401
     from fastfair.sim.data.validation import ValidationSplit  # noqa: F401
     from fastfair.sim.names import DATASETS, DatasetSpec  # noqa: F401
@@ -42,6 +43,7 @@ _EXPORTS = {
     "fastfair.sim.data.base": ("ClientBatch", "FederatedDataset"),
     "fastfair.sim.data.catalog": ("build_dataset", "check_files", "count_clients", "open_files"),
     "fastfair.sim.data.grouped": ("GroupedSyntheticDataset",),
+    "fastfair.sim.data.hub": ("from_partitions",),
     "fastfair.sim.data.synthetic": ("SyntheticDataset",),
     "fastfair.sim.data.validation": ("ValidationSplit",),
     "fastfair.sim.names": ("DATASETS", "DatasetSpec"),

@@ -32,6 +32,7 @@ The label is 1 for ``>50K`` and 0 for ``<=50K``. How the rows become clients is
 from __future__ import annotations
 
 import logging
+import math
 import os
 from typing import Dict, List, Optional, Tuple
 
@@ -50,6 +51,10 @@ NUMERIC = ("age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "ho
 FILES = {"train": "adult.data", "test": "adult.test"}
 #: How UCI writes a missing value.
 MISSING = "?"
+#: The positions of the numeric columns in a row.
+NUMERIC_AT = tuple(COLUMNS.index(c) for c in NUMERIC)
+#: The largest magnitude of a numeric cell: the squares a standard deviation sums stay finite.
+MAX_NUMBER = 1e15
 #: The prefix of a partition that makes the clients from a column's values.
 COLUMN_PARTITION = "column:"
 
@@ -65,11 +70,22 @@ def find_files(data_dir: str) -> Dict[str, str]:
     return paths
 
 
+def _plain_number(text: str) -> bool:
+    """Whether ``text`` is a finite number within ±:data:`MAX_NUMBER`."""
+    try:
+        value = float(text)
+    except ValueError:
+        return False
+    return math.isfinite(value) and abs(value) <= MAX_NUMBER
+
+
 def read_rows(path: str) -> Tuple[List[List[str]], np.ndarray]:
     """``(rows, labels [n] int64)`` of a UCI Adult file: each row's 14 values (stripped), its
     label 1 for ``>50K`` (with or without adult.test's trailing ``.``) and 0 for ``<=50K``.
     Blank lines and adult.test's ``|1x3 Cross validator`` line are skipped; any other line
-    without 15 values or with another label is a ValueError naming the file and line."""
+    without 15 values, with another label, or with a numeric cell that is not a finite number
+    within ±:data:`MAX_NUMBER` (``nan``, ``inf``, ``1e308``) is a ValueError naming the file,
+    line and column."""
     text = read_regular_file(path, "UCI Adult file").decode("utf-8", "replace")
     rows: List[List[str]] = []
     labels: List[int] = []
@@ -81,6 +97,10 @@ def read_rows(path: str) -> Tuple[List[List[str]], np.ndarray]:
         if len(values) != len(COLUMNS) + 1 or label not in ("<=50K", ">50K"):
             raise ValueError(f"{path}, line {number}: expected {len(COLUMNS)} values and a label "
                              f"<=50K or >50K; got {line[:80]!r}")
+        for j in NUMERIC_AT:
+            if not _plain_number(values[j]):
+                raise ValueError(f"{path}, line {number}: {COLUMNS[j]} must be a finite number "
+                                 f"within ±{MAX_NUMBER:g}; got {values[j]!r}")
         rows.append(values[:-1])
         labels.append(int(label == ">50K"))
     if not rows:

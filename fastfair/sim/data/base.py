@@ -13,6 +13,8 @@ from typing import Any, Callable, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
+from fastfair._arrays import frozen
+
 TRAIN_FRACTION = 0.8
 
 
@@ -263,8 +265,7 @@ def check_groups(groups: Any, num_clients: int, where: str) -> Tuple[np.ndarray,
     if g.size and g.min() < 0:
         k = int(np.argmin(g))
         raise ValueError(f"{where}: client {k} has group {int(g[k])}; groups must be >= 0")
-    g = np.array(g, dtype=np.int64)
-    g.setflags(write=False)
+    g = frozen(np.asarray(g, dtype=np.int64))
     return g, int(g.max()) + 1
 
 

@@ -123,8 +123,11 @@ def _opened(options: FileConfig, patterns: Tuple[str, ...],
             open_dataset: Callable[[str], FederatedDataset]) -> FederatedDataset:
     """``open_dataset(data_dir)``, reused by later calls with the same options while the files
     of ``patterns`` (under ``data_dir``) keep their paths, sizes and modification times, so the
-    rules of an experiment share one data set and the clients it has read."""
+    rules of an experiment share one data set and the clients it has read. With ``download``, a
+    ``data_dir`` not there yet is made first."""
     data_dir = options.data_dir
+    if options.download and data_dir is not None and not os.path.lexists(data_dir):
+        os.makedirs(data_dir)  # the downloader fills it
     if data_dir is None or not os.path.isdir(data_dir):
         raise ValueError(f"data_dir {data_dir!r} is not a folder")
     paths = sorted(p for pattern in patterns for p in glob.glob(os.path.join(data_dir, pattern)))
@@ -279,7 +282,9 @@ def count_clients(name: str, data_dir: str, partition: str = "dirichlet") -> int
 def check_files(config: SimulationConfig) -> None:
     """Refuses, before anything runs, a configuration whose data cannot be there: a data set
     with its own clients and fewer users than ``config.clients``, vision files missing
-    without ``download``, an image folder without images, or Adult's files missing."""
+    without ``download``, an image folder without images, or Adult's files missing or a
+    ``column:...`` partition of them making another number of clients than
+    ``config.clients``."""
     spec = get_dataset(config.dataset)
     if spec.natural_split:
         users = count_clients(config.dataset, str(config.data_dir))
@@ -293,8 +298,15 @@ def check_files(config: SimulationConfig) -> None:
         from fastfair.sim.data.image_folder import list_images
         list_images(str(config.data_dir))
     elif spec.family == "table":
+        from fastfair.sim.data.adult import COLUMN_PARTITION
         from fastfair.sim.data.adult import find_files as find_adult
         find_adult(str(config.data_dir))
+        if str(config.partition).startswith(COLUMN_PARTITION):
+            made = count_clients(config.dataset, str(config.data_dir), config.partition)
+            if made != config.clients:
+                raise ValueError(f"partition {config.partition!r} makes {made} clients of "
+                                 f"{config.dataset}; clients (--clients) is {config.clients}: "
+                                 f"set it to {made}")
 
 
 def build_dataset(config: SimulationConfig) -> FederatedDataset:

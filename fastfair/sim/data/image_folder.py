@@ -18,20 +18,24 @@ held as uint8 ``[n, C, H, W]``; they must all have the first one's size (resize 
 Decoding is slow (about 0.8 ms per 32x32 JPEG, 50 s for CIFAR-10's 60,000 on one loaded core),
 so the decoded arrays are cached as ``.npy`` files, keyed by every image's path, size and
 modification time, in ``$FASTFAIR_CACHE_DIR`` (default ``$XDG_CACHE_HOME/fastfair``, else
-``~/.cache/fastfair``) under ``image-folder/``; the next run on unchanged files memory-maps
-them. Nothing is ever written beside the images.
+``~/.cache/fastfair``) under ``image-folder/``, with a SHA-256 digest of each decoded array;
+the next run on unchanged files memory-maps them once their digests match (cached arrays
+changed or truncated since are decoded again, with a warning). Nothing is ever written beside
+the images.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from fastfair._files import atomic, read_json_file
 from fastfair.sim.data.base import split_sizes
 from fastfair.sim.data.vision import SplitArrays
 
@@ -40,6 +44,8 @@ LOGGER = logging.getLogger("fastfair.sim.data")
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
 #: Bumped when the cached arrays change meaning, so old caches are not read.
 CACHE_VERSION = 1
+#: The file of a cache folder holding :func:`array_digests` of its arrays.
+DIGESTS = "digests.json"
 
 
 def cache_dir() -> str:
@@ -67,6 +73,17 @@ def _images_of(folder: str) -> List[Tuple[str, str]]:
 
 def _class_folders(folder: str) -> List[str]:
     return sorted(d for d in os.listdir(folder) if os.path.isdir(os.path.join(folder, d)))
+
+
+def array_digests(images: Dict[str, np.ndarray]) -> Dict[str, str]:
+    """``{split: SHA-256 hex}`` of each decoded array: its shape, dtype and pixels. The cache
+    keeps them beside the arrays and checks them whenever it reads the arrays back."""
+    out = {}
+    for split, array in sorted(images.items()):
+        digest = hashlib.sha256(f"{array.dtype.str}{array.shape}".encode())
+        digest.update(np.ascontiguousarray(array).tobytes())
+        out[split] = digest.hexdigest()
+    return out
 
 
 def list_images(data_dir: str
@@ -114,10 +131,27 @@ def list_images(data_dir: str
     return classes, files, digest.hexdigest()[:32]
 
 
+def _pixels(img: Any, mode: str, path: str) -> np.ndarray:
+    """``[H, W]`` (``L``) or ``[H, W, 3]`` (``RGB``) uint8 pixels of the Pillow image ``img``.
+    16-bit greyscale is scaled to 0-255 (``round(v * 255 / 65535)``; Pillow's own conversion
+    clips it to 255); 32-bit integer or float pixels, whose range is unknown, are refused
+    naming ``path``."""
+    if img.mode.startswith("I;16"):
+        wide = np.asarray(img).astype(np.uint32)
+        grey = ((wide * 255 + 32767) // 65535).astype(np.uint8)
+        return grey if mode == "L" else np.repeat(grey[:, :, None], 3, axis=2)
+    if img.mode in ("I", "F"):
+        raise ValueError(f"{path} holds 32-bit {'float' if img.mode == 'F' else 'integer'} "
+                         "pixels, whose 0-255 scale is unknown: save it as an 8- or 16-bit "
+                         "image")
+    return np.asarray(img.convert(mode))
+
+
 def decode_images(paths: List[str]) -> np.ndarray:
     """``[n, C, H, W]`` uint8 of the image files ``paths`` (Pillow), every one converted to the
-    first one's channels (``L`` when it is greyscale, else ``RGB``); ValueError naming the
-    file that cannot be read or has another size."""
+    first one's channels (``L`` when it is greyscale, else ``RGB``; 16-bit greyscale scaled to
+    0-255); ValueError naming the file that cannot be read, has another size or 32-bit
+    pixels."""
     from PIL import Image
 
     out: Optional[np.ndarray] = None
@@ -129,7 +163,7 @@ def decode_images(paths: List[str]) -> np.ndarray:
                     mode = "L" if img.mode in ("1", "L", "I", "I;16", "F") else "RGB"
                     out = np.empty((len(paths), 1 if mode == "L" else 3, img.height, img.width),
                                    dtype=np.uint8)
-                pixels = np.asarray(img.convert(mode))
+                pixels = _pixels(img, mode, path)
         except (OSError, SyntaxError, Image.DecompressionBombError) as exc:
             raise ValueError(f"{path} is not a readable image ({type(exc).__name__}: "
                              f"{exc})") from None
@@ -155,9 +189,13 @@ def load_image_folder(data_dir: str, *, cache: bool = True
         try:
             images = {s: np.load(os.path.join(folder, f"{s}.npy"), mmap_mode="r",
                                  allow_pickle=False) for s in files}
+            recorded = read_json_file(os.path.join(folder, DIGESTS), "image cache digests")
             if all(images[s].dtype == np.uint8 and images[s].ndim == 4
                    and len(images[s]) == len(labels[s]) for s in files):
-                return classes, images, labels
+                if recorded == array_digests(images):
+                    return classes, images, labels
+                LOGGER.warning("image-folder: the cached arrays in %s differ from those decoded "
+                               "(changed or truncated); decoding %s again", folder, data_dir)
         except (OSError, ValueError):
             pass  # absent or damaged: decoded again and written anew
     started = time.perf_counter()
@@ -174,6 +212,8 @@ def load_image_folder(data_dir: str, *, cache: bool = True
             partial = os.path.join(folder, f"{split}.{os.getpid()}.partial.npy")
             np.save(partial, array)
             os.replace(partial, os.path.join(folder, f"{split}.npy"))
+        with atomic(os.path.join(folder, DIGESTS), text=True) as f:
+            f.write(json.dumps(array_digests(images)))
         note = f"; cached in {folder}"
     LOGGER.info("image-folder: decoded %d images of %s in %.1f s%s",
                 sum(len(v) for v in images.values()), data_dir, time.perf_counter() - started,

@@ -36,11 +36,12 @@ line prints it):
 from __future__ import annotations
 
 import glob
+import hashlib
 import logging
 import os
 import re
 import zlib
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -114,6 +115,19 @@ def count_users(data_dir: str) -> int:
     return len(LeafSplit(split_files(data_dir, "train")).where)
 
 
+def clients_digest(users: Sequence[str], train: Iterable[int], test: Iterable[int]) -> str:
+    """A short fingerprint of a LEAF subset's clients: the first 16 hex digits of the SHA-256
+    of one line ``"<user>\t<training samples>\t<test samples>\n"`` per client, users in
+    sorted order (so the files' names and order do not matter, the users and their counts
+    do). Two subsets with the same digest hold the same users with the same sample counts."""
+    train, test = [int(n) for n in train], [int(n) for n in test]
+    if not len(users) == len(train) == len(test):
+        raise ValueError(f"users, train and test must have one entry per client; got "
+                         f"{len(users)}, {len(train)} and {len(test)}")
+    lines = sorted(f"{u}\t{n}\t{m}\n" for u, n, m in zip(users, train, test))
+    return hashlib.sha256("".join(lines).encode()).hexdigest()[:16]
+
+
 class LeafDataset(ClientFiles):
     """LEAF data set ``name`` in ``data_dir``; ``clients`` users (all when None, else a seeded
     random subset, in file order) are the clients."""
@@ -135,6 +149,11 @@ class LeafDataset(ClientFiles):
                   for s in self.splits}
         super().__init__(counts, shape, classes, kind=kind, vocab_size=vocab, label_shape=labels,
                          cache_bytes=cache_bytes)
+        self.digest = clients_digest(users, counts["train"], counts["test"])
+        LOGGER.info("%s in %s: %d clients, %d training and %d test samples; clients digest %s "
+                    "(docs/data.md lists the digests of the subsets the tables use)", name,
+                    data_dir, len(users), int(counts["train"].sum()), int(counts["test"].sum()),
+                    self.digest)
 
     def _report_partial(self) -> None:
         """Logs, once, the users one split holds and the other does not (a partial set)."""

@@ -12,7 +12,9 @@ one scan of the file, so every file that is valid JSON of this shape is read cor
 Files are JSON text in UTF-8, with non-ASCII text written as is or as ``\\u`` escapes
 (``json.dump``'s default); both give the same user names and entries. Only regular files are
 opened (a named pipe in a file's place is refused, never waited on), and a file that is not
-such JSON (not UTF-8, nested too deeply, counts it cannot hold) is one ValueError naming it.
+such JSON (not UTF-8, nested too deeply, counts it cannot hold) is one ValueError naming it,
+as is a user key that the part of ``user_data`` read holds twice (``json`` would keep the last
+silently).
 """
 
 from __future__ import annotations
@@ -96,6 +98,11 @@ class LeafFile:
                     self._offsets[j] = base + brace
                     bisect.insort(self._known, j)
                     new += 1
+                elif j is not None and self._offsets[j] != base + brace \
+                        and not _escaped(chunk, colon):
+                    raise ValueError(f"{self.path}: 'user_data' holds user {self.users[j]!r} "
+                                     f"twice (at bytes {self._offsets[j]} and {base + brace}); "
+                                     "keep one entry per user")
             colon = chunk.find(b'":', colon + 2)
         return new
 
@@ -263,7 +270,9 @@ def parse_unit_pixels(text: bytes, width: int) -> np.ndarray:
 
     LEAF writes FEMNIST pixels as ``value / 255`` (Python's shortest float text). When every
     number is such a value in [0, 1] the result is uint8 ``value`` (exact), parsed with
-    vectorised byte arithmetic; otherwise it is float32 (parsed by ``json``)."""
+    vectorised byte arithmetic; otherwise it is float32 (parsed by ``json``). A finite number
+    outside [0, 1] (0-255 pixels, say) is a ValueError naming the sample and pixel; NaN and
+    inf are left for the caller to name."""
     a = np.frombuffer(text, dtype=np.uint8)
     if not (_PIXEL_TEXT[a].all() and text.lstrip()[:1] == b"["):
         return _parse_floats(text, width)
@@ -298,4 +307,9 @@ def _parse_floats(text: bytes, width: int) -> np.ndarray:
         flat = np.zeros(0)
     if flat.ndim != 2 or flat.shape[1] != width:
         raise ValueError(f"expected samples of {width} numbers each")
+    outside = np.isfinite(flat) & ((flat < 0) | (flat > 1))   # NaN and inf: named by the caller
+    if outside.any():
+        i, j = np.argwhere(outside)[0]
+        raise ValueError(f"pixels must lie in [0, 1] (LEAF writes value / 255); sample {i} has "
+                         f"{flat[i, j]:g} at pixel {j}: divide 0-255 pixels by 255")
     return flat

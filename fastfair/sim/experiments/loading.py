@@ -15,6 +15,8 @@ the batched runs) in progress with the rounds it had played.
 from __future__ import annotations
 
 import csv
+import io
+import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
 
@@ -22,7 +24,7 @@ import numpy as np
 import torch
 
 from fastfair import _files as files
-from fastfair.sim import run_files
+from fastfair.sim import checkpoint, run_files
 from fastfair.sim.experiments import common, experiment, sweep
 from fastfair.sim.experiments.run_folder import kind
 from fastfair.sim.reporting import report
@@ -49,7 +51,10 @@ def load_run(folder: Union[str, Path]) -> Union[experiment.ExperimentResult, swe
     ------
     ValueError
         ``folder`` is not a run folder, or holds neither its output files (``metrics.json``)
-        nor a checkpoint, or a file in it is not what its run wrote.
+        nor a checkpoint, or a file in it is not what its run wrote: not a regular file (a
+        named pipe is never opened for reading), a CSV of a header alone or with a cell that
+        is not a number (the message names the file, row and column), or a finished sweep's
+        files holding other runs than its ``sweep.json`` lists.
     """
     out = Path(folder)
     if kind(out) is sweep.Sweep:
@@ -76,7 +81,46 @@ def _histories(out: Path) -> Dict[str, List[Dict[str, Any]]]:
 
 
 def _models(path: Path) -> Dict[str, Dict[str, torch.Tensor]]:
-    return torch.load(path, weights_only=True) if path.exists() else {}
+    return checkpoint.load(path) if os.path.lexists(path) else {}
+
+
+def _csv(path: Path) -> Tuple[List[str], List[Tuple[int, List[str]]]]:
+    """``(header, [(line, cells)])`` of a run's CSV file; ValueError naming ``path`` when it is
+    not a regular file of UTF-8 text, or a row has another number of cells than the header."""
+    try:
+        text = files.read_regular_file(path, "run file").decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path} is not UTF-8 text (byte {exc.start}); it is not the file its "
+                         "run wrote") from None
+    lines = list(csv.reader(io.StringIO(text, newline="")))
+    if not lines:
+        raise ValueError(f"{path} is empty; it is not the file its run wrote")
+    rows = [(line, cells) for line, cells in enumerate(lines[1:], 2) if cells]
+    for line, cells in rows:
+        if len(cells) != len(lines[0]):
+            raise ValueError(f"{path} row {line}: {len(cells)} cells under a header of "
+                             f"{len(lines[0])}; it is not the file its run wrote")
+    return lines[0], rows
+
+
+def _number(path: Path, line: int, column: str, text: str, kind: type = float) -> Any:
+    """The cell ``text`` of ``column`` as a ``kind``; ValueError naming the file, row and
+    column where it is not one."""
+    try:
+        return kind(text)
+    except ValueError:
+        what = "an integer" if kind is int else "a number"
+        raise ValueError(f"{path} row {line}: {column} must be {what}; got {text!r}") from None
+
+
+def _columns(path: Path, header: List[str], needed: Tuple[str, ...]) -> Dict[str, int]:
+    """Each of ``needed``'s position in ``header``; ValueError naming ``path`` when one is
+    missing."""
+    missing = [c for c in needed if c not in header]
+    if missing:
+        raise ValueError(f"{path} has no column {', '.join(missing)}; it is not the file its run "
+                         "wrote")
+    return {c: header.index(c) for c in needed}
 
 
 def _load_experiment(out: Path) -> experiment.ExperimentResult:
@@ -84,14 +128,26 @@ def _load_experiment(out: Path) -> experiment.ExperimentResult:
     state = _state(out, saved, experiment.CONFIG)
     if state is None:
         histories = _histories(out)
+        _same_runs(out / run_files.METRICS_JSON, set(histories), set(saved.get("rules", histories)),
+                   out / experiment.CONFIG)
         finals: Dict[str, np.ndarray] = {}
         eval_ids = np.zeros(0, dtype=np.int64)
-        if (out / run_files.FINAL_ACCURACY_CSV).exists():
-            with open(out / run_files.FINAL_ACCURACY_CSV, newline="") as f:
-                rows = list(csv.reader(f))
-            table = np.array(rows[1:], dtype=np.float64).reshape(-1, len(rows[0]))
-            eval_ids = table[:, 0].astype(np.int64)
-            finals = {rule: table[:, j + 1] for j, rule in enumerate(rows[0][1:])}
+        path = out / run_files.FINAL_ACCURACY_CSV
+        if os.path.lexists(path):
+            header, rows = _csv(path)
+            _columns(path, header, ("client",))
+            unknown = sorted(set(header[1:]) - set(histories))
+            if header[0] != "client" or unknown:
+                raise ValueError(f"{path}: its header {header} is not client and rules of "
+                                 f"metrics.json ({', '.join(histories)})")
+            if len(header) > 1 and not rows:
+                raise ValueError(f"{path} holds a header and no rows: its run wrote a row per "
+                                 "evaluated client")
+            eval_ids = np.array([_number(path, line, "client", cells[0], int)
+                                 for line, cells in rows], dtype=np.int64)
+            finals = {rule: np.array([_number(path, line, rule, cells[j + 1])
+                                      for line, cells in rows], dtype=np.float64)
+                      for j, rule in enumerate(header[1:])}
         summary = files.read_json_file(out / run_files.SUMMARY, "summary") \
             if (out / run_files.SUMMARY).exists() else report.summarize(histories, {})
         models = _models(out / experiment.MODELS_FILE)
@@ -118,8 +174,14 @@ def _load_sweep(out: Path) -> sweep.SweepResult:
     eval_ids: Dict[int, np.ndarray] = {}
     if state is None:
         histories = _histories(out)
+        named = {spec.name for spec in specs}
+        _same_runs(out / run_files.METRICS_JSON, set(histories), named, out / sweep.CONFIG)
         seconds = _run_seconds(out / run_files.SWEEP_RUNS, specs)
         finals, eval_ids = _sweep_finals(out / sweep.FINALS_FILE)
+        _same_runs(out / sweep.FINALS_FILE, set(finals), {
+            spec.name for spec in specs if not any("diverged" in r for r in histories[spec.name])
+            and any("acc_mean" in r for r in histories[spec.name])}, out / sweep.CONFIG,
+            absent=not os.path.lexists(out / sweep.FINALS_FILE))
         models = _models(out / sweep.MODELS_FILE)
         total = sum(seconds.values())
     else:
@@ -151,13 +213,32 @@ def _load_sweep(out: Path) -> sweep.SweepResult:
                              models, eval_ids)
 
 
+def _same_runs(path: Path, found: set, recorded: set, record: Path, absent: bool = False) -> None:
+    """Refuses ``path`` when the runs it holds (``found``) are not those the run folder's own
+    ``record`` lists (``recorded``); nothing to check where the file is ``absent`` (a folder
+    written before it existed)."""
+    if absent or found == recorded:
+        return
+    lacking, foreign = sorted(recorded - found), sorted(found - recorded)
+    detail = "; ".join(part for part in (
+        f"lacks {', '.join(lacking[:3])}{' ...' if len(lacking) > 3 else ''}" if lacking else "",
+        f"holds {', '.join(foreign[:3])}{' ...' if len(foreign) > 3 else ''}, not of the sweep"
+        if foreign else "") if part)
+    raise ValueError(f"{path} disagrees with {record}: it {detail}; the folder was changed "
+                     "after its run: run it again")
+
+
 def _run_seconds(path: Path, specs: List[sweep.RunSpec]) -> Dict[str, float]:
     """Each run's seconds from ``sweep_runs.csv`` (none when the file is absent)."""
-    if not path.exists():
+    if not os.path.lexists(path):
         return {}
-    with open(path, newline="") as f:
-        return {sweep.run_name(row["point"], int(row["seed"])): float(row["seconds"])
-                for row in csv.DictReader(f)}
+    header, rows = _csv(path)
+    at = _columns(path, header, ("point", "seed", "seconds"))
+    seconds = {sweep.run_name(cells[at["point"]], _number(path, line, "seed", cells[at["seed"]],
+                                                          int)):
+               _number(path, line, "seconds", cells[at["seconds"]]) for line, cells in rows}
+    _same_runs(path, set(seconds), {spec.name for spec in specs}, path.with_name(sweep.CONFIG))
+    return seconds
 
 
 def _sweep_finals(path: Path) -> Tuple[Dict[str, np.ndarray], Dict[int, np.ndarray]]:
@@ -165,13 +246,16 @@ def _sweep_finals(path: Path) -> Tuple[Dict[str, np.ndarray], Dict[int, np.ndarr
     sweep's final accuracy file (none when the file is absent: a folder written before it)."""
     finals: Dict[str, List[float]] = {}
     ids: Dict[int, List[int]] = {}
-    if path.exists():
-        with open(path, newline="") as f:
-            for row in csv.DictReader(f):
-                finals.setdefault(row["run"], []).append(float(row["accuracy"]))
-                seen = ids.setdefault(int(row["seed"]), [])
-                if len(finals[row["run"]]) > len(seen):
-                    seen.append(int(row["client"]))
+    if os.path.lexists(path):
+        header, rows = _csv(path)
+        at = _columns(path, header, ("run", "seed", "client", "accuracy"))
+        for line, cells in rows:
+            run = cells[at["run"]]
+            finals.setdefault(run, []).append(
+                _number(path, line, "accuracy", cells[at["accuracy"]]))
+            seen = ids.setdefault(_number(path, line, "seed", cells[at["seed"]], int), [])
+            if len(finals[run]) > len(seen):
+                seen.append(_number(path, line, "client", cells[at["client"]], int))
     return ({name: np.array(v) for name, v in finals.items()},
             {seed: np.array(v, dtype=np.int64) for seed, v in ids.items()})
 

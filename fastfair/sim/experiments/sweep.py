@@ -147,7 +147,8 @@ class Sweep(Orchestration):
     select
         The metric (without ``val_``) whose validation value picks each rule's grid point.
     metrics
-        The metrics summarised.
+        The metrics summarised; every run that does not diverge must record each (ValueError
+        naming the run and the metric once the runs are played).
     out
         Output folder (created; must be empty or absent); None writes nothing and
         ``checkpoint_every`` must be 0. It receives the metrics, the summary and
@@ -261,6 +262,13 @@ class Sweep(Orchestration):
                     self._save(finished, started)
         self._open()
         runs = [finished[s] for s in self.specs]
+        for run in runs:   # a metric no round records is named, not a KeyError of the summary
+            lacking = [m for m in self.metrics if run.diverged_round is None and not _has(run, m)]
+            if lacking:
+                raise ValueError(f"metrics: run {run.point} seed {run.seed} recorded no "
+                                 f"{', '.join(map(repr, lacking))}: this setting does not "
+                                 "compute it (a group's accuracy without groups, AUROC of a "
+                                 "task that is not binary); summarise other metrics")
         metrics = self.metrics
         metrics += tuple(m for m in GROUP_METRICS  # a data set with groups: its fairness target
                          if m not in metrics and all(_has(run, m) for run in runs))
@@ -341,8 +349,8 @@ class Sweep(Orchestration):
                            self.dist, saves=bool(self.checkpoint_every))
         bar.close()
         seconds = (time.perf_counter() - group_started) / len(sims)
-        alive = [sim for sim in sims if sim.diverged is None]
-        finals = dict(zip(map(id, alive), evaluate_runs(alive) if alive else []))
+        finishing = [sim for sim in sims if sim.diverged is None]
+        finals = dict(zip(map(id, finishing), evaluate_runs(finishing) if finishing else []))
         for spec, sim in zip(specs, sims):  # a diverged run has no final accuracy
             final = finals[id(sim)][0][0] if id(sim) in finals else np.zeros(0)
             finished[spec] = self._finish(spec, sim, final, seconds, hooks)

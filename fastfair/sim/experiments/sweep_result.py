@@ -52,9 +52,10 @@ class SweepResult:
     models: Dict[str, Dict[str, torch.Tensor]] = dataclasses.field(default_factory=dict)
     eval_ids: Dict[int, np.ndarray] = dataclasses.field(default_factory=dict)
 
-    def table(self) -> str:
-        """The summary as ``fastfair sweep`` prints it."""
-        return sweep_report.sweep_table(self.rows, self.metrics, self.baseline)
+    def table(self, width: Optional[int] = None) -> str:
+        """The summary as ``fastfair sweep`` prints it (``width``: split into blocks of
+        columns that fit it; ``fastfair sweep`` passes the terminal's)."""
+        return sweep_report.sweep_table(self.rows, self.metrics, self.baseline, width)
 
     def _runs(self) -> List[tidy.Run]:
         return [({"run": run_name(run.point, run.seed), "rule": run.rule, "point": run.point,

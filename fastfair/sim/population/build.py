@@ -11,6 +11,7 @@ of its own, takes the tiers as the clients' groups (per-group accuracy, ``--fair
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -19,6 +20,8 @@ import numpy as np
 from fastfair._options import check_options, dataclass_options
 from fastfair.sim.population.devices import (
     DEFAULT_TIERS,
+    MAX_MODEL_BYTES,
+    MAX_SECONDS,
     PROCESSES,
     Population,
     Tier,
@@ -80,6 +83,12 @@ def check_population(source: Optional[str], options: Dict[str, Any]) -> None:
     if "process" in options and options["process"] not in PROCESSES:
         raise ValueError(f"population option process must be one of {', '.join(PROCESSES)}; "
                          f"got {options['process']!r}")
+    given = PopulationOptions(**options)
+    for name, value, hi in (("model_bytes", given.model_bytes, MAX_MODEL_BYTES),
+                            ("idle", given.idle, MAX_SECONDS)):
+        if value is not None and not (math.isfinite(value) and 0 < value <= hi):
+            raise ValueError(f"population option {name} must be in (0, {hi:g}]; got {value} "
+                             "(leave model_bytes out for the model's parameters x 4)")
 
 
 def build_population(source: str, num_clients: int, seed: int,
@@ -95,13 +104,15 @@ def build_population(source: str, num_clients: int, seed: int,
         values = getattr(given, name)
         if values is None:
             continue
-        if not isinstance(values, list) or len(values) != len(tiers):
+        if not isinstance(values, list) or len(values) != len(tiers) \
+                or not all(_is_number(v) for v in values):
             raise ValueError(f"population option {name} must list one number per tier "
                              f"({len(tiers)}: {', '.join(t.name for t in tiers)}); got {values!r}")
         tiers = [_replaced(t, field, float(v)) for t, v in zip(tiers, values)]
     window = given.window
     if window is not None:
-        if not isinstance(window, list) or len(window) != 2:
+        if not isinstance(window, list) or len(window) != 2 \
+                or not all(_is_number(v) for v in window):
             raise ValueError(f"population option window must be [start, end] local hours; got "
                              f"{window!r}")
         tiers = [_replaced(_replaced(t, "window_start", float(window[0])), "window_end",
@@ -110,6 +121,11 @@ def build_population(source: str, num_clients: int, seed: int,
                       online_prob=given.online_prob, time_zones=given.time_zones,
                       mean_on=given.mean_on, mean_off=given.mean_off,
                       online_probs=given.online_probs, table=table)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) \
+        and not isinstance(value, (bool, np.bool_))
 
 
 def _replaced(tier: Tier, field: str, value: float) -> Tier:
@@ -136,7 +152,8 @@ def with_population(config: Any, dataset: Any, num_params: int,
     selection = PopulationAvailability(
         population, policy, config.per_round, dataset.num_samples,
         work_per_sample=float(config.epochs), work_fixed=fixed,
-        model_bytes=float(options.model_bytes or 4.0 * max(num_params, 1)),
+        model_bytes=float(4.0 * max(num_params, 1) if options.model_bytes is None
+                          else options.model_bytes),
         invite=invite, idle=float(options.idle), track_participation=options.track_participation)
     if options.tier_by_group:
         population.tier_by(dataset.groups, _group_shares(dataset))

@@ -26,15 +26,28 @@ optional ``tier`` label); a listed client's numbers are its own, without spread.
 from __future__ import annotations
 
 import csv
+import io
 import math
+from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from fastfair._files import read_regular_file
 from fastfair.sim.seeding import Stream, keys, uniform
 
 DAY = 86400.0
+#: The bounds of a device's rates (speed in samples per second, bandwidths in bytes per
+#: second): outside them a round's virtual time overflows or rounds to nothing.
+RATE_RANGE = (1e-6, 1e15)
+#: The largest log-normal ``spread``: ``exp(spread * z)`` stays finite for every keyed z.
+MAX_SPREAD = 10.0
+#: The longest ``mean_on`` / ``mean_off`` (seconds, about 30 years): a session window stays a
+#: finite number of seconds the clock can add.
+MAX_SECONDS = 1e9
+#: The most bytes a model may send each way (a petabyte): more overflows the virtual clock.
+MAX_MODEL_BYTES = 1e15
 #: The availability processes of a population over virtual time.
 PROCESSES = ("always", "bernoulli", "diurnal", "sessions")
 
@@ -56,16 +69,21 @@ class Tier:
 
     def check(self, where: str) -> None:
         """Raises ValueError naming ``where`` and the field that is out of range."""
+        lo, hi = RATE_RANGE
         for field, value, ok, what in (
                 ("share", self.share, self.share >= 0, ">= 0"),
-                ("speed", self.speed, self.speed > 0, "> 0"),
-                ("down", self.down, self.down > 0, "> 0"),
-                ("up", self.up, self.up > 0, "> 0"),
+                ("speed", self.speed, lo <= self.speed <= hi, f"in [{lo:g}, {hi:g}]"),
+                ("down", self.down, lo <= self.down <= hi, f"in [{lo:g}, {hi:g}]"),
+                ("up", self.up, lo <= self.up <= hi, f"in [{lo:g}, {hi:g}]"),
                 ("dropout", self.dropout, 0 <= self.dropout < 1, "in [0, 1)"),
                 ("window_start", self.window_start, 0 <= self.window_start < 24, "in [0, 24)"),
                 ("window_end", self.window_end, 0 <= self.window_end <= 24, "in [0, 24]")):
             if not (math.isfinite(value) and ok):
                 raise ValueError(f"{where}: tier {self.name!r} {field} must be {what}; got {value}")
+        if self.window_start == self.window_end:
+            raise ValueError(f"{where}: tier {self.name!r} has the empty diurnal window "
+                             f"[{self.window_start:g}, {self.window_end:g}): its clients would "
+                             "never be online; give [0, 24] for the whole day")
 
     @property
     def duty(self) -> float:
@@ -79,6 +97,10 @@ DEFAULT_TIERS = (
     Tier("low", 0.3, speed=25.0, down=1.25e6, up=0.3e6, dropout=0.10),
     Tier("mid", 0.5, speed=75.0, down=5.0e6, up=1.25e6, dropout=0.05),
     Tier("high", 0.2, speed=250.0, down=2.5e7, up=6.0e6, dropout=0.02))
+
+
+#: The largest |z| :func:`_normal` can draw: its uniforms lie in [2**-54, 1 - 2**-54].
+Z_MAX = math.sqrt(-2.0 * math.log(0.5 / 2.0 ** 53))
 
 
 def _normal(seed: int, a: Stream, b: Stream, ids: np.ndarray) -> np.ndarray:
@@ -118,10 +140,14 @@ class Population:
                  time_zones: int = 24, mean_on: float = 3600.0, mean_off: float = 7200.0,
                  online_probs: Optional[Sequence[float]] = None,
                  table: Optional[Dict[str, np.ndarray]] = None) -> None:
-        if num_clients < 1:
-            raise ValueError(f"num_clients must be >= 1; got {num_clients}")
+        for name, value, lo, hi in (("num_clients", num_clients, 1, 2 ** 63 - 1),
+                                    ("seed", seed, 0, 2 ** 63 - 1)):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
+                    or not lo <= value <= hi:
+                raise ValueError(f"population: {name} must be an integer in [{lo}, 2**63 - 1]; "
+                                 f"got {value!r}")
         if not tiers:
-            raise ValueError("a population needs at least one tier")
+            raise ValueError("population: tiers must hold at least one tier")
         for tier in tiers:
             tier.check("population")
         total = sum(t.share for t in tiers)
@@ -132,12 +158,13 @@ class Population:
                              f"{process!r}")
         given = {"spread": spread, "online_prob": online_prob, "time_zones": time_zones,
                  "mean_on": mean_on, "mean_off": mean_off}
-        for name, ok, what in (("spread", spread >= 0, ">= 0"),
+        for name, ok, what in (("spread", 0 <= spread <= MAX_SPREAD, f"in [0, {MAX_SPREAD:g}]"),
                                ("online_prob", 0 < online_prob <= 1, "in (0, 1]"),
-                               ("time_zones", time_zones >= 1, ">= 1"),
-                               ("mean_on", mean_on > 0, "> 0"),
-                               ("mean_off", mean_off >= 0, ">= 0")):
-            if not ok:
+                               ("time_zones", 1 <= time_zones <= DAY, f"in [1, {DAY:g}]"),
+                               ("mean_on", 0 < mean_on <= MAX_SECONDS, f"in (0, {MAX_SECONDS:g}]"),
+                               ("mean_off", 0 <= mean_off <= MAX_SECONDS,
+                                f"in [0, {MAX_SECONDS:g}]")):
+            if not (ok and math.isfinite(given[name])):
                 raise ValueError(f"population option {name} must be {what}; got {given[name]}")
         if table is not None and any(len(v) != num_clients for v in table.values()):
             raise ValueError(f"a population table must list every one of the {num_clients} "
@@ -149,7 +176,9 @@ class Population:
             float(mean_off)
         self.table = table
         probs = [online_prob] * len(tiers) if online_probs is None else list(online_probs)
-        if len(probs) != len(tiers) or not all(0 < p <= 1 for p in probs):
+        if len(probs) != len(tiers) or not all(
+                isinstance(p, (int, float, np.integer, np.floating))
+                and not isinstance(p, (bool, np.bool_)) and 0 < p <= 1 for p in probs):
             raise ValueError(f"population option online_probs must give each of the "
                              f"{len(tiers)} tiers a probability in (0, 1]; got {online_probs}")
         self._online_probs = np.array(probs, dtype=np.float64)
@@ -216,6 +245,18 @@ class Population:
     def up(self, ids: np.ndarray, tier: np.ndarray) -> np.ndarray:
         """``[n]`` upload bytes per second (log-normal as :meth:`speed`)."""
         return self._spread("up", ids, tier, Stream.POPULATION_UP_A, Stream.POPULATION_UP_B)
+
+    def quickest(self, model_bytes: float, work: float) -> float:
+        """A lower bound of any client's round time, in seconds: ``model_bytes`` down and up
+        and ``work`` sample passes at the fastest rates any client can draw (a tier's medians
+        times ``exp(spread * Z_MAX)``, :data:`Z_MAX` the largest keyed normal; a table's own
+        numbers)."""
+        if self.table is not None:
+            speed, down, up = (self.table[c] for c in ("speed", "down", "up"))
+        else:
+            boost = math.exp(self.spread * Z_MAX)
+            speed, down, up = (self._column[c] * boost for c in ("speed", "down", "up"))
+        return float(np.min(model_bytes / down + work / speed + model_bytes / up))
 
     def dropout(self, ids: np.ndarray, tier: np.ndarray) -> np.ndarray:
         """``[n]`` probability of dropping out of a round it was invited to."""
@@ -305,11 +346,21 @@ def read_population_csv(path: str, num_clients: int) -> Tuple[List[Tier],
     ValueError
         Naming the file, the row and the column that is missing or out of range.
     """
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
+    try:
+        text = read_regular_file(path, "population file").decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"population file {path} is not UTF-8 text (byte {exc.start})") from None
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    header = [name.strip() for name in reader.fieldnames or []]
+    repeated = sorted(name for name, n in Counter(header).items() if n > 1)
+    if repeated:
+        raise ValueError(f"population file {path}: column(s) {', '.join(repeated)} appear more "
+                         "than once in the header; keep one of each")
+    reader.fieldnames = header
+    rows = list(reader)
     if not rows:
         raise ValueError(f"population file {path}: no rows below the header")
-    columns = set(rows[0])
+    columns = set(header)
     by_id = "id" in columns
     needed = set(_NUMBERS) | ({"id"} if by_id else {"tier", "share"})
     missing = sorted(needed - columns)
@@ -346,6 +397,7 @@ def read_population_csv(path: str, num_clients: int) -> Tuple[List[Tier],
         raise ValueError(f"population file {path}: lists {len(rows)} clients; the run has "
                          f"{num_clients} (one row per id in [0, {num_clients}))")
     labels = sorted({(r.get("tier") or "all").strip() for r in rows})
+    label_index = {label: g for g, label in enumerate(labels)}
     table = {c: np.full(num_clients, np.nan) for c in (*_NUMBERS, "window_start", "window_end")}
     table_tier = np.full(num_clients, -1, dtype=np.int64)
     for line, row in enumerate(rows, 2):
@@ -357,13 +409,15 @@ def read_population_csv(path: str, num_clients: int) -> Tuple[List[Tier],
         if not 0 <= k < num_clients or table_tier[k] >= 0:
             raise ValueError(f"population file {path} row {line}: id {k} is out of [0, "
                              f"{num_clients}) or listed twice")
-        table_tier[k] = labels.index((row.get("tier") or "all").strip())
+        table_tier[k] = label_index[(row.get("tier") or "all").strip()]
         values = row_tier(str(k), 1.0, row, line)
         values.check(f"population file {path} row {line}")
         for c in table:
             table[c][k] = getattr(values, c)
     out: Dict[str, np.ndarray] = {"tier": table_tier, **table}
-    tiers = [Tier(label, 1.0 / len(labels), *(float(np.median(table[c][table_tier == g]))
-                                              for c in _NUMBERS))
+    order = np.argsort(table_tier, kind="stable")   # O(K log K): each tier's rows in one run
+    bounds = np.searchsorted(table_tier[order], np.arange(len(labels) + 1))
+    tiers = [Tier(label, 1.0 / len(labels),
+                  *(float(np.median(table[c][order[bounds[g]:bounds[g + 1]]])) for c in _NUMBERS))
              for g, label in enumerate(labels)]
     return tiers, out

@@ -41,19 +41,20 @@ def tier_table(histories: Dict[str, List[Dict[str, Any]]]) -> str:
         evaluated = [r for r in history if "acc_mean" in r]
         tiers = tiers_recorded(last)
         if not lines:
-            lines += [f"{'rule':<12}{'hours':>8}{'tier':>6}{'acc %':>8}{'kept %':>8}"
-                      f"{'wasted %':>10}"]
+            lines += [f"{'rule':<12}{'hours':>8}{'tier':>6}{'acc':>8}{'kept':>8}"
+                      f"{'wasted':>10}"]
         for g in tiers:
             acc = evaluated[-1].get(f"acc_group{g}", np.nan) if evaluated else np.nan
             hours = f"{last['virtual_time'] / 3600:.2f}" if g == tiers[0] else ""
             kept = last[str(TierKey("participation", g))]
             wasted = last[str(TierKey("wasted_share", g))]
             lines.append(f"{rule if g == tiers[0] else '':<12}{hours:>8}{g:>6}"
-                         f"{100 * acc:>8.2f}{100 * kept:>8.2f}{100 * wasted:>10.2f}")
+                         f"{acc:>8.3f}{kept:>8.3f}{wasted:>10.3f}")
     if lines:
         lines.append("(hours of virtual time; acc: the tier's evaluation clients' mean accuracy "
                      "where the tiers are the groups; kept: the share of rounds a client of the "
-                     "tier was kept; wasted: its work lost to dropouts and lateness)")
+                     "tier was kept; wasted: its work lost to dropouts and lateness; all three "
+                     "as fractions in [0, 1])")
     return "\n".join(lines)
 
 

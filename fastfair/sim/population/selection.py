@@ -30,7 +30,7 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 from fastfair.sim.names import POLICIES as POLICIES  # re-exported
-from fastfair.sim.population.devices import Population
+from fastfair.sim.population.devices import MAX_MODEL_BYTES, MAX_SECONDS, Population
 from fastfair.sim.population.keys import TierKey
 from fastfair.sim.seeding import Stream, round_keys, uniform
 
@@ -48,8 +48,11 @@ class Policy:
     def __post_init__(self) -> None:
         if self.name not in POLICIES:
             raise ValueError(f"policy must be one of {', '.join(POLICIES)}; got {self.name!r}")
-        if not (math.isfinite(self.over_select) and self.over_select >= 0):
-            raise ValueError(f"over_select must be >= 0; got {self.over_select}")
+        if isinstance(self.over_select, (bool, np.bool_)) or not isinstance(
+                self.over_select, (int, float, np.integer, np.floating)) \
+                or not (math.isfinite(self.over_select) and self.over_select >= 0):
+            raise ValueError(f"over_select (--over-select) must be a number >= 0; got "
+                             f"{self.over_select!r}")
         if self.name == "all" and self.over_select:
             raise ValueError("policy 'all' invites exactly per_round clients: over_select "
                              "needs policy 'overselect' or 'deadline'")
@@ -57,9 +60,12 @@ class Policy:
             raise ValueError("deadline (seconds) goes with policy 'deadline', and policy "
                              f"'deadline' needs one; got policy {self.name!r}, deadline "
                              f"{self.deadline}")
-        if self.deadline is not None and not (math.isfinite(self.deadline)
-                                              and self.deadline > 0):
-            raise ValueError(f"deadline must be > 0 seconds; got {self.deadline}")
+        if self.deadline is not None and (
+                isinstance(self.deadline, (bool, np.bool_))
+                or not isinstance(self.deadline, (int, float, np.integer, np.floating))
+                or not (math.isfinite(self.deadline) and 0 < self.deadline <= MAX_SECONDS)):
+            raise ValueError(f"deadline (--deadline) must be a number of seconds in (0, "
+                             f"{MAX_SECONDS:g}]; got {self.deadline!r}")
 
     def invited(self, m: int) -> int:
         """``ceil(m (1 + f))`` (rounded against float noise)."""
@@ -141,8 +147,18 @@ class PopulationAvailability:
         if not 1 <= per_round <= population.num_clients:
             raise ValueError(f"per_round must be in [1, {population.num_clients}]; got "
                              f"{per_round}")
-        if not model_bytes > 0 or not idle > 0:
-            raise ValueError(f"model_bytes and idle must be > 0; got {model_bytes}, {idle}")
+        for name, value, hi in (("model_bytes", model_bytes, MAX_MODEL_BYTES),
+                                ("idle", idle, MAX_SECONDS)):
+            if not (math.isfinite(value) and 0 < value <= hi):
+                raise ValueError(f"{name} must be in (0, {hi:g}]; got {value}")
+        quickest = population.quickest(model_bytes, work_fixed)
+        if policy.deadline is not None and policy.deadline < quickest:
+            raise ValueError(f"deadline (--deadline) {policy.deadline:g} s is shorter than any "
+                             f"client can finish a round in ({quickest:.4g} s to move the "
+                             f"model's {model_bytes:g} bytes down and up"
+                             f"{' and do its local steps' if work_fixed else ''} at the fastest "
+                             f"rates): no client would ever be kept; give a deadline above "
+                             f"{quickest:.4g} s")
         self.num_clients, self.per_round, self.seed = population.num_clients, int(per_round), \
             population.seed
         self.population, self.policy = population, policy

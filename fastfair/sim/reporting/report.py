@@ -12,6 +12,7 @@ import numpy as np
 
 from fastfair._files import atomic, writing
 from fastfair.sim import run_files
+from fastfair.sim.reporting.figures import subplots
 from fastfair.sim.reporting.stats import DIVERGED, diverged_round
 
 SUMMARY_COLUMNS = [("acc_mean", "mean acc"), ("acc_weighted_mean", "weighted"),
@@ -105,12 +106,7 @@ def plot(out: Path, histories: Dict[str, List[dict]], finals: Dict[str, np.ndarr
     """``fairness.png`` (mean, worst-10% and, with groups, worst-group accuracy; Gini over
     rounds) and
     ``final_accuracy.png`` (distribution of final per-client accuracy); returns the paths."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, axes = subplots(1, 2, figsize=(12, 4.5))
     for rule, hist in histories.items():
         evals = [r for r in hist if "acc_mean" in r]
         rounds = [r["round"] for r in evals]
@@ -135,13 +131,10 @@ def plot(out: Path, histories: Dict[str, List[dict]], finals: Dict[str, np.ndarr
     fig.suptitle(title)
     fig.tight_layout()
     paths = [out / run_files.FAIRNESS_PNG, out / run_files.FINAL_ACCURACY_PNG]
-    try:
-        with writing(paths[0]):
-            fig.savefig(paths[0], dpi=110, bbox_inches="tight")
-    finally:
-        plt.close(fig)
+    with writing(paths[0]):
+        fig.savefig(paths[0], dpi=110, bbox_inches="tight")
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = subplots(figsize=(7, 4.5))
     bins = np.linspace(0, 1, 21).tolist()  # a list: matplotlib's bins type
     for rule, acc in finals.items():
         ax.hist(acc, bins=bins, histtype="step", linewidth=2, label=rule)
@@ -151,11 +144,8 @@ def plot(out: Path, histories: Dict[str, List[dict]], finals: Dict[str, np.ndarr
     if finals:  # none when every run diverged
         ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, title="rule")
     fig.tight_layout()
-    try:
-        with writing(paths[1]):
-            fig.savefig(paths[1], dpi=110, bbox_inches="tight")
-    finally:
-        plt.close(fig)
+    with writing(paths[1]):
+        fig.savefig(paths[1], dpi=110, bbox_inches="tight")
     return paths
 
 

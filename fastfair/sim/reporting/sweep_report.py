@@ -8,6 +8,8 @@ from __future__ import annotations
 import csv
 import json
 import math
+import shutil
+import textwrap
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -15,6 +17,7 @@ import numpy as np
 
 from fastfair import _files as files
 from fastfair.sim import run_files
+from fastfair.sim.reporting.figures import subplots
 from fastfair.sim.reporting.stats import (
     DIVERGED,
     SummaryRow,
@@ -63,7 +66,10 @@ def bounded(metric: str) -> bool:
             and base not in ("acc_variance", "acc5_variance"))
 
 
-def _cell(pair: Tuple[float, float], metric: str, signed: bool = False) -> str:
+def cell(pair: Tuple[float, float], metric: str, signed: bool = False) -> str:
+    """``(mean, half_width)`` of ``metric`` as a table shows it: ``0.550 ± 0.064`` (a variance
+    with 4 decimals), signed for a difference, the mean alone where the half-width is NaN (one
+    seed), ``n/a`` where the mean is."""
     mean, half = pair
     if math.isnan(mean):
         return "n/a"
@@ -72,40 +78,69 @@ def _cell(pair: Tuple[float, float], metric: str, signed: bool = False) -> str:
     return text if math.isnan(half) else f"{text} ± {half:.{digits}f}"
 
 
+def terminal_width() -> int:
+    """The columns of the terminal standard output goes to (``COLUMNS`` when set); 160 where
+    it goes to no terminal (a file, a pipe)."""
+    return shutil.get_terminal_size((160, 24)).columns
+
+
+def column_blocks(widths: Sequence[int], lead: int, width: Optional[int]) -> List[List[int]]:
+    """The columns of ``widths`` split into blocks, in order, each fitting ``width``
+    characters beside the ``lead`` characters every block repeats (a block holds one column
+    at least, however wide); one block when ``width`` is None."""
+    if width is None:
+        return [list(range(len(widths)))]
+    blocks: List[List[int]] = [[]]
+    used = lead
+    for i, w in enumerate(widths):
+        if blocks[-1] and used + w > width:
+            blocks.append([])
+            used = lead
+        blocks[-1].append(i)
+        used += w
+    return blocks
+
+
 def sweep_table(rows: Sequence[SummaryRow], metrics: Sequence[str],
-                baseline: Optional[str]) -> str:
+                baseline: Optional[str], width: Optional[int] = None) -> str:
     """The summary for a terminal: per grid point its seeds n, mean ± 95 % CI half-width of
     each of ``metrics``, then (with differences) the difference ``point - baseline`` paired on
     seeds ± its half-width; where some rule had several points, ``*`` marks the chosen ones.
-    Every value as recorded (accuracies as fractions), with 3 decimals (variance 4)."""
+    Every value as recorded (accuracies as fractions), with 3 decimals (variance 4). With
+    ``width``, a table wider than it is split into blocks of columns one under the other, each
+    repeating the point and n (:func:`column_blocks`), and the notes are wrapped to it."""
     if not rows:
         raise ValueError("rows is empty")
     diff = baseline is not None and any(r.differences for r in rows)
     choice = not all(r.selected for r in rows)
     names = [label(m) for m in metrics]
     heads = names + ([f"Δ {n}" for n in names] if diff else [])
-    cells = [[_cell(r.values[m], m) for m in metrics]
-             + ([_cell(r.differences[m], m, signed=True) if r.differences else "baseline"
+    cells = [[cell(r.values[m], m) for m in metrics]
+             + ([cell(r.differences[m], m, signed=True) if r.differences else "baseline"
                  for m in metrics] if diff else []) for r in rows]
     widths = [max(len(h), *(len(c[i]) for c in cells)) + 2 for i, h in enumerate(heads)]
     first = max([len(r.point) + 2 for r in rows] + [len("point") + 2])
-    header = f"{'point':<{first}}{'n':>3}" + "".join(f"{h:>{w}}" for h, w in zip(heads, widths))
-    lines = [header, "-" * len(header)]
-    for row, cs in zip(rows, cells):
-        name = ("*" if choice and row.selected else " ") + row.point
-        lines.append(f"{name:<{first}}{row.n:>3}"
-                     + "".join(f"{c:>{w}}" for c, w in zip(cs, widths)))
-    lines.append(f"(mean ± half-width of the {CONFIDENCE:.0%} Student-t interval over the n "
-                 "seeds, none for one seed; accuracies as fractions in [0, 1])")
-    lines += [f"(! {row.point}: {row.diverged_note()}; a diverged run counts in no value)"
+    lines: List[str] = []
+    for block in column_blocks(widths, first + 3, width):
+        header = f"{'point':<{first}}{'n':>3}" + "".join(f"{heads[i]:>{widths[i]}}"
+                                                         for i in block)
+        lines += ([""] if lines else []) + [header, "-" * len(header)]
+        for row, cs in zip(rows, cells):
+            name = ("*" if choice and row.selected else " ") + row.point
+            lines.append(f"{name:<{first}}{row.n:>3}"
+                         + "".join(f"{cs[i]:>{widths[i]}}" for i in block))
+    notes = [f"(mean ± half-width of the {CONFIDENCE:.0%} Student-t interval over the n "
+             "seeds, none for one seed; accuracies as fractions in [0, 1])"]
+    notes += [f"(! {row.point}: {row.diverged_note()}; a diverged run counts in no value)"
               for row in rows if row.diverged]
     if diff:
-        lines.append(f"(Δ: the point minus {baseline}, paired on seeds: runs of a seed share "
+        notes.append(f"(Δ: the point minus {baseline}, paired on seeds: runs of a seed share "
                      "data, initial model and client samples; ± its "
                      f"{CONFIDENCE:.0%} interval)")
     if choice:
-        lines.append("(*: the grid point of each rule chosen on the validation split, never on "
+        notes.append("(*: the grid point of each rule chosen on the validation split, never on "
                      "the test split)")
+    lines += [textwrap.fill(note, width) if width else note for note in notes]
     return "\n".join(lines)
 
 
@@ -200,15 +235,6 @@ def _csv_value(value: Any) -> str:
     return "" if value is None else f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _worst(runs: Sequence[SweepRun]) -> Tuple[str, str]:
     """The worst-off metric the plots show: the worst group's accuracy when every run has
     groups, else the worst 10 % of clients'."""
@@ -237,10 +263,9 @@ def plot_tradeoff(path: Path, runs: Sequence[SweepRun]) -> Path:
     groups), and against Gini, each at the mean over seeds of the runs' last values with 95 %
     Student-t CI error bars on both axes (none for one seed), clipped to [0, 1], the range of
     both metrics (the caption says so)."""
-    plt = _pyplot()
     worst, what = _worst(runs)
     rows = summarize(runs, ["acc_mean", worst, "acc_gini"])
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
+    fig, axes = subplots(1, 2, figsize=(12, 4.8))
     for ax, other, name in ((axes[0], worst, f"{what} accuracy"),
                             (axes[1], "acc_gini", "Gini of client accuracy")):
         for k, row in enumerate(rows):
@@ -259,7 +284,6 @@ def plot_tradeoff(path: Path, runs: Sequence[SweepRun]) -> Path:
                  "over seeds, clipped to [0, 1])")
     fig.tight_layout()
     fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
     return path
 
 
@@ -288,11 +312,10 @@ def plot_curves(path: Path, runs: Sequence[SweepRun]) -> Path:
     at least :data:`CI_BAND_SEEDS` seeds, else the range over seeds; the title says which),
     on the evaluation rounds all its seeds share. One legend beside the panels names the
     points."""
-    plt = _pyplot()
     worst, what = _worst(runs)
     points = by_point(runs)
     kind = "CI" if min(len(g) for g in points.values()) >= CI_BAND_SEEDS else "min-max"
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharex=True)
+    fig, axes = subplots(1, 2, figsize=(12, 4.5), sharex=True)
     for point, group in points.items():
         color = None
         for ax, metric in zip(axes, ("acc_mean", worst)):
@@ -316,5 +339,4 @@ def plot_curves(path: Path, runs: Sequence[SweepRun]) -> Path:
     fig.suptitle(f"mean over seeds, band: {band}")
     fig.tight_layout()
     fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
     return path

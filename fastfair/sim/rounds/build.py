@@ -27,7 +27,9 @@ class RulePlan:
     Making the plan refuses what cannot run: the server optimiser's options, the rule's options
     and participation (AAggFF-S needs ``per_round == clients``), over groups its group form (the
     groups themselves are known once the data set is), and the rule's combination with the
-    client objective (:func:`~fastfair.aggregators.compose.choose_objective`). What it builds
+    client objective (:func:`~fastfair.aggregators.compose.choose_objective`), whose own term
+    must let SGD with ``config.lr`` be stable
+    (:meth:`~fastfair.aggregators.objectives.ClientObjective.check_step`). What it builds
     is the run's: :meth:`rule` and :meth:`optimizer` hand it over on their first call and build
     afresh on later ones (a checkpoint loaded into new state), so a run builds each once and a
     resume once more.
@@ -55,6 +57,9 @@ class RulePlan:
         else:
             probe = self._rule = build_rule(config)
         self.objective = choose_objective(probe, config.objective, config.objective_options)
+        objective = self.objective or probe.client_objective()
+        if objective is not None:  # its own term must let SGD with the client lr be stable
+            objective.check_step(config.lr)
 
     def rule(self, dataset: Optional[FederatedDataset] = None) -> Aggregator:
         """The run's rule: the one built with the plan on the first call (over ``dataset``'s

@@ -1,6 +1,6 @@
 """The round runner of every rule and method name (:data:`RUNNERS`): every rule of the
-aggregators' registry runs in :class:`~fastfair.sim.rounds.engine.Simulation`, FedEvg and SuPerFed
-in their own runners."""
+aggregators' registry runs in :class:`~fastfair.sim.rounds.engine.Simulation`, FedEvg, SuPerFed
+and Ditto in their own runners."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from fastfair.sim.config import SimulationConfig
 from fastfair.sim.data.base import FederatedDataset
 from fastfair.sim.distributed import Distributed
 from fastfair.sim.models.flat import FlatModel
+from fastfair.sim.rounds.ditto import DittoSimulation
 from fastfair.sim.rounds.engine import Simulation
 from fastfair.sim.rounds.fedevg import FedEvgSimulation
 from fastfair.sim.rounds.runner import Runner
@@ -22,7 +23,7 @@ from fastfair.sim.rounds.superfed import SuperFedSimulation
 #: checks that every one has its runner); every rule of the registry runs in :class:`Simulation`.
 RUNNERS: Dict[str, Type[Runner]] = {
     "fedevg": FedEvgSimulation, "superfed-mm": SuperFedSimulation,
-    "superfed-lm": SuperFedSimulation}
+    "superfed-lm": SuperFedSimulation, "ditto": DittoSimulation}
 
 
 def runner_class(rule: str) -> Type[Runner]:
@@ -35,6 +36,6 @@ def make_runner(config: SimulationConfig, dist: Optional[Distributed] = None, *,
                 dataset: Optional[FederatedDataset] = None,
                 model: Optional[FlatModel] = None, plan: Any = None) -> Runner:
     """The runner of ``config.rule`` (a :class:`Simulation` for the rules, the method's own
-    runner for FedEvg and SuPerFed) on ``dataset`` / ``model`` when given, from ``plan``
+    runner for FedEvg, SuPerFed and Ditto) on ``dataset`` / ``model`` when given, from ``plan``
     (what its :meth:`~fastfair.sim.rounds.runner.Runner.validate` returned) when given."""
     return runner_class(config.rule)(config, dist, dataset=dataset, model=model, plan=plan)

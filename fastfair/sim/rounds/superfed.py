@@ -30,7 +30,7 @@ def superfed_options(rule: str, options: Dict[str, Any]) -> SuperFedOptions:
     return SuperFedOptions(**options, mode=rule.rsplit("-", 1)[1])
 
 
-def _padded(batch: ClientBatch) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def padded(batch: ClientBatch) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(x [m, n_max, F], y [m, n_max], valid [m, n_max])`` of a ragged client batch."""
     counts = torch.as_tensor(batch.counts)
     n = int(counts.max()) if len(counts) else 0
@@ -89,7 +89,7 @@ class SuperFedSimulation(MethodRunner):
         self.layout = ops.SegmentLayout.from_shapes(self.model.shapes)
         self.local = torch.zeros(self.config.clients, self.params.numel())
         self.has_local = np.zeros(self.config.clients, dtype=bool)
-        self._eval = _padded(self._pick_eval_clients(self.dataset))
+        self._eval = padded(self._pick_eval_clients(self.dataset))
         self._last: Dict[str, float] = {}
 
     # ------------------------------------------------------------------ state

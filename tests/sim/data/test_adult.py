@@ -95,3 +95,13 @@ def test_categorical_encoding_is_one_hot_of_the_categorical_columns_missing_all_
     assert set(np.unique(x)) <= {0.0, 1.0}
     with pytest.raises(ValueError, match="adult_features .* all, categorical; got 'numeric'"):
         AdultDataset(str(tmp_path), features="numeric")
+
+
+@pytest.mark.parametrize("cell", ["nan", "inf", "-inf", "1e308", "forty"])
+def test_numeric_cells_that_break_standardising_are_refused(tmp_path, rng, cell):
+    train = _rows(10, rng)
+    train[3]["age"] = cell
+    _write(tmp_path, train, _rows(4, rng))
+    with pytest.raises(ValueError, match=rf"adult.data, line 4: age must be a finite number "
+                                         rf".*got '{cell}'"):
+        AdultDataset(str(tmp_path))

@@ -4,6 +4,7 @@ torchvision's IDX files and CIFAR pickles, per-client .npz files."""
 from __future__ import annotations
 
 import json
+import os
 import pickle
 
 import numpy as np
@@ -92,9 +93,13 @@ def test_unit_pixels_are_exact_and_other_numbers_fall_back_to_float():
     text = json.dumps((pixels / 255).tolist()).encode()
     out = parse_unit_pixels(text, 256)
     assert out.dtype == np.uint8 and np.array_equal(out, pixels)
-    other = parse_unit_pixels(b"[[0.5, 1e-3, -1.0], [2.0, 0, 1]]", 3)
+    other = parse_unit_pixels(b"[[0.5, 1e-3, 0.3], [1e-9, 0, 1]]", 3)
     assert other.dtype == np.float32
-    np.testing.assert_array_equal(other, np.float32([[0.5, 1e-3, -1.0], [2.0, 0, 1]]))
+    np.testing.assert_array_equal(other, np.float32([[0.5, 1e-3, 0.3], [1e-9, 0, 1]]))
+    for text, where in ((b"[[0.5, 1e-3, -1.0], [0, 0, 1]]", "sample 0 has -1 at pixel 2"),
+                        (b"[[0.5, 1e-3, 0.0], [2.0, 0, 1]]", "sample 1 has 2 at pixel 0")):
+        with pytest.raises(ValueError, match=rf"pixels must lie in \[0, 1\].*{where}"):
+            parse_unit_pixels(text, 3)
     with pytest.raises(ValueError, match="samples of 3 numbers"):
         parse_unit_pixels(b"[[0.5, 1.0], [0.5, 1.0, 0.0, 1.0]]", 3)
 
@@ -285,3 +290,49 @@ def test_download_makes_its_data_dir_and_names_the_data_extra(tmp_path, monkeypa
         download("mnist", str(tmp_path / "other"))
     with pytest.raises(ValueError, match="data_dir .* must be an existing folder"):
         SimulationConfig(dataset="mnist", data_dir=str(target / "absent"))
+
+
+def test_open_files_with_download_makes_the_folder_before_fetching(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    target = tmp_path / "newdir"
+    roots = []
+
+    class MNIST:  # fetches nothing: the reader then names the missing files
+        def __init__(self, root, train, download):
+            roots.append(os.path.isdir(root))
+
+    fake = types.ModuleType("torchvision")
+    fake.datasets = types.SimpleNamespace(MNIST=MNIST, FashionMNIST=None, CIFAR10=None,
+                                          CIFAR100=None)
+    monkeypatch.setitem(sys.modules, "torchvision", fake)
+    with pytest.raises(ValueError, match="train-images-idx3-ubyte"):
+        open_files("mnist", str(target), 5, download=True)
+    assert target.is_dir() and roots == [True, True]
+
+
+def test_the_leaf_reader_logs_a_digest_of_its_clients(tmp_path, rng, caplog):
+    import hashlib
+    import logging
+
+    from fastfair.sim.data.leaf import LeafDataset, clients_digest
+
+    data = sf.split_users(rng, sf.femnist_users(rng, [12, 3, 25]))
+    sf.write_leaf(tmp_path / "a", data, per_file=2)
+    sf.write_leaf(tmp_path / "b", data, per_file=1)       # other files, same clients
+    lines = "".join(sorted(f"{u}\t{len(data['train'][u]['y'])}\t{len(data['test'][u]['y'])}\n"
+                           for u in data["train"]))
+    expected = hashlib.sha256(lines.encode()).hexdigest()[:16]
+    with caplog.at_level(logging.INFO, logger="fastfair.sim.data"):
+        a = LeafDataset("femnist", str(tmp_path / "a"))
+    assert a.digest == expected == LeafDataset("femnist", str(tmp_path / "b")).digest
+    n_train, n_test = (sum(len(d["y"]) for d in data[s].values()) for s in ("train", "test"))
+    assert (f"3 clients, {n_train} training and {n_test} test samples; clients digest "
+            f"{expected}") in caplog.text
+    fewer = LeafDataset("femnist", str(tmp_path / "a"), clients=2, seed=0)
+    assert fewer.digest != expected                        # the clients read, not the files
+    assert clients_digest(["b", "a"], [1, 2], [3, 4]) == clients_digest(["a", "b"], [2, 1], [4, 3])
+    assert clients_digest(["a"], [1], [3]) != clients_digest(["a"], [1], [4])
+    with pytest.raises(ValueError, match="one entry per client; got 2, 1 and 1"):
+        clients_digest(["a", "b"], [1], [2])

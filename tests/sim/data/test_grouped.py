@@ -50,3 +50,11 @@ def test_cli_runs_the_grouped_workload(tmp_path, capsys):
     assert "worst grp" in capsys.readouterr().out
     with pytest.raises(ValueError, match="groups = 3 has no effect"):
         SimulationConfig(groups=3)
+
+
+def test_a_data_sets_group_ids_cannot_be_made_writable():
+    from fastfair.sim.data.base import check_groups
+
+    groups, _ = check_groups(np.array([0, 1, 1]), 3, "groups")
+    with pytest.raises(ValueError, match="WRITEABLE"):
+        groups.setflags(write=True)

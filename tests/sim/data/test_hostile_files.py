@@ -444,3 +444,23 @@ def test_an_empty_array_client_is_named():
         ArrayDataset([(x, [0] * 5), (x[:0], [])])
     with pytest.raises(ValueError, match=r"train\[0\] \(client 0\) has no training samples"):
         ArrayDataset([(x[:0], [])], test=[(x, [0] * 5)])
+
+
+def test_femnist_pixels_of_0_to_255_are_refused_naming_sample_and_pixel(tmp_path, rng):
+    data = sf.split_users(rng, sf.femnist_users(rng, [5, 6]))
+    user = list(data["train"])[0]
+    data["train"][user]["x"][1] = [float(round(v * 255)) for v in data["train"][user]["x"][1]]
+    sf.write_leaf(tmp_path, data)
+    d = open_files("femnist", str(tmp_path))
+    with pytest.raises(ValueError, match=rf"user {user!r} .*: pixels must lie in \[0, 1\].*"
+                                         r"sample 1 has .* at pixel .*divide 0-255 pixels by 255"):
+        d.client_data([0])
+
+
+def test_a_leaf_user_key_repeated_in_user_data_is_refused(tmp_path, rng):
+    path = tmp_path / "train.json"
+    path.write_text('{"users": ["a", "b"], "num_samples": [1, 1], "user_data": {'
+                    '"a": {"x": [[0.5]], "y": [1]}, "a": {"x": [[0.25]], "y": [2]}, '
+                    '"b": {"x": [[0.0]], "y": [3]}}}')
+    with pytest.raises(ValueError, match=r"train.json: 'user_data' holds user 'a' twice"):
+        LeafFile(str(path)).numeric_entry(1)

@@ -81,3 +81,44 @@ def test_errors_name_the_image_and_the_fix(tmp_path, rng):
     _write(tmp_path / "two" / "test", {"z": 1}, rng)
     with pytest.raises(ValueError, match=r"test/z holds test images of a class with no training"):
         list_images(str(tmp_path / "two"))
+
+
+def test_16_bit_greyscale_is_scaled_not_clipped(tmp_path):
+    from PIL import Image
+
+    wide = (np.arange(30, dtype=np.uint16).reshape(5, 6) * 2200)
+    for c in ("a", "b"):
+        (tmp_path / c).mkdir()
+        for i in range(2):
+            Image.fromarray(wide).save(tmp_path / c / f"{i}.png")
+    images = load_image_folder(str(tmp_path), cache=False)[1]["train"]
+    expected = np.floor(wide.astype(np.float64) * 255 / 65535 + 0.5).astype(np.uint8)
+    np.testing.assert_array_equal(images[0, 0], expected)
+
+
+def test_32_bit_pixels_are_refused_naming_the_image(tmp_path):
+    import io
+
+    from PIL import Image
+
+    (tmp_path / "a").mkdir()
+    Image.fromarray(np.full((5, 6), 200, np.uint8)).save(tmp_path / "a" / "0.png")
+    tiff = io.BytesIO()
+    Image.fromarray(np.full((5, 6), 70000, np.int32), "I").save(tiff, format="TIFF")
+    (tmp_path / "a" / "1.png").write_bytes(tiff.getvalue())   # read by content, not by name
+    with pytest.raises(ValueError, match=r"a/1.png holds 32-bit integer pixels"):
+        load_image_folder(str(tmp_path), cache=False)
+
+
+@pytest.mark.parametrize("tamper", ["pixels", "size"])
+def test_a_changed_cache_is_decoded_again(tmp_path, rng, caplog, tamper):
+    pixels = _write(tmp_path / "imgs", {"a": 4, "b": 4}, rng)
+    load_image_folder(str(tmp_path / "imgs"))
+    (cached,) = (tmp_path / "cache" / "image-folder").iterdir()
+    train = np.load(cached / "train.npy")
+    np.save(cached / "train.npy", 255 - train if tamper == "pixels" else train[:, :, :4, :4])
+    with caplog.at_level("WARNING", logger="fastfair.sim.data"):
+        again = load_image_folder(str(tmp_path / "imgs"))[1]["train"]
+    assert any("differ from those decoded" in r.getMessage() for r in caplog.records)
+    np.testing.assert_array_equal(again[0], pixels["a/000"].transpose(2, 0, 1))
+    assert isinstance(load_image_folder(str(tmp_path / "imgs"))[1]["train"], np.memmap)

@@ -17,6 +17,7 @@ from fastfair.sim.data.catalog import open_files
 from fastfair.sim.data.image_folder import ImageFolder
 from fastfair.sim.data.leaf import LeafDataset
 from fastfair.sim.data.vision import VisionDataset
+from tests.helpers import ROOT
 from tests.helpers.shared_data import extract, shared_data
 
 #: The published MD5 of MNIST's decompressed files (the .gz wrappers differ from the
@@ -159,3 +160,11 @@ def test_cifar10_jpeg_copy_reads_as_an_image_folder(tmp_path, monkeypatch):
     assert data.classes == CIFAR10_CLASSES[:3] and data.sample_shape == (3, 32, 32)
     assert data.num_samples(np.arange(4)).sum() == 96
     assert data.client_data(np.arange(4), "test").counts.sum() == 24
+
+
+@pytest.mark.parametrize("name, digest", [("femnist", "c517d005d28c8899"),
+                                          ("shakespeare", "ff82880d4be85527")])
+def test_the_tables_leaf_subsets_have_the_digests_docs_data_lists(name, digest, request):
+    folder = request.getfixturevalue(f"{name}_dir")
+    assert LeafDataset(name, str(folder)).digest == digest
+    assert f"`{digest}`" in (ROOT / "docs" / "data.md").read_text()

@@ -19,6 +19,14 @@ SMALL = SimulationConfig(clients=30, per_round=6, rounds=6, eval_every=2)
 EXPLODES = {"fedprox": {"mu": 1e30}}
 
 
+@pytest.fixture(autouse=True)
+def _unbounded_mu(monkeypatch):
+    """Lifts the check that refuses a diverging proximal step, so that a run diverges."""
+    from fastfair.aggregators.objectives import ProximalObjective
+
+    monkeypatch.setattr(ProximalObjective, "check_step", lambda self, lr: None)
+
+
 def _records(history):
     return [{k: v for k, v in r.items() if k != "seconds"} for r in history]
 

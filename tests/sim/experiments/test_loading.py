@@ -109,3 +109,86 @@ def test_to_pandas_without_pandas_says_how_to_install_it(sweep, monkeypatch):
 
 def test_finals_are_fractions(experiment):
     assert all(np.all((f >= 0) & (f <= 1)) for f in experiment.finals.values())
+
+
+def _copy(result, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(result.out, copy)
+    return copy
+
+
+def _edit(path, change):
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(change(lines)))
+
+
+@pytest.mark.parametrize("file, change, message", [
+    ("final_accuracy.csv", lambda lines: lines[:1], r"final_accuracy.csv holds a header and no "
+                                                     r"rows"),
+    ("final_accuracy.csv", lambda lines: [lines[0], lines[1].replace(",", ",abc,", 1)[:-1]
+                                          .rsplit(",", 1)[0] + "\n", *lines[2:]],
+     r"final_accuracy.csv row 2: fedavg must be a number; got 'abc'"),
+    ("final_accuracy.csv", lambda lines: [lines[0].replace("term", "afl"), *lines[1:]],
+     r"final_accuracy.csv: its header .* is not client and rules of metrics.json"),
+    ("models.pt", lambda lines: ["not a checkpoint\n"], r"models.pt is not a readable"),
+])
+def test_a_tampered_experiment_folder_names_the_file_and_row(experiment, tmp_path, file, change,
+                                                               message):
+    copy = _copy(experiment, tmp_path)
+    (copy / "checkpoint.pt").unlink(missing_ok=True)
+    if file == "models.pt":
+        (copy / file).write_bytes(b"not a checkpoint")
+    else:
+        _edit(copy / file, change)
+    with pytest.raises(ValueError, match=message):
+        load_run(copy)
+
+
+@pytest.mark.parametrize("file, change, message", [
+    ("metrics.json", None, r"metrics.json disagrees with .*sweep.json: it lacks afl/seed1"),
+    ("sweep_runs.csv", lambda lines: lines[:-1], r"sweep_runs.csv disagrees with .*sweep.json"),
+    ("sweep_runs.csv", lambda lines: [lines[0], lines[1].replace(",0,", ",zero,", 1),
+                                      *lines[2:]], r"sweep_runs.csv row 2: seed must be an "
+                                                   r"integer; got 'zero'"),
+    ("sweep_final_accuracy.csv", lambda lines: lines[:1],
+     r"sweep_final_accuracy.csv disagrees with .*sweep.json: it lacks"),
+    ("sweep_final_accuracy.csv", lambda lines: [lines[0], *[line.rsplit(",", 1)[0] + ",high\n"
+                                                           for line in lines[1:]]],
+     r"sweep_final_accuracy.csv row 2: accuracy must be a number; got 'high'"),
+])
+def test_a_tampered_sweep_folder_names_the_file_and_row(sweep, tmp_path, file, change, message):
+    import json
+
+    copy = _copy(sweep, tmp_path)
+    if file == "metrics.json":
+        histories = json.loads((copy / file).read_text())
+        del histories["afl/seed1"]
+        (copy / file).write_text(json.dumps(histories))
+    else:
+        _edit(copy / file, change)
+    with pytest.raises(ValueError, match=message):
+        load_run(copy)
+
+
+def test_an_experiment_whose_metrics_lack_a_rule_of_its_record_is_refused(experiment, tmp_path):
+    import json
+
+    copy = _copy(experiment, tmp_path)
+    histories = json.loads((copy / "metrics.json").read_text())
+    del histories["term"]
+    (copy / "metrics.json").write_text(json.dumps(histories))
+    with pytest.raises(ValueError, match=r"metrics.json disagrees with .*config.json: it lacks "
+                                         r"term"):
+        load_run(copy)
+
+
+def test_a_named_pipe_among_the_outputs_is_refused(experiment, tmp_path):
+    import os
+
+    copy = _copy(experiment, tmp_path)
+    (copy / "final_accuracy.csv").unlink()
+    os.mkfifo(copy / "final_accuracy.csv")
+    with pytest.raises(ValueError, match="final_accuracy.csv is not a regular file"):
+        load_run(copy)

@@ -264,3 +264,10 @@ def test_a_grid_spans_the_client_objective_and_each_run_is_the_run_alone():
             {k: v for k, v in r.items() if k != "seconds"} for r in alone.history], run.point
     with pytest.raises(ValueError, match="objective 'propfair' with rule 'fedprox'"):
         Sweep(base, ["fedprox"], grid={"fedprox": {"objective": ["propfair", "proximal"]}})
+
+
+def test_a_metric_no_run_records_is_named_not_a_key_error():
+    config = SimulationConfig(clients=6, per_round=2, rounds=2, eval_every=1)
+    with pytest.raises(ValueError, match=r"metrics: run fedavg seed 0 recorded no "
+                                         r"'acc_worst_group'"):
+        Sweep(config, ["fedavg"], seeds=[0], metrics=("acc_mean", "acc_worst_group")).run()

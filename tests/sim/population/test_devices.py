@@ -4,6 +4,8 @@ definitions, and the CSV forms."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -106,3 +108,78 @@ def test_csv_of_tiers_and_of_clients(tmp_path):
     bad.write_text("tier,share,speed\nx,1,2\n")
     with pytest.raises(ValueError, match="missing column"):
         read_population_csv(str(bad), 3)
+
+
+@pytest.mark.parametrize("options, named", [
+    ({"speeds": [1e-320, 75.0, 250.0]}, "speed"),
+    ({"downs": [0.0, 5e6, 2.5e7]}, "down"),
+    ({"ups": [1e300, 1e6, 1e6]}, "up"),
+    ({"spread": 1e6}, "spread"),
+    ({"idle": 1e308}, "idle"),
+    ({"idle": float("nan")}, "idle"),
+    ({"model_bytes": 0}, "model_bytes"),
+    ({"model_bytes": 1e300}, "model_bytes"),
+    ({"process": "sessions", "mean_on": 1e300}, "mean_on"),
+    ({"process": "diurnal", "time_zones": 10**12}, "time_zones"),
+    ({"process": "diurnal", "window": [5, 5]}, "window"),
+])
+def test_clock_inputs_are_bounded(options, named):
+    with pytest.raises(ValueError, match=named):
+        build_population("devices", K, 0, options)
+
+
+def test_a_tier_that_is_never_online_is_refused(tmp_path):
+    path = tmp_path / "tiers.csv"
+    path.write_text("tier,share,speed,down,up,dropout,window_start,window_end\n"
+                    "a,1,50,1e6,1e6,0.1,3,3\n")
+    with pytest.raises(ValueError, match=r"row 2: tier 'a' has the empty diurnal window"):
+        read_population_csv(str(path), K)
+
+
+def test_the_whole_day_window_keeps_everyone_online():
+    pop = build_population("devices", K, 0, {"process": "diurnal", "window": [0, 24]})
+    for t in (0.0, 3 * 3600.0, 23.9 * 3600.0):
+        assert pop.online(np.arange(K), t, 1).all()
+
+
+def test_repeated_csv_columns_are_refused(tmp_path):
+    path = tmp_path / "tiers.csv"
+    path.write_text("tier,share,speed,down,up,dropout,speed\nall,1,50,1e6,1e6,0.1,60\n")
+    with pytest.raises(ValueError, match=r"tiers.csv: column\(s\) speed appear more than once"):
+        read_population_csv(str(path), K)
+
+
+def test_a_named_pipe_as_population_file_is_refused(tmp_path):
+    fifo = tmp_path / "pipe.csv"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="pipe.csv"):
+        read_population_csv(str(fifo), K)
+
+
+def test_per_client_csv_with_many_tiers_matches_the_medians(tmp_path):
+    n, tiers = 5000, 1000
+    rng = np.random.default_rng(0)
+    speed = rng.uniform(1, 100, n)
+    label = rng.integers(0, tiers, n)
+    path = tmp_path / "clients.csv"
+    path.write_text("id,tier,speed,down,up,dropout\n" + "".join(
+        f"{k},t{label[k]:04d},{float(speed[k])!r},1e6,1e6,0.1\n" for k in range(n)))
+    read, table = read_population_csv(str(path), n)
+    assert [t.name for t in read] == [f"t{g:04d}" for g in sorted(set(label))]
+    for tier in read:
+        assert tier.speed == np.median(speed[label == int(tier.name[1:])])
+    np.testing.assert_array_equal(table["speed"], speed)
+
+
+@pytest.mark.parametrize("build, named", [
+    (lambda: Population("a", 0), "num_clients"),
+    (lambda: Population(5, "x"), "seed"),
+    (lambda: Population(5, -1), "seed"),
+    (lambda: Population(5, 0, tiers=[]), "tiers"),
+    (lambda: Population(5, 0, online_probs=["a", 1, 1]), "online_probs"),
+    (lambda: build_population("devices", 5, 0, {"window": ["a", 1]}), "window"),
+    (lambda: build_population("devices", 5, 0, {"speeds": ["a", "b", "c"]}), "speeds"),
+])
+def test_refusals_name_their_argument(build, named):
+    with pytest.raises(ValueError, match=named):
+        build()

@@ -16,9 +16,10 @@ def _history(hours):
 def test_tier_table_lists_each_tier_of_each_rule():
     table = tier_table({"fedavg": _history(2.0), "afl": _history(1.5)})
     lines = table.splitlines()
-    assert lines[0].split() == ["rule", "hours", "tier", "acc", "%", "kept", "%", "wasted", "%"]
-    assert lines[1].split() == ["fedavg", "2.00", "0", "25.00", "10.00", "50.00"]
-    assert lines[2].split() == ["1", "75.00", "20.00", "30.00"]
+    assert lines[0].split() == ["rule", "hours", "tier", "acc", "kept", "wasted"]
+    assert lines[1].split() == ["fedavg", "2.00", "0", "0.250", "0.100", "0.500"]
+    assert lines[2].split() == ["1", "0.750", "0.200", "0.300"]
+    assert "fractions in [0, 1]" in lines[-1]
     assert lines[3].split()[:2] == ["afl", "1.50"]
     assert tier_table({"fedavg": [{"round": 1, "acc_mean": 0.5}]}) == ""
 

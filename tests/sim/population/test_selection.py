@@ -155,8 +155,51 @@ def test_state_continues_exactly_and_refuses_what_does_not_fit():
 
 @pytest.mark.parametrize("kwargs, match", [
     (dict(name="fast"), "policy must be one of"), (dict(name="all", over_select=0.2), "overselect"),
-    (dict(name="deadline"), "needs one"), (dict(name="deadline", deadline=-1.0), "> 0 seconds"),
+    (dict(name="deadline"), "needs one"),
+    (dict(name="deadline", deadline=-1.0), "number of seconds in \\(0, "),
     (dict(name="overselect", over_select=-0.1), ">= 0")])
 def test_policies_refuse_bad_settings(kwargs, match):
     with pytest.raises(ValueError, match=match):
         Policy(**kwargs)
+
+
+@pytest.mark.parametrize("deadline", [True, "30", float("inf"), 0.0, 1e300])
+def test_a_deadline_is_a_bounded_number_of_seconds(deadline):
+    with pytest.raises(ValueError, match=r"deadline \(--deadline\)"):
+        Policy("deadline", 0.0, deadline)
+
+
+
+@pytest.mark.parametrize("over_select", ["x", True, float("nan")])
+def test_over_select_must_be_a_number(over_select):
+    with pytest.raises(ValueError, match=r"over_select \(--over-select\) must be a number"):
+        Policy("overselect", over_select)
+
+
+@pytest.mark.parametrize("option, value", [("model_bytes", 1e300), ("idle", float("inf")),
+                                           ("idle", 0.0)])
+def test_a_selection_built_directly_bounds_the_clock(option, value):
+    with pytest.raises(ValueError, match=rf"{option} must be in \(0, "):
+        PopulationAvailability(Population(K, 0), Policy(), M, _samples, **{option: value})
+
+
+def test_a_deadline_no_client_can_meet_is_refused_and_one_just_above_keeps_clients():
+    from fastfair.sim.population.devices import Tier
+
+    tier = Tier("only", 1.0, speed=50.0, down=1e6, up=2e5, dropout=0.0)
+    pop = Population(K, 0, tiers=[tier], spread=0.0)
+    quickest = BYTES / 1e6 + 100 / 50.0 + BYTES / 2e5       # one round, computed by hand
+    assert pop.quickest(BYTES, 100.0) == pytest.approx(quickest, rel=1e-15)
+    with pytest.raises(ValueError, match=r"deadline \(--deadline\) .* no client would ever be "
+                                         r"kept; give a deadline above"):
+        PopulationAvailability(pop, Policy("deadline", deadline=quickest * 0.999), M, _samples,
+                               work_fixed=100.0, model_bytes=BYTES)
+    ok = PopulationAvailability(pop, Policy("deadline", deadline=quickest * 1.001), M, _samples,
+                                work_fixed=100.0, model_bytes=BYTES)
+    assert ok.sample(1).size == M
+    spread = Population(K, 0, tiers=[tier], spread=0.3)    # faster draws: a lower bound
+    assert spread.quickest(BYTES, 100.0) < quickest
+    keys = np.arange(K)
+    times = BYTES / spread.down(keys, spread.tier(keys)) + 100 / spread.speed(
+        keys, spread.tier(keys)) + BYTES / spread.up(keys, spread.tier(keys))
+    assert times.min() >= spread.quickest(BYTES, 100.0)

@@ -14,6 +14,7 @@ from fastfair.sim.reporting.stats import SweepRun, select, summarize
 from fastfair.sim.reporting.sweep_report import (
     bounded,
     clipped_errors,
+    column_blocks,
     curve_band,
     label,
     plot_curves,
@@ -252,3 +253,42 @@ def test_curve_band_is_hand_computed_and_clipped_to_zero_and_one():
         curve_band(values, "sd")
     with pytest.raises(ValueError, match=r"values must be \[seeds, rounds\]"):
         curve_band(np.zeros(3), "CI")
+
+
+def test_a_wide_table_splits_into_blocks_that_fit_the_width():
+    runs = _sweep()
+    rows = summarize(runs, METRICS, "fedavg", select(runs))
+    whole = sweep_table(rows, METRICS, "fedavg").splitlines()
+    assert len(whole[0]) > 80
+    split = sweep_table(rows, METRICS, "fedavg", width=80).splitlines()
+    assert max(map(len, split)) <= 80                 # the notes wrapped too
+    table = split[:split.index(next(line for line in split if line.startswith("(mean")))]
+    headers = [line for line in table if line.startswith("point")]
+    assert len(headers) >= 2                      # every block repeats the point and n
+    names = [h.split(None, 2)[2] for h in headers]
+    assert " ".join(names).split() == whole[0].split()[2:]   # every column once, in order
+    assert sum(line.startswith("*term(tilt=1)") for line in table) == len(headers)
+
+
+def test_column_blocks_keep_order_and_put_a_too_wide_column_alone():
+    assert column_blocks([10, 10, 10], 5, None) == [[0, 1, 2]]
+    assert column_blocks([10, 10, 10], 5, 25) == [[0, 1], [2]]
+    assert column_blocks([50, 10], 5, 25) == [[0], [1]]
+
+
+def test_plots_leave_pyplots_backend_and_figures_alone(tmp_path):
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    before = matplotlib.get_backend()
+    plt.switch_backend("svg")            # a notebook's or a user's own choice, not Agg
+    try:
+        opened = plt.get_fignums()
+        runs = _sweep()
+        plot_tradeoff(tmp_path / "t.png", runs)
+        plot_curves(tmp_path / "c.png", runs)
+        assert (tmp_path / "t.png").read_bytes().startswith(PNG)
+        assert (tmp_path / "c.png").read_bytes().startswith(PNG)
+        assert matplotlib.get_backend() == "svg" and plt.get_fignums() == opened
+    finally:
+        plt.switch_backend(before)
