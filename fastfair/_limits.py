@@ -89,28 +89,6 @@ def check_tree(value: Any, where: str, *, max_values: int = MAX_VALUES,
         stack.extend((child, False) for child in children)
 
 
-def check_declared_bytes(declared: int, available: int, where: str, what: str) -> None:
-    """Refuses a header that declares more data than its file holds, before allocating it.
-
-    Parameters
-    ----------
-    declared
-        The bytes the header says follow (e.g. ``prod(shape) * itemsize``).
-    available
-        The bytes the file (or the archive member) actually holds after the header.
-    where, what
-        The file and the part of it, for the message.
-
-    Raises
-    ------
-    ValueError
-        ``"<where>: <what> declares N bytes, but the file holds M"``.
-    """
-    if declared > available:
-        raise ValueError(f"{where}: {what} declares {declared} bytes of data, but the file "
-                         f"holds {available}; the file is truncated or corrupt")
-
-
 def npz_array_header(zf: zipfile.ZipFile, member: str, where: str,
                      file_bytes: int) -> Tuple[Tuple[int, ...], np.dtype]:
     """Shape and dtype of array ``member`` of an open ``.npz``, read from its header alone and

@@ -24,6 +24,7 @@ from fastfair.cli_options import (
     parse_rule_options,
 )
 from fastfair.cli_parser import DEFAULT_RULES, DEFAULT_SEEDS, build_parser
+from fastfair.sim import run_files
 
 #: The packages of the ``sim`` extra that ``simulate`` and ``sweep`` import; without one, the
 #: command says what to install (``help``, ``rules`` and the option checks need NumPy alone).
@@ -193,7 +194,7 @@ def simulate(args: argparse.Namespace) -> int:
             print(result.table(terminal_width()) if isinstance(result, SweepResult)
                   else result.table(), flush=True)
             files = sorted(p.name for p in result.out.iterdir()
-                           if p.name not in ("config.json", "sweep.json"))
+                           if p.name not in (run_files.EXPERIMENT_CONFIG, run_files.SWEEP_CONFIG))
             LOG.info("wrote %s/%s", result.out, ", ".join(files))
         return 0
     finally:

@@ -1,7 +1,7 @@
 """The options of ``fastfair simulate`` and ``fastfair sweep`` that set a
 :class:`~fastfair.sim.config.SimulationConfig` field, made from the fields themselves: each
 field's name, type and default, and the help, section, choices and value name of its metadata
-(:func:`fastfair.sim.config.doc`). A new field is a new option of both commands, with nothing
+(:func:`fastfair.sim.settings.doc`). A new field is a new option of both commands, with nothing
 to change here or in :mod:`fastfair.cli`.
 
 A field ``some_name`` is the option ``--some-name``: a flag for a bool, ``KEY=VALUE``
@@ -107,7 +107,9 @@ def key_values(pairs: Sequence[Any], flag: str) -> Dict[str, Any]:
 
 def config_fields(cls: type) -> List[dataclasses.Field]:
     """The fields of the configuration class ``cls`` that are options of their own."""
-    return [f for f in dataclasses.fields(cls) if f.name not in HAND_WRITTEN]
+    from fastfair.sim.settings import ordered_fields
+
+    return [f for f in ordered_fields(cls) if f.name not in HAND_WRITTEN]
 
 
 def flag(f: dataclasses.Field) -> str:

@@ -24,12 +24,13 @@ clients at once):
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple, Type
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
 from fastfair.aggregators._checks import check_scalar
 from fastfair.aggregators.names import OBJECTIVE_NAMES as OBJECTIVE_NAMES  # re-exported
+from fastfair.aggregators.names import OBJECTIVES as OBJECTIVES  # re-exported
 
 #: Config key naming the objective kind (``"proximal"``, ``"propfair"``, ``"cvar"``).
 OBJECTIVE_KEY = "fastfair-objective"
@@ -295,6 +296,3 @@ OBJECTIVE_RULES: Dict[str, Tuple[str, Tuple[str, ...]]] = {
     "propfair": ("propfair", ("M", "epsilon", "extension")),
 }
 
-#: Every objective kind, by the name a client config carries.
-OBJECTIVES: Dict[str, Type[ClientObjective]] = {
-    c.kind: c for c in (ClientObjective, ProximalObjective, PropFairObjective, CVaRObjective)}

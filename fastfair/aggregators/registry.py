@@ -16,29 +16,17 @@ built.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Type
+from typing import Any, Dict, List, Mapping
 
 from fastfair._options import OptionSpec, check_name, check_options, signature_options
-from fastfair.aggregators.aaggff import AAggFFD, AAggFFS
-from fastfair.aggregators.afl import AFL
 from fastfair.aggregators.base import Aggregator
-from fastfair.aggregators.fedavg import FairAvg, FedAvg, FedProx
-from fastfair.aggregators.fedcvar import FedCVaRAvg
-from fastfair.aggregators.fedmaba import FedMABA
-from fastfair.aggregators.fedmgda import FedMGDA
+from fastfair.aggregators.names import RULES as RULES  # re-exported
+from fastfair.aggregators.names import SERVER_OPTIMIZERS
 from fastfair.aggregators.objectives import OBJECTIVE_NAMES, OBJECTIVE_RULES
-from fastfair.aggregators.propfair import PropFair
-from fastfair.aggregators.qfedavg import QFedAvg
-from fastfair.aggregators.server_opt import SERVER_OPTIMIZERS, ServerOptimizer
-from fastfair.aggregators.term import TERM
-
-#: Every rule by its public name (its class's ``name``).
-RULES: Dict[str, Type[Aggregator]] = {
-    c.name: c for c in (FedAvg, FairAvg, FedProx, AAggFFD, AAggFFS, FedMABA, FedCVaRAvg, QFedAvg,
-                        TERM, AFL, PropFair, FedMGDA)}
+from fastfair.aggregators.server_opt import ServerOptimizer
 
 
-def _lookup(kind: str, name: Any, table: Dict[str, Any]) -> Any:
+def _lookup(kind: str, name: Any, table: Mapping[str, Any]) -> Any:
     check_name(kind, name, list(table))
     return table[name]
 

@@ -21,13 +21,14 @@ correction). The moment buffers live in the framework, device and dtype of the p
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Dict, List, Optional, Tuple, Type, cast
+from typing import Any, ClassVar, Dict, List, Optional, Tuple, cast
 
 import numpy as np
 
 from fastfair._arrays import framework_or_none, from_host, is_floating
 from fastfair.aggregators._checks import check_count, check_scalar
 from fastfair.aggregators.base import FORMAT_VERSION
+from fastfair.aggregators.names import SERVER_OPTIMIZERS as SERVER_OPTIMIZERS  # re-exported
 from fastfair.state import StateDict
 
 
@@ -331,7 +332,3 @@ class FedAdagrad(_Adaptive):
     def _second_moment(self, v: Any, sq: Any) -> None:
         v += sq
 
-
-#: Every server optimiser by name.
-SERVER_OPTIMIZERS: Dict[str, Type[ServerOptimizer]] = {
-    c.name: c for c in (SGD, FedAvgM, FedAdam, FedYogi, FedAdagrad)}

@@ -4,29 +4,29 @@ line between a federated and a local model) and Ditto (a personal model per clie
 toward the global one). No simulator code: :mod:`fastfair.sim` runs them.
 """
 
-from typing import Dict
+from typing import Any, Dict
 
-from fastfair._options import OptionSpec, check_name, dataclass_options
+from fastfair._options import OptionSpec, dataclass_options
+from fastfair._table import Table
 
-#: The methods by the public name the simulator and the command line use.
-METHODS = ("fedevg", "superfed-mm", "superfed-lm", "ditto")
+#: The methods by the public name the simulator and the command line use, each with the
+#: dataclass of its options (``rule_options``), imported on first lookup (torch for FedEvg).
+METHODS: Table[Any] = Table("method", targets={
+    "fedevg": "fastfair.methods.fedevg:FedEvgOptions",
+    "superfed-mm": "fastfair.methods.superfed:SuperFedOptions",
+    "superfed-lm": "fastfair.methods.superfed:SuperFedOptions",
+    "ditto": "fastfair.methods.ditto:DittoOptions"})
+#: Fields of a method's options that its name sets (SuPerFed's ``mode``: ``superfed-mm``,
+#: ``superfed-lm``), so that are not options of their own.
+SET_BY_NAME = ("mode",)
 
 
 def method_options(name: str) -> Dict[str, OptionSpec]:
     """The options of method ``name`` (its ``rule_options``, ``--rule-option``) with their
-    defaults: :class:`~fastfair.methods.fedevg.FedEvgOptions`' fields for FedEvg,
-    :class:`~fastfair.methods.superfed.SuperFedOptions`' but ``mode`` (which the name sets) for
-    SuPerFed, :class:`~fastfair.methods.ditto.DittoOptions`' for Ditto. Imports the method (and
-    torch for FedEvg) only when asked."""
-    check_name("method", name, list(METHODS))
-    if name == "fedevg":
-        from fastfair.methods.fedevg import FedEvgOptions
-
-        return dataclass_options(FedEvgOptions)
-    if name == "ditto":
-        from fastfair.methods.ditto import DittoOptions
-
-        return dataclass_options(DittoOptions)
-    from fastfair.methods.superfed import SuperFedOptions
-
-    return {k: v for k, v in dataclass_options(SuperFedOptions).items() if k != "mode"}
+    defaults: the fields of its options class in :data:`METHODS`
+    (:class:`~fastfair.methods.fedevg.FedEvgOptions`,
+    :class:`~fastfair.methods.superfed.SuperFedOptions`,
+    :class:`~fastfair.methods.ditto.DittoOptions`) but those its name sets
+    (:data:`SET_BY_NAME`). Imports the method (and torch for FedEvg) only when asked."""
+    METHODS.check(name)
+    return {k: v for k, v in dataclass_options(METHODS[name]).items() if k not in SET_BY_NAME}

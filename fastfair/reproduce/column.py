@@ -11,6 +11,7 @@ from typing import Any, Optional, Sequence, Tuple
 
 from fastfair.reproduce.prepare import build_split
 from fastfair.reproduce.table import Column, TableSpec
+from fastfair.sim import run_files
 
 LOG = logging.getLogger("fastfair")
 
@@ -24,9 +25,9 @@ def run_column(spec: TableSpec, column: Column, run: Any, config: Any, folder: O
     from fastfair.sim.experiments.loading import load_run
     from fastfair.sim.experiments.sweep import CONFIG, Sweep
 
-    if resume and (out / "sweep_summary.json").exists():
+    if resume and (out / run_files.SWEEP_SUMMARY_JSON).exists():
         return load_run(out), False
-    if resume and (out / "checkpoint.pt").exists():
+    if resume and (out / run_files.CHECKPOINT).exists():
         return Sweep.resume(out, progress=progress, threads=threads).run(), True
     if resume and (out / CONFIG).exists():
         shutil.rmtree(out)  # a column stopped before its first checkpoint: run it again

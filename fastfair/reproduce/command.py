@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from fastfair.sim import run_files
+
 LOG = logging.getLogger("fastfair")
 
 
@@ -40,7 +42,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 #: The file of a table's folder that holds what ``--resume`` needs to finish it.
-SETTINGS = "reproduce.json"
+SETTINGS = run_files.REPRODUCE_SETTINGS
 #: What ``--resume`` may be given with: how the table is executed and shown, not what it runs.
 RESUME_COMPANIONS = {"command", "resume", "device", "threads", "quiet"}
 

@@ -26,34 +26,22 @@ from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from fastfair._options import OptionSpec, check_options
+from fastfair._options import OptionSpec, check_options, signature_options
 from fastfair.sim.data.arrays import ArrayDataset
 from fastfair.sim.data.vision import find_files, match_test_split, read_idx
 from fastfair.sim.seeding import Stream, numpy_rng
 
-#: Each split's options with their types and defaults.
-SPLIT_OPTIONS: Dict[str, Dict[str, OptionSpec]] = {
-    "mnist-powerlaw": {"clients": OptionSpec("clients", int, 1000),
-                       "sigma": OptionSpec("sigma", float, 2.0),
-                       "seed": OptionSpec("seed", int, 0)},
-    "mnist-rare": {"clients": OptionSpec("clients", int, 30),
-                   "rare_clients": OptionSpec("rare_clients", int, 3),
-                   "rare_classes": OptionSpec("rare_classes", List[int], [8, 9]),
-                   "seed": OptionSpec("seed", int, 0)},
-}
-
 
 def check_split(name: str, options: Dict[str, Any]) -> None:
-    """Raises ValueError naming ``name`` unless it is a split of :data:`SPLIT_OPTIONS` and
+    """Raises ValueError naming ``name`` unless it is a split of :data:`SPLITS` and
     ``options`` are among its options with the right types."""
-    if name not in SPLIT_OPTIONS:
-        raise ValueError(f"prepare {name!r} is not a split; choose from "
-                         f"{', '.join(SPLIT_OPTIONS)}")
-    check_options(f"prepare {name!r}", options, SPLIT_OPTIONS[name])
+    if name not in SPLITS:
+        raise ValueError(f"prepare {name!r} is not a split; choose from {', '.join(SPLITS)}")
+    check_options(f"prepare {name!r}", options, split_options(name))
 
 
 def build_split(name: str, data_dir: str, options: Dict[str, Any]) -> ArrayDataset:
-    """The clients of split ``name`` (:data:`SPLIT_OPTIONS`) from the files in ``data_dir``.
+    """The clients of split ``name`` (:data:`SPLITS`) from the files in ``data_dir``.
 
     Parameters
     ----------
@@ -72,9 +60,7 @@ def build_split(name: str, data_dir: str, options: Dict[str, Any]) -> ArrayDatas
         ``mnist-rare`` also gives each client its group (0 frequent, 1 rare).
     """
     check_split(name, options)
-    values = {k: spec.default for k, spec in SPLIT_OPTIONS[name].items()}
-    values.update(options)
-    return _SPLITS[name](data_dir, **values)
+    return SPLITS[name](data_dir, **options)
 
 
 def _mnist(data_dir: str) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -157,7 +143,8 @@ def rare_parts(labels: np.ndarray, clients: int, rare_clients: int, rare_classes
     return [np.sort(p) for p in common + scarce]
 
 
-def _powerlaw(data_dir: str, clients: int, sigma: float, seed: int) -> ArrayDataset:
+def _powerlaw(data_dir: str, clients: int = 1000, sigma: float = 2.0,
+              seed: int = 0) -> ArrayDataset:
     x, y, x_test, y_test = _mnist(data_dir)
     parts = powerlaw_parts(y, clients, sigma, seed)
     tests = match_test_split(parts, y, y_test, 10, seed)
@@ -165,8 +152,8 @@ def _powerlaw(data_dir: str, clients: int, sigma: float, seed: int) -> ArrayData
                         [(x_test[p], y_test[p]) for p in tests], num_classes=10)
 
 
-def _rare(data_dir: str, clients: int, rare_clients: int, rare_classes: List[int],
-          seed: int) -> ArrayDataset:
+def _rare(data_dir: str, clients: int = 30, rare_clients: int = 3,
+          rare_classes: Sequence[int] = (8, 9), seed: int = 0) -> ArrayDataset:
     x, y, x_test, y_test = _mnist(data_dir)
     parts = rare_parts(y, clients, rare_clients, rare_classes, seed)
     tests = rare_parts(y_test, clients, rare_clients, rare_classes, seed,
@@ -176,8 +163,15 @@ def _rare(data_dir: str, clients: int, rare_clients: int, rare_classes: List[int
                         [(x_test[p], y_test[p]) for p in tests], num_classes=10, groups=groups)
 
 
-_SPLITS: Dict[str, Callable[..., ArrayDataset]] = {"mnist-powerlaw": _powerlaw,
-                                                   "mnist-rare": _rare}
+#: Every split by name; its options (with their types and defaults) are its builder's keyword
+#: arguments (:func:`split_options`).
+SPLITS: Dict[str, Callable[..., ArrayDataset]] = {"mnist-powerlaw": _powerlaw,
+                                                  "mnist-rare": _rare}
+
+
+def split_options(name: str) -> Dict[str, OptionSpec]:
+    """The options of split ``name`` (:data:`SPLITS`) with their types and defaults."""
+    return signature_options(SPLITS[name], skip=("data_dir",))
 
 
 def data_folder(root: str, name: str) -> str:

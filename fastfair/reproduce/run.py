@@ -59,6 +59,7 @@ from fastfair import _machine
 from fastfair.reproduce import column as columns
 from fastfair.reproduce.prepare import data_folder
 from fastfair.reproduce.table import Column, TableSpec, column_folder
+from fastfair.sim import run_files
 from fastfair.sim.reporting.stats import mean_ci, paired_difference
 
 
@@ -499,7 +500,7 @@ def write_outputs(table: TableResult, out: Path) -> None:
     with files.atomic(out / "table.md", text=True) as f:
         f.write(markdown(table))
     machine = _machine.summary(table.machine)
-    with files.atomic(out / "table.csv", text=True) as f:
+    with files.atomic(out / run_files.TABLE_CSV, text=True) as f:
         writer = csv.DictWriter(f, fieldnames=(*FIELDS, "machine"))
         writer.writeheader()
         for row in table.rows:
@@ -511,7 +512,7 @@ def write_outputs(table: TableResult, out: Path) -> None:
         "full": table.full, "seconds": table.seconds, "load_average": list(table.load),
         "machine": table.machine, "command": table.command, "unfinished": table.pending,
         "rows": [_finite(asdict(r)) for r in table.rows]}
-    with files.atomic(out / "table.json", text=True) as f:
+    with files.atomic(out / run_files.TABLE_JSON, text=True) as f:
         f.write(json.dumps(record, indent=1) + "\n")
 
 

@@ -96,6 +96,24 @@ class Distributed:
         full[self.my_slice(m)] = rows
         return self.sum(full)
 
+    def max_int(self, value: int) -> int:
+        """The largest of every process's ``value`` (``value`` itself when alone): one
+        all-reduce of one int64, which every process must call at the same point."""
+        if self.world_size == 1:
+            return value
+        import torch.distributed as dist
+
+        held = torch.tensor([value], dtype=torch.int64, device=self.device)
+        dist.all_reduce(held, op=dist.ReduceOp.MAX)
+        return int(held.item())
+
+    def barrier(self) -> None:
+        """Waits until every process gets here (nothing when alone)."""
+        if self.world_size > 1:
+            import torch.distributed as dist
+
+            dist.barrier()
+
     def sum(self, tensor: torch.Tensor) -> torch.Tensor:
         if self.world_size > 1:
             import torch.distributed as dist

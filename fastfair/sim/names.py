@@ -4,10 +4,11 @@ and the selection policies.
 
 A data set's builder is registered with :func:`~fastfair.sim.registry.register_dataset` in
 :mod:`fastfair.sim.data.catalog`, a model's with :func:`~fastfair.sim.registry.register_model`
-in :mod:`fastfair.sim.models.catalog`; this module imports both catalogs, which import their
-loaders and networks (and torch) only when a builder runs, so the names cost a few milliseconds
-to read. The command line's help, its listings and
-:class:`~fastfair.sim.config.SimulationConfig`'s checks read them here.
+in :mod:`fastfair.sim.models.catalog`; each table imports its catalog on its first lookup
+(:class:`~fastfair._table.Table`), and the catalogs import their loaders and networks (and
+torch) only when a builder runs, so the names cost a few milliseconds to read. The command
+line's help, its listings and :class:`~fastfair.sim.config.SimulationConfig`'s checks read them
+here.
 
 .. code-block:: python
 
@@ -22,11 +23,9 @@ names.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
-# The built-in data sets and models register themselves when their catalogs are imported.
-from fastfair.sim.data import catalog as _data_catalog  # noqa: F401
-from fastfair.sim.models import catalog as _model_catalog  # noqa: F401
+from fastfair._table import Table
 from fastfair.sim.registry import (
     DATASETS,
     MODELS,
@@ -41,14 +40,20 @@ from fastfair.sim.registry import (
     list_models,
 )
 
-#: Which clients can take part in a round (the keys of
-#: :data:`fastfair.sim.rounds.availability.AVAILABILITY`, in their order).
-AVAILABILITY = ("uniform", "bernoulli", "ram")
+_R = "fastfair.sim.rounds.availability:"
+#: Which clients can take part in a round: each availability process by name, its class
+#: imported on first lookup (:data:`fastfair.sim.rounds.availability.AVAILABILITY`).
+AVAILABILITY_PROCESSES: Table[Any] = Table("availability", targets={
+    "uniform": _R + "UniformAvailability", "bernoulli": _R + "BernoulliAvailability",
+    "ram": _R + "RandomAccessAvailability"})
+#: Their names alone, in order, for the command line's choices.
+AVAILABILITY = tuple(AVAILABILITY_PROCESSES)
 #: How a device population's invited clients are kept: wait for all, over-select, or a
 #: deadline (:mod:`fastfair.sim.population.selection`).
 POLICIES = ("all", "overselect", "deadline")
 
-__all__ = ["AVAILABILITY", "DATASETS", "MODELS", "POLICIES", "DatasetSpec", "ModelSpec",
+__all__ = ["AVAILABILITY", "AVAILABILITY_PROCESSES", "DATASETS", "MODELS", "POLICIES",
+           "DatasetSpec", "ModelSpec",
            "check_pair", "get_dataset", "get_dataset_builder", "get_dataset_counter",
            "get_model", "get_model_builder", "list_datasets", "list_models",
            "default_model_note"]

@@ -1,8 +1,9 @@
 """The registries of the simulator's data sets and models, filled where each builder is defined:
 :func:`register_dataset` and :func:`register_model` put a builder and its :class:`DatasetSpec` or
-:class:`ModelSpec` here. :mod:`fastfair.sim.names` reads them, after importing the catalogs
-that register every built-in one (:mod:`fastfair.sim.data.catalog`,
-:mod:`fastfair.sim.models.catalog`). Plain data: importing this costs nothing.
+:class:`ModelSpec` here. Each table (:class:`~fastfair._table.Table`) imports the catalog that
+registers every built-in one (:mod:`fastfair.sim.data.catalog`,
+:mod:`fastfair.sim.models.catalog`) on its first lookup, so it answers in full whatever was
+imported first. Plain data: importing this costs nothing.
 
 .. code-block:: python
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, TypeVar
 
-from fastfair._options import check_name
+from fastfair._table import Table
 
 Builder = TypeVar("Builder", bound=Callable[..., Any])
 
@@ -31,7 +32,10 @@ class DatasetSpec(NamedTuple):
     ``npz`` (one file per client), ``images`` (image files in class folders) or ``table``
     (UCI Adult's CSV files); ``natural_split``: the clients are the data set's users;
     ``inputs``: what its samples are (``features``, ``image``, ``tokens`` with one label,
-    ``next-token`` with a label per position; None: known once the files are read)."""
+    ``next-token`` with a label per position; None: known once the files are read);
+    ``options``: the fields of :class:`~fastfair.sim.data.settings.DataSettings` its builder
+    reads (others set to non-defaults are refused); ``column_partitions``: ``--partition`` may
+    also be ``column:...`` (a client per value of a column)."""
 
     name: str
     family: str
@@ -39,6 +43,8 @@ class DatasetSpec(NamedTuple):
     natural_split: bool
     inputs: Optional[str]
     summary: str
+    options: Tuple[str, ...] = ()
+    column_partitions: bool = False
 
 
 class ModelSpec(NamedTuple):
@@ -52,19 +58,17 @@ class ModelSpec(NamedTuple):
     summary: str
 
 
-#: Every data set by its public name (``--dataset``), in registration order.
-DATASETS: Dict[str, DatasetSpec] = {}
-#: Every model by its public name (``--model``) with the inputs it takes, in registration order.
-MODELS: Dict[str, Tuple[str, ...]] = {}
+#: Every data set by its public name (``--dataset``), in registration order; filled from
+#: :mod:`fastfair.sim.data.catalog` on first lookup.
+DATASETS: Table[DatasetSpec] = Table("dataset", fill=("fastfair.sim.data.catalog",))
+#: Every model by its public name (``--model``) with the inputs it takes, in registration order;
+#: filled from :mod:`fastfair.sim.models.catalog` on first lookup.
+MODELS: Table[Tuple[str, ...]] = Table("model", fill=("fastfair.sim.models.catalog",))
+# What registration stores beside each name (written with it, read after a lookup fills it).
 _DATASET_BUILDERS: Dict[str, Callable[..., Any]] = {}
 _DATASET_COUNTERS: Dict[str, Callable[[str, str], int]] = {}
 _MODEL_SPECS: Dict[str, ModelSpec] = {}
 _MODEL_BUILDERS: Dict[str, Callable[..., Any]] = {}
-
-
-def _unique(kind: str, name: str, table: Dict[str, Any]) -> None:
-    if name in table:
-        raise ValueError(f"{kind} {name!r} is registered twice; give the second one another name")
 
 
 def register_dataset(*specs: DatasetSpec,
@@ -94,9 +98,7 @@ def register_dataset(*specs: DatasetSpec,
     """
     def register(build: Builder) -> Builder:
         for spec in specs:
-            _unique("data set", spec.name, DATASETS)
-        for spec in specs:
-            DATASETS[spec.name] = spec
+            DATASETS.add(spec.name, spec)
             _DATASET_BUILDERS[spec.name] = build
             if count is not None:
                 _DATASET_COUNTERS[spec.name] = count
@@ -122,8 +124,7 @@ def register_model(spec: ModelSpec) -> Callable[[Builder], Builder]:
         Returns the builder unchanged.
     """
     def register(build: Builder) -> Builder:
-        _unique("model", spec.name, MODELS)
-        MODELS[spec.name] = tuple(spec.inputs)
+        MODELS.add(spec.name, tuple(spec.inputs))
         _MODEL_SPECS[spec.name] = spec
         _MODEL_BUILDERS[spec.name] = build
         return build
@@ -144,13 +145,13 @@ def list_models() -> List[str]:
 def get_dataset(name: str) -> DatasetSpec:
     """The :class:`DatasetSpec` of data set ``name`` (ValueError listing the names if
     unknown)."""
-    check_name("dataset", name, list(DATASETS))
+    DATASETS.check(name)
     return DATASETS[name]
 
 
 def get_model(name: str) -> ModelSpec:
     """The :class:`ModelSpec` of model ``name`` (ValueError listing the names if unknown)."""
-    check_name("model", name, list(MODELS))
+    MODELS.check(name)
     return _MODEL_SPECS[name]
 
 
@@ -163,8 +164,8 @@ def get_dataset_builder(name: str) -> Callable[..., Any]:
 def get_dataset_counter(name: str) -> Callable[[str, str], int]:
     """``count(data_dir, partition)`` of a data set with its own clients, or whose partitions
     may fix them (ValueError for one split into ``--clients``)."""
+    get_dataset(name)
     if name not in _DATASET_COUNTERS:
-        get_dataset(name)
         raise ValueError(f"{name} has no clients of its own: it is split into --clients")
     return _DATASET_COUNTERS[name]
 

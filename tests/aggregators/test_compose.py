@@ -96,10 +96,10 @@ def test_a_proximal_objective_built_directly_checks_mu(mu):
 ])
 def test_a_proximal_step_that_diverges_is_refused_before_a_run(settings):
     from fastfair.sim.config import SimulationConfig
-    from fastfair.sim.rounds.build import check_rule
+    from fastfair.sim.rounds.build import RulePlan
 
     config = SimulationConfig(clients=4, per_round=2, lr=0.1, **settings)
     with pytest.raises(ValueError, match=r"objective 'proximal': mu = .* lr \* mu = .* >= 2"):
-        check_rule(config)
-    check_rule(SimulationConfig(clients=4, per_round=2, lr=0.1, rule="fedprox",
-                                rule_options={"mu": 19.0}))
+        RulePlan(config)
+    RulePlan(SimulationConfig(clients=4, per_round=2, lr=0.1, rule="fedprox",
+                              rule_options={"mu": 19.0}))

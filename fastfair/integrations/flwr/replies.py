@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from logging import WARNING
+from logging import INFO, WARNING
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
@@ -89,6 +89,22 @@ def _measure(keys: List[str], sent: List[np.ndarray], arrays: List[np.ndarray]
     if not math.isfinite(sq):
         return None, "its update is too large to measure (the norm overflows float64)"
     return sq, None
+
+
+def split_replies(replies: List[Message], is_train: bool) -> Tuple[List[Message], List[Message]]:
+    """``(with content, with an error)``: the round's replies split by
+    :meth:`~flwr.app.Message.has_error`, each error logged with its node, as Flower's
+    strategies log them (``aggregate_train: Received 3 results and 1 failures``)."""
+    valid = [msg for msg in replies if not msg.has_error()]
+    failed = [msg for msg in replies if msg.has_error()]
+    if not replies:
+        return valid, failed
+    log(INFO, "%s: Received %s results and %s failures",
+        "aggregate_train" if is_train else "aggregate_evaluate", len(valid), len(failed))
+    for msg in failed:
+        log(INFO, "\t> Received error in reply from node %d: %s", msg.metadata.src_node_id,
+            msg.error.reason)
+    return valid, failed
 
 
 class ReplyReader:

@@ -33,7 +33,13 @@ from fastfair.integrations.flwr.arrays import array_to_numpy, numpy_to_array
 from fastfair.integrations.flwr.client import RECEIVED_LOSS_KEY, client_config
 from fastfair.integrations.flwr.metrics import add_round_metrics, average_metrics
 from fastfair.integrations.flwr.nodes import NodeNumbering, checked_node_ids
-from fastfair.integrations.flwr.replies import Model, ReplyReader, _non_finite, _Reply
+from fastfair.integrations.flwr.replies import (
+    Model,
+    ReplyReader,
+    _non_finite,
+    _Reply,
+    split_replies,
+)
 from fastfair.integrations.flwr.selection import ReplySelection
 from fastfair.state import StateDict
 
@@ -256,8 +262,7 @@ class FastFairStrategy(_FlowerFedAvg):
         if self._sent is None:
             raise AggregationError("aggregate_train was called before configure_train: the "
                                    "strategy needs the model it sent")
-        valid, failed = self._check_and_log_replies(list(replies), is_train=True,
-                                                    validate=False)
+        valid, failed = split_replies(list(replies), is_train=True)
         valid, late = self.selection.select(valid)
         usable = self.replies.read(server_round, valid, self._sent, self._numbering)
         dropped = len(failed) + len(late) + len(valid) - len(usable)
@@ -289,7 +294,7 @@ class FastFairStrategy(_FlowerFedAvg):
         ``MetricRecord`` is left out with a log line (Flower's FedAvg raises on it), and the
         default :func:`average_metrics` never raises; a user's ``evaluate_metrics_aggr_fn``
         that raises is logged and the round has no evaluation metrics."""
-        valid, _ = self._check_and_log_replies(list(replies), is_train=False, validate=False)
+        valid, _ = split_replies(list(replies), is_train=False)
         contents = self.replies.evaluate_contents(valid)
         if not contents:
             return None

@@ -39,6 +39,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from fastfair._files import read_regular_file
+from fastfair.sim.data.settings import ADULT_FEATURES as FEATURES
 from fastfair.sim.data.vision import SplitArrays
 
 LOGGER = logging.getLogger("fastfair.sim.data")
@@ -48,8 +49,6 @@ COLUMNS = ("age", "workclass", "fnlwgt", "education", "education-num", "marital-
            "hours-per-week", "native-country")
 NUMERIC = ("age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week")
 FILES = {"train": "adult.data", "test": "adult.test"}
-#: The encodings of the features (module docstring).
-FEATURES = ("all", "categorical")
 #: How UCI writes a missing value.
 MISSING = "?"
 #: The positions of the numeric columns in a row.

@@ -17,6 +17,7 @@ from fastfair.sim.data.base import (
     resident_split,
     split_sizes,
 )
+from fastfair.sim.data.partitions import PARTITIONS as SCHEMES
 from fastfair.sim.seeding import Stream, numpy_rng
 
 
@@ -225,8 +226,6 @@ class ArrayDataset(FederatedDataset):
         return whole.x, whole.y, whole.counts
 
 
-#: The partition schemes of :func:`partition_labels` (``--partition``).
-SCHEMES = ("iid", "dirichlet", "pathological")
 
 
 def partition_labels(labels: np.ndarray, num_clients: int, scheme: str, *, seed: int,

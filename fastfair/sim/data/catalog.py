@@ -78,7 +78,8 @@ class FileOptions:
 
 # ------------------------------------------------------------------------- generated
 @register_dataset(DatasetSpec("synthetic", "generated", "logreg", False, "features",
-                              "Synthetic(alpha, beta), generated per client"))
+                              "Synthetic(alpha, beta), generated per client",
+                              options=("synthetic_alpha", "synthetic_beta", "max_samples")))
 def _synthetic(config: SimulationConfig) -> FederatedDataset:
     from fastfair.sim.data.synthetic import SyntheticDataset
 
@@ -88,7 +89,8 @@ def _synthetic(config: SimulationConfig) -> FederatedDataset:
 
 @register_dataset(DatasetSpec("grouped", "generated", "logreg", False, "features",
                               "latent groups of power-law sizes, each a shift of a common "
-                              "model"))
+                              "model",
+                              options=("max_samples", "groups", "group_power", "group_shift")))
 def _grouped(config: SimulationConfig) -> FederatedDataset:
     from fastfair.sim.data.grouped import GroupedSyntheticDataset
 
@@ -98,7 +100,8 @@ def _grouped(config: SimulationConfig) -> FederatedDataset:
 
 
 @register_dataset(DatasetSpec("digits", "generated", "logreg", False, "features",
-                              "scikit-learn's digits, split by --partition"))
+                              "scikit-learn's digits, split by --partition",
+                              options=("partition", "group_by_class")))
 def _digits(config: SimulationConfig) -> FederatedDataset:
     from fastfair.sim.data.arrays import digits_dataset
 
@@ -108,6 +111,11 @@ def _digits(config: SimulationConfig) -> FederatedDataset:
 
 
 # ------------------------------------------------------------------------- read from files
+#: The settings a data set read from files reads: its folder; split across clients by
+#: ``--partition``, the scheme and the grouping by class; torchvision's, the downloader too.
+_FILES = ("data_dir",)
+_SPLIT_FILES = ("data_dir", "partition", "group_by_class")
+_VISION = _SPLIT_FILES + ("download",)
 _OPENED: Dict[Tuple[Any, ...], FederatedDataset] = {}
 
 
@@ -140,13 +148,16 @@ def _leaf_users(data_dir: str, partition: str) -> int:
 
 @register_dataset(
     DatasetSpec("femnist", "leaf", "femnist-cnn", True, "image",
-                "LEAF FEMNIST: 28x28 characters of 62 classes, one client per writer"),
+                "LEAF FEMNIST: 28x28 characters of 62 classes, one client per writer",
+                options=_FILES),
     DatasetSpec("shakespeare", "leaf", "char-lstm", True, "next-token",
-                "LEAF Shakespeare: next character of 80-character lines, one client per role"),
+                "LEAF Shakespeare: next character of 80-character lines, one client per role",
+                options=_FILES),
     DatasetSpec("celeba", "leaf", "celeba-cnn", True, "image",
-                "LEAF CelebA: smiling or not from 84x84 faces, one client per celebrity"),
+                "LEAF CelebA: smiling or not from 84x84 faces, one client per celebrity",
+                options=_FILES),
     DatasetSpec("sent140", "leaf", "sent140-lstm", True, "tokens",
-                "LEAF Sent140: tweet sentiment from 25 words, one client per user"),
+                "LEAF Sent140: tweet sentiment from 25 words, one client per user", options=_FILES),
     count=_leaf_users)
 def _leaf(config: FileConfig) -> FederatedDataset:
     from fastfair.sim.data.leaf import LeafDataset
@@ -158,13 +169,14 @@ def _leaf(config: FileConfig) -> FederatedDataset:
 
 @register_dataset(
     DatasetSpec("mnist", "vision", "femnist-cnn", False, "image",
-                "MNIST (torchvision's IDX files), split by --partition"),
+                "MNIST (torchvision's IDX files), split by --partition", options=_VISION),
     DatasetSpec("fmnist", "vision", "femnist-cnn", False, "image",
-                "Fashion-MNIST (torchvision's IDX files), split by --partition"),
+                "Fashion-MNIST (torchvision's IDX files), split by --partition", options=_VISION),
     DatasetSpec("cifar10", "vision", "cifar-cnn", False, "image",
-                "CIFAR-10 (torchvision's python pickles), split by --partition"),
+                "CIFAR-10 (torchvision's python pickles), split by --partition", options=_VISION),
     DatasetSpec("cifar100", "vision", "resnet8", False, "image",
-                "CIFAR-100, fine labels (torchvision's python pickles), split by --partition"))
+                "CIFAR-100, fine labels (torchvision's python pickles), split by --partition",
+                options=_VISION))
 def _vision(config: FileConfig) -> FederatedDataset:
     from fastfair.sim.data.vision import VisionDataset
 
@@ -182,7 +194,8 @@ def _npz_files(data_dir: str, partition: str) -> int:
 
 
 @register_dataset(DatasetSpec("npz-clients", "npz", "mlp", True, None,
-                              "a folder of one .npz per client (x, y, optional x_test, y_test)"),
+                              "a folder of one .npz per client (x, y, optional x_test, y_test)",
+                              options=_FILES),
                   count=_npz_files)
 def _npz(config: FileConfig) -> FederatedDataset:
     from fastfair.sim.data.npz import NpzClients
@@ -200,7 +213,8 @@ def _split_clients(config: FileConfig) -> int:
 
 @register_dataset(DatasetSpec("image-folder", "images", "cifar-cnn", False, "image",
                               "your images in class subfolders (train/<class>/*, "
-                              "test/<class>/*), split by --partition"))
+                              "test/<class>/*), split by --partition",
+                              options=_SPLIT_FILES))
 def _image_folder(config: FileConfig) -> FederatedDataset:
     from fastfair.sim.data.image_folder import ImageFolder
 
@@ -219,7 +233,9 @@ def _adult_clients(data_dir: str, partition: str) -> int:
 @register_dataset(DatasetSpec("adult", "table", "logreg", False, "features",
                               "UCI Adult: income over 50K from census columns (one-hot; "
                               "--adult-features categorical: the q-FFL authors' 99), split by "
-                              "--partition (column:education=Doctorate: AFL's two clients)"),
+                              "--partition (column:education=Doctorate: AFL's two clients)",
+                              options=_SPLIT_FILES + ("adult_features",),
+                              column_partitions=True),
                   count=_adult_clients)
 def _adult(config: FileConfig) -> FederatedDataset:
     from fastfair.sim.data.adult import AdultDataset

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from fastfair import _files as files
-from fastfair.sim import checkpoint
+from fastfair.sim import checkpoint, run_files
 from fastfair.sim.distributed import Distributed, check_device
 from fastfair.sim.experiments import stopping
 from fastfair.sim.reporting import report
@@ -46,7 +46,7 @@ from fastfair.sim.reporting.callbacks import CallbackList, RoundCallback
 from fastfair.sim.rounds.registry import runner_class
 from fastfair.sim.rounds.runner import Runner
 
-CHECKPOINT = "checkpoint.pt"
+CHECKPOINT = run_files.CHECKPOINT
 
 
 # ---------------------------------------------------------------------------------- checks
@@ -274,7 +274,8 @@ def play_alone(runner: Runner, name: str, hooks: RoundCallback, bar: Any,
         if save is not None and checkpoint_every and runner.round % checkpoint_every == 0:
             save(time.perf_counter() - started)
         stopping.check(name, runner.round, None if save is None or not checkpoint_every
-                       else lambda: save(time.perf_counter() - started))
+                       else lambda: save(time.perf_counter() - started), runner.dist,
+                       saves=bool(checkpoint_every))
     bar.close()
     return time.perf_counter() - started
 
@@ -291,7 +292,7 @@ class Orchestration:
     (``CONFIG``), says what it saves there (``_saved_config``) and how to make it again from
     that (``_arguments``)."""
 
-    CONFIG = "config.json"
+    CONFIG = run_files.EXPERIMENT_CONFIG
     #: Whether it runs many runs as one program, whose threads default to the idle cores.
     fills_idle_cores = False
     out: Optional[Path]

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from fastfair import _files as files
-from fastfair.sim import checkpoint
+from fastfair.sim import checkpoint, run_files
 from fastfair.sim.config import SimulationConfig
 from fastfair.sim.data.base import FederatedDataset
 from fastfair.sim.distributed import Distributed
@@ -37,8 +37,8 @@ from fastfair.sim.reporting import report, tidy
 from fastfair.sim.reporting.callbacks import RoundCallback
 from fastfair.sim.rounds.registry import make_runner, runner_class
 
-CONFIG = "config.json"
-MODELS_FILE = "models.pt"
+CONFIG = run_files.EXPERIMENT_CONFIG
+MODELS_FILE = run_files.MODELS
 
 
 @dataclass(repr=False)
@@ -179,8 +179,7 @@ class Experiment(common.Orchestration):
         self._settings(config.device, out, checkpoint_every, progress, dist, threads, callbacks)
         self.configs = {r: dataclasses.replace(config, rule=r, rule_options=options.get(r, {}))
                         for r in rules}
-        for cfg in self.configs.values():
-            runner_class(cfg.rule).validate(cfg)
+        self.plans = {r: runner_class(cfg.rule).validate(cfg) for r, cfg in self.configs.items()}
         self.base = dataclasses.replace(config, rule=rules[0],
                                         rule_options=options.get(rules[0], {}))
         self.rules = rules
@@ -217,7 +216,7 @@ class Experiment(common.Orchestration):
         with common.round_hooks(self.callbacks, self.dist) as hooks:
             for rule in self.rules:
                 runner = make_runner(self.configs[rule], self.dist, dataset=self.dataset,
-                                     model=self.model)
+                                     model=self.model, plan=self.plans[rule])
                 eval_ids = runner.eval_ids
                 if rule in finals:
                     continue
@@ -264,5 +263,5 @@ class Experiment(common.Orchestration):
         model = b.model or DATASETS[b.dataset].default_model
         title = f"{b.dataset}, K={b.clients}, m={b.per_round}, {model}, seed {b.seed}"
         report.plot(self.out, histories, finals, title)
-        with files.atomic(self.out / "summary.json", text=True) as f:
+        with files.atomic(self.out / run_files.SUMMARY, text=True) as f:
             f.write(json.dumps(summary, indent=1))

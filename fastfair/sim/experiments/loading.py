@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from fastfair import _files as files
-from fastfair.sim import checkpoint
+from fastfair.sim import checkpoint, run_files
 from fastfair.sim.experiments import common, experiment, sweep
 from fastfair.sim.experiments.run_folder import kind
 from fastfair.sim.reporting import report
@@ -64,7 +64,7 @@ def load_run(folder: Union[str, Path]) -> Union[experiment.ExperimentResult, swe
 
 def _state(out: Path, saved: Dict[str, Any], name: str) -> Optional[Dict[str, Any]]:
     """The checkpoint of a folder without output files (None when it has them)."""
-    if (out / "metrics.json").exists():
+    if (out / run_files.METRICS_JSON).exists():
         return None
     if not (out / common.CHECKPOINT).exists():
         raise ValueError(f"{out} holds neither metrics.json (a finished run) nor "
@@ -74,7 +74,7 @@ def _state(out: Path, saved: Dict[str, Any], name: str) -> Optional[Dict[str, An
 
 
 def _histories(out: Path) -> Dict[str, List[Dict[str, Any]]]:
-    histories = files.read_json_file(out / "metrics.json", "metrics")
+    histories = files.read_json_file(out / run_files.METRICS_JSON, "metrics")
     if not isinstance(histories, dict):
         raise ValueError(f"{out / 'metrics.json'} is not an object of run histories")
     return histories
@@ -128,11 +128,11 @@ def _load_experiment(out: Path) -> experiment.ExperimentResult:
     state = _state(out, saved, experiment.CONFIG)
     if state is None:
         histories = _histories(out)
-        _same_runs(out / "metrics.json", set(histories), set(saved.get("rules", histories)),
+        _same_runs(out / run_files.METRICS_JSON, set(histories), set(saved.get("rules", histories)),
                    out / experiment.CONFIG)
         finals: Dict[str, np.ndarray] = {}
         eval_ids = np.zeros(0, dtype=np.int64)
-        path = out / "final_accuracy.csv"
+        path = out / run_files.FINAL_ACCURACY_CSV
         if os.path.lexists(path):
             header, rows = _csv(path)
             _columns(path, header, ("client",))
@@ -148,8 +148,8 @@ def _load_experiment(out: Path) -> experiment.ExperimentResult:
             finals = {rule: np.array([_number(path, line, rule, cells[j + 1])
                                       for line, cells in rows], dtype=np.float64)
                       for j, rule in enumerate(header[1:])}
-        summary = files.read_json_file(out / "summary.json", "summary") \
-            if (out / "summary.json").exists() else report.summarize(histories, {})
+        summary = files.read_json_file(out / run_files.SUMMARY, "summary") \
+            if (out / run_files.SUMMARY).exists() else report.summarize(histories, {})
         models = _models(out / experiment.MODELS_FILE)
     else:
         histories = dict(state.get("histories", {}))
@@ -175,8 +175,8 @@ def _load_sweep(out: Path) -> sweep.SweepResult:
     if state is None:
         histories = _histories(out)
         named = {spec.name for spec in specs}
-        _same_runs(out / "metrics.json", set(histories), named, out / sweep.CONFIG)
-        seconds = _run_seconds(out / "sweep_runs.csv", specs)
+        _same_runs(out / run_files.METRICS_JSON, set(histories), named, out / sweep.CONFIG)
+        seconds = _run_seconds(out / run_files.SWEEP_RUNS, specs)
         finals, eval_ids = _sweep_finals(out / sweep.FINALS_FILE)
         _same_runs(out / sweep.FINALS_FILE, set(finals), {
             spec.name for spec in specs if not any("diverged" in r for r in histories[spec.name])

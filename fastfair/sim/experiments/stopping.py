@@ -2,7 +2,8 @@
 
 A run played under :func:`graceful_signals` (the command line plays every run so) turns SIGINT
 (Ctrl-C) and SIGTERM into a request to stop: the round being played finishes, a run with a
-checkpoint saves one at that round boundary (whole: no ``*.tmp`` is left), and
+checkpoint saves one at that round boundary (under torchrun, a signal to any process stops every
+process at the same boundary) (whole: no ``*.tmp`` is left), and
 :class:`Interrupted` says where it stopped; the command line prints it with the command that
 resumes the run and exits 130 (SIGINT) or 143 (SIGTERM). A second signal while stopping ends
 the process at once, as signals do by default.
@@ -21,7 +22,10 @@ import signal
 import threading
 from pathlib import Path
 from types import FrameType
-from typing import Callable, Iterator, List, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, List, Optional
+
+if TYPE_CHECKING:
+    from fastfair.sim.distributed import Distributed
 
 #: The signal that asked the current run to stop (None: none did).
 _requested: List[Optional[int]] = [None]
@@ -60,15 +64,27 @@ def requested() -> Optional[int]:
     return _requested[0]
 
 
-def check(run: str, round: int, save: Optional[Callable[[], None]]) -> None:
-    """At a round boundary: when a stop was requested, calls ``save()`` (when given: the
-    checkpoint of this round) and raises :class:`Interrupted`; else nothing."""
-    signum = _requested[0]
-    if signum is None:
+def check(run: str, round: int, save: Optional[Callable[[], None]],
+          dist: Optional[Distributed] = None, saves: Optional[bool] = None) -> None:
+    """At a round boundary: when a stop was requested of this process or, under ``dist``
+    (several processes), of any of them, every process stops at this same round: calls
+    ``save()`` where given (the checkpoint of this round; rank 0 writes it), waits for every
+    process (so the checkpoint is whole before any exits) and raises :class:`Interrupted`
+    alike on each; else nothing. ``saves``: whether a checkpoint of this round is written by
+    some process (None: whether ``save`` is given here), for the message.
+
+    The request is reduced over the processes (the largest signal number) by one all-reduce
+    of one integer, which every process makes at every round boundary."""
+    signum = _requested[0] or 0
+    if dist is not None:
+        signum = dist.max_int(signum)
+    if not signum:
         return
     if save is not None:
         save()
-    raise Interrupted(signum, run, round, save is not None)
+    if dist is not None:
+        dist.barrier()
+    raise Interrupted(signum, run, round, save is not None if saves is None else saves)
 
 
 def remove_partial_files(out: Path) -> None:

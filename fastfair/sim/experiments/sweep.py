@@ -12,16 +12,15 @@ statistics that say which rule is fairer and by how much beyond seed noise.
 
 Runs of the same seed share the data set, the initial model and every round's client sample,
 so differences between rules on one seed are paired. Every rule's runs (all grid points and
-seeds) train their cohorts together: one :func:`~fastfair.sim.rounds.engine.play_round` per
-round for all of them, each run with its own global model, rule, server optimiser and keys, and
-each run's records equal to the same run alone. A run that diverges stops at that round and the
-others go on as they would without it (docs/simulator.md, "Diverged runs"). Methods (FedEvg,
-SuPerFed) run one after another on the same data sets. Every run's final global model (but a
-diverged run's) is kept
-(:attr:`~fastfair.sim.experiments.sweep_result.SweepResult.models`, and ``models.pt`` in the
-output folder). With ``checkpoint_every`` a sweep saves its state into its
-folder, and :meth:`Sweep.resume` continues it bit for bit. ``fastfair sweep`` is the
-command-line layer over this class.
+seeds) train their cohorts together: one
+:meth:`~fastfair.sim.rounds.engine.Simulation.play_round` per round for all of them, each run with
+its own global model, rule, server optimiser and keys, and each run's records equal to the same run
+alone. A run that diverges stops at that round and the others go on as they would without it
+(docs/simulator.md, "Diverged runs"). Methods (FedEvg, SuPerFed) run one after another on the same
+data sets. Every run's final global model (but a diverged run's) is kept
+(:attr:`~fastfair.sim.experiments.sweep_result.SweepResult.models`, and ``models.pt`` in the output
+folder). With ``checkpoint_every`` a sweep saves its state into its folder, and :meth:`Sweep.resume`
+continues it bit for bit. ``fastfair sweep`` is the command-line layer over this class.
 
 .. code-block:: python
 
@@ -44,7 +43,7 @@ import numpy as np
 import torch
 
 from fastfair._options import check_name
-from fastfair.sim import checkpoint
+from fastfair.sim import checkpoint, run_files
 from fastfair.sim.config import SimulationConfig
 from fastfair.sim.data.base import FederatedDataset
 from fastfair.sim.data.catalog import build_dataset
@@ -75,18 +74,18 @@ from fastfair.sim.reporting.stats import (
     selectable_metrics,
     summarize,
 )
-from fastfair.sim.rounds.engine import Simulation, evaluate_runs, play_round
+from fastfair.sim.rounds.engine import Simulation, evaluate_runs
 from fastfair.sim.rounds.registry import make_runner, runner_class
 from fastfair.sim.rounds.runner import Runner
 
 #: The metrics a sweep summarises by default (accuracy columns of the simulate table).
 METRICS = ("acc_mean", "acc_worst10", "acc_gini", "acc_variance")
-CONFIG = "sweep.json"
+CONFIG = run_files.SWEEP_CONFIG
 #: The file of a sweep's folder holding every run's final global model.
-MODELS_FILE = "models.pt"
+MODELS_FILE = run_files.MODELS
 #: The file of a sweep's folder holding every run's final per-client accuracy, one row per run
 #: and evaluation client (``run, rule, point, seed, client, accuracy``).
-FINALS_FILE = "sweep_final_accuracy.csv"
+FINALS_FILE = run_files.SWEEP_FINALS
 #: Added to the metrics when every run's data set has groups: the worst group's accuracy and
 #: the Gini over the groups' accuracies, with their paired differences.
 GROUP_METRICS = ("acc_worst_group", "acc_gini_groups")
@@ -204,8 +203,8 @@ class Sweep(Orchestration):
                       for r in rules for o in self.points[r] for s in seeds]
         self.configs = {spec: point_config(config, spec.rule, spec.seed, dict(spec.options))
                         for spec in self.specs}
-        for cfg in self.configs.values():
-            runner_class(cfg.rule).validate(cfg)
+        self.plans = {spec: runner_class(cfg.rule).validate(cfg)
+                      for spec, cfg in self.configs.items()}
         self.base, self.rules, self.seeds = config, rules, seeds
         self.grid, self.fixed, self.baseline, self.select = grid, fixed, baseline, select
         self.metrics = tuple(metrics)
@@ -305,7 +304,8 @@ class Sweep(Orchestration):
         first: Dict[int, Simulation] = {}
         for s in specs:
             sims.append(Simulation(self.configs[s], self.dist, dataset=datasets[s.seed],
-                                   model=self.model, evaluate_like=first.get(s.seed)))
+                                   model=self.model, evaluate_like=first.get(s.seed),
+                                   plan=self.plans[s]))
             first.setdefault(s.seed, sims[-1])
         if resumed is not None:
             for sim, saved in zip(sims, resumed["states"]):
@@ -327,7 +327,8 @@ class Sweep(Orchestration):
             playing = [r for r in live if cohorts[r].shape[0]]
             records = {r: {"participants": 0} for r in live}
             if playing:
-                played = play_round([sims[r] for r in playing], t, [cohorts[r] for r in playing])
+                played = Simulation.play_round([sims[r] for r in playing], t,
+                                               [cohorts[r] for r in playing])
                 for r, record in zip(playing, played):
                     records[r] = record
             evaluations = evaluate_runs([sims[r] for r in live]) \
@@ -344,7 +345,8 @@ class Sweep(Orchestration):
             if self.dist.rank == 0 and self.checkpoint_every and t % self.checkpoint_every == 0:
                 save()
             stopping.check(names[0] if len(names) == 1 else f"{len(names)} runs", t,
-                           save if self.dist.rank == 0 and self.checkpoint_every else None)
+                           save if self.dist.rank == 0 and self.checkpoint_every else None,
+                           self.dist, saves=bool(self.checkpoint_every))
         bar.close()
         seconds = (time.perf_counter() - group_started) / len(sims)
         finishing = [sim for sim in sims if sim.diverged is None]
@@ -357,7 +359,7 @@ class Sweep(Orchestration):
                     resumed: Optional[Dict[str, Any]], started: float) -> None:
         """The run ``spec`` (a method's) alone, from the checkpoint ``resumed`` when given."""
         runner = make_runner(self.configs[spec], self.dist, dataset=datasets[spec.seed],
-                             model=self.model)
+                             model=self.model, plan=self.plans[spec])
         if resumed is not None:
             runner.load_state_dict(resumed["states"][0])
         self._open()

@@ -10,6 +10,8 @@ from typing import Any, Dict, List, Sequence, Tuple
 import numpy as np
 
 from fastfair._files import atomic
+from fastfair.sim import run_files
+from fastfair.sim.population.keys import TierKey, tiers_recorded
 
 
 def write_participation(out: Path, rule: str, availability: Any) -> None:
@@ -20,7 +22,7 @@ def write_participation(out: Path, rule: str, availability: Any) -> None:
         return
     ids, rounds = availability.participation()
     tiers = availability.population.tier(ids)
-    path = Path(out) / f"participation_{rule}.csv"
+    path = Path(out) / run_files.participation(rule)
     with atomic(path, text=True) as f:
         writer = csv.writer(f)
         writer.writerow(["client", "tier", "rounds"])
@@ -37,15 +39,15 @@ def tier_table(histories: Dict[str, List[Dict[str, Any]]]) -> str:
             continue
         last = history[-1]
         evaluated = [r for r in history if "acc_mean" in r]
-        tiers = sorted(int(k[len("participation_tier"):]) for k in last
-                       if k.startswith("participation_tier"))
+        tiers = tiers_recorded(last)
         if not lines:
             lines += [f"{'rule':<12}{'hours':>8}{'tier':>6}{'acc':>8}{'kept':>8}"
                       f"{'wasted':>10}"]
         for g in tiers:
             acc = evaluated[-1].get(f"acc_group{g}", np.nan) if evaluated else np.nan
             hours = f"{last['virtual_time'] / 3600:.2f}" if g == tiers[0] else ""
-            kept, wasted = last[f"participation_tier{g}"], last[f"wasted_share_tier{g}"]
+            kept = last[str(TierKey("participation", g))]
+            wasted = last[str(TierKey("wasted_share", g))]
             lines.append(f"{rule if g == tiers[0] else '':<12}{hours:>8}{g:>6}"
                          f"{acc:>8.3f}{kept:>8.3f}{wasted:>10.3f}")
     if lines:
@@ -65,10 +67,8 @@ def population_metrics(histories: Sequence[List[Dict[str, Any]]],
     if not histories or not all(h and "virtual_time" in h[-1] for h in histories):
         return ()
     last = histories[0][-1]
-    tiers = sorted(int(k[len("participation_tier"):]) for k in last
-                   if k.startswith("participation_tier"))
     names = ["virtual_time", "wasted_share"]
-    for g in tiers:
-        names += [f"acc_group{g}", f"participation_tier{g}"]
+    for g in tiers_recorded(last):
+        names += [f"acc_group{g}", str(TierKey("participation", g))]
     return tuple(n for n in names if n not in metrics
                  and all(any(n in r for r in h) for h in histories))

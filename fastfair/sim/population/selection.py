@@ -31,6 +31,7 @@ import numpy as np
 
 from fastfair.sim.names import POLICIES as POLICIES  # re-exported
 from fastfair.sim.population.devices import MAX_MODEL_BYTES, MAX_SECONDS, Population
+from fastfair.sim.population.keys import TierKey
 from fastfair.sim.seeding import Stream, round_keys, uniform
 
 
@@ -277,10 +278,10 @@ class PopulationAvailability:
             "wasted_work": float(counts["wasted"].sum()) if counts else 0.0,
             "wasted_share": float(self.totals["wasted"].sum() / total) if total else 0.0}
         for g in range(self.population.num_tiers):
-            record[f"participation_tier{g}"] = float(rate[g])
+            record[str(TierKey("participation", g))] = float(rate[g])
             tier_total = self.totals["wasted"][g] + self.totals["useful"][g]
-            record[f"wasted_share_tier{g}"] = float(self.totals["wasted"][g] / tier_total) \
-                if tier_total else 0.0
+            record[str(TierKey("wasted_share", g))] = float(
+                self.totals["wasted"][g] / tier_total) if tier_total else 0.0
         return record
 
     def round_record(self) -> Dict[str, Any]:

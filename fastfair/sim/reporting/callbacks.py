@@ -28,6 +28,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from fastfair._files import write_error
 from fastfair._options import check_name
+from fastfair.sim import run_files
 
 #: The logger of per-round messages; only the command line attaches handlers to it.
 LOGGER = logging.getLogger("fastfair.sim")
@@ -262,7 +263,7 @@ def build_callbacks(names: Sequence[str], out: Union[str, Path]) -> List[RoundCa
         check_name("logger", name, CALLBACK_NAMES)
     if len(set(names)) != len(names):
         raise ValueError(f"names lists a logger twice: {', '.join(names)}")
-    makers = {"csv": lambda: CSVLogger(out / "rounds.csv"),
+    makers = {"csv": lambda: CSVLogger(out / run_files.ROUNDS_CSV),
               "tensorboard": lambda: TensorBoardLogger(out / "tensorboard"),
               "wandb": lambda: WandbLogger(project="fastfair", dir=str(out))}
     made = []

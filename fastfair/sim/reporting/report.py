@@ -11,6 +11,7 @@ from typing import Dict, List, Sequence
 import numpy as np
 
 from fastfair._files import atomic, writing
+from fastfair.sim import run_files
 from fastfair.sim.reporting.figures import subplots
 from fastfair.sim.reporting.stats import DIVERGED, diverged_round
 
@@ -35,19 +36,19 @@ def write_metrics(out: Path, histories: Dict[str, List[dict]]) -> None:
     columns: List[str] = []
     for row in rows:
         columns += [c for c in row if c not in columns]
-    with atomic(out / "metrics.csv", text=True) as f:
+    with atomic(out / run_files.METRICS_CSV, text=True) as f:
         writer = csv.DictWriter(f, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
     text = json.dumps(histories, indent=1)
-    with atomic(out / "metrics.json", text=True) as f:
+    with atomic(out / run_files.METRICS_JSON, text=True) as f:
         f.write(text)
 
 
 def write_final_accuracy(out: Path, finals: Dict[str, np.ndarray], client_ids: np.ndarray) -> None:
     """``final_accuracy.csv``: the final per-client test accuracy of every rule."""
     rules = list(finals)
-    with atomic(out / "final_accuracy.csv", text=True) as f:
+    with atomic(out / run_files.FINAL_ACCURACY_CSV, text=True) as f:
         writer = csv.writer(f)
         writer.writerow(["client", *rules])
         for k, cid in enumerate(client_ids):
@@ -129,7 +130,7 @@ def plot(out: Path, histories: Dict[str, List[dict]], finals: Dict[str, np.ndarr
                title="rule")
     fig.suptitle(title)
     fig.tight_layout()
-    paths = [out / "fairness.png", out / "final_accuracy.png"]
+    paths = [out / run_files.FAIRNESS_PNG, out / run_files.FINAL_ACCURACY_PNG]
     with writing(paths[0]):
         fig.savefig(paths[0], dpi=110, bbox_inches="tight")
 

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from fastfair import _files as files
+from fastfair.sim import run_files
 from fastfair.sim.reporting.figures import subplots
 from fastfair.sim.reporting.stats import (
     DIVERGED,
@@ -164,7 +165,8 @@ def write_sweep(out: Path, runs: Sequence[SweepRun], rows: Sequence[SummaryRow],
     if not rows:
         raise ValueError("rows is empty")
     out = Path(out)
-    paths = [out / "sweep_summary.csv", out / "sweep_summary.json", out / "sweep_runs.csv"]
+    paths = [out / run_files.SWEEP_SUMMARY_CSV, out / run_files.SWEEP_SUMMARY_JSON,
+             out / run_files.SWEEP_RUNS]
     marked = any(r.diverged for r in rows)  # the column only where a run diverged
     records = [_row_record(r, metrics, marked) for r in rows]
     with files.atomic(paths[0], text=True) as f:
@@ -184,10 +186,10 @@ def write_sweep(out: Path, runs: Sequence[SweepRun], rows: Sequence[SummaryRow],
     mine = [run for run in runs if run.point in chosen and run.diverged_round is None]
     if not mine:  # every chosen run diverged: nothing to draw
         return paths
-    with files.writing(out / "tradeoff.png"):
-        paths.append(plot_tradeoff(out / "tradeoff.png", mine))
-    with files.writing(out / "curves.png"):
-        paths.append(plot_curves(out / "curves.png", mine))
+    with files.writing(out / run_files.TRADEOFF_PNG):
+        paths.append(plot_tradeoff(out / run_files.TRADEOFF_PNG, mine))
+    with files.writing(out / run_files.CURVES_PNG):
+        paths.append(plot_curves(out / run_files.CURVES_PNG, mine))
     return paths
 
 

@@ -14,12 +14,13 @@ Every draw is a pure function of (seed, round), so runs are reproducible and res
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Type
+from typing import Any, Dict, Optional
 
 import numpy as np
 
 from fastfair import ops
 from fastfair._options import check_options, signature_options
+from fastfair.sim.names import AVAILABILITY_PROCESSES as AVAILABILITY
 from fastfair.sim.seeding import Stream, kernel_seed, keys, round_keys, uniform
 
 
@@ -136,9 +137,3 @@ def check_availability(name: str, options: Dict[str, Any]) -> None:
     spec = signature_options(AVAILABILITY[name].__init__,
                              skip=("num_clients", "per_round", "seed"))
     check_options(f"availability {name!r}", options, spec)
-
-
-#: Every availability model by name.
-AVAILABILITY: Dict[str, Type[Availability]] = {
-    "uniform": UniformAvailability, "bernoulli": BernoulliAvailability,
-    "ram": RandomAccessAvailability}

@@ -1,4 +1,5 @@
-"""What a configuration builds for a round runner: its rule, its server optimiser and its model."""
+"""What a configuration builds for a round runner: its rule plan (the rule, the server
+optimiser, the update bound and the client objective, resolved once) and its model."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ from typing import Optional
 
 from fastfair.aggregators import OverGroups, registry
 from fastfair.aggregators.base import Aggregator
+from fastfair.aggregators.bounds import UpdateBound
 from fastfair.aggregators.compose import choose_objective
+from fastfair.aggregators.objectives import ClientObjective
 from fastfair.aggregators.over_groups import check_group_form
 from fastfair.aggregators.server_opt import ServerOptimizer
 from fastfair.sim.config import SimulationConfig
@@ -16,22 +19,59 @@ from fastfair.sim.models.flat import FlatModel
 from fastfair.sim.names import DATASETS
 
 
-def check_rule(config: SimulationConfig) -> None:
-    """Refuses the rule of ``config`` before any data are read: its options, its participation
-    (AAggFF-S needs ``per_round == clients``) and, over groups, its group form (the groups
-    themselves are known once the data set is) and its combination with the client objective
-    (:func:`~fastfair.aggregators.compose.choose_objective`), whose own term must let SGD with
-    ``config.lr`` be stable
-    (:meth:`~fastfair.aggregators.objectives.ClientObjective.check_step`)."""
-    if config.fair_over == "groups":
-        check_group_form(config.rule, config.rule_options, config.group_prior)
-        rule = registry.build(config.rule, config.clients, **config.rule_options)
-    else:
-        rule = build_rule(config)
-    objective = choose_objective(rule, config.objective, config.objective_options) \
-        or rule.client_objective()
-    if objective is not None:
-        objective.check_step(config.lr)
+class RulePlan:
+    """The rule settings of ``config`` resolved once, before any data are read, for the
+    validation of a run and its runner alike: the server optimiser, the update bound and, with
+    ``rule`` (a runner of the rules' engine), the rule and the client objective.
+
+    Making the plan refuses what cannot run: the server optimiser's options, the rule's options
+    and participation (AAggFF-S needs ``per_round == clients``), over groups its group form (the
+    groups themselves are known once the data set is), and the rule's combination with the
+    client objective (:func:`~fastfair.aggregators.compose.choose_objective`), whose own term
+    must let SGD with ``config.lr`` be stable
+    (:meth:`~fastfair.aggregators.objectives.ClientObjective.check_step`). What it builds
+    is the run's: :meth:`rule` and :meth:`optimizer` hand it over on their first call and build
+    afresh on later ones (a checkpoint loaded into new state), so a run builds each once and a
+    resume once more.
+
+    Attributes
+    ----------
+    bound : UpdateBound
+        ``max_update_norm``, ``update_norm_reference``, ``max_samples_per_client``.
+    objective : ClientObjective or None
+        The chosen client objective; None where the rule's own stands.
+    """
+
+    def __init__(self, config: SimulationConfig, rule: bool = True) -> None:
+        self.config = config
+        self.bound = UpdateBound(config.max_update_norm, config.update_norm_reference,
+                                 config.max_samples_per_client)
+        self._optimizer: Optional[ServerOptimizer] = build_server_optimizer(config)
+        self._rule: Optional[Aggregator] = None
+        self.objective: Optional[ClientObjective] = None
+        if not rule:
+            return
+        if config.fair_over == "groups":  # built over the groups once the data set is read
+            check_group_form(config.rule, config.rule_options, config.group_prior)
+            probe = registry.build(config.rule, config.clients, **config.rule_options)
+        else:
+            probe = self._rule = build_rule(config)
+        self.objective = choose_objective(probe, config.objective, config.objective_options)
+        objective = self.objective or probe.client_objective()
+        if objective is not None:  # its own term must let SGD with the client lr be stable
+            objective.check_step(config.lr)
+
+    def rule(self, dataset: Optional[FederatedDataset] = None) -> Aggregator:
+        """The run's rule: the one built with the plan on the first call (over ``dataset``'s
+        groups with ``fair_over == "groups"``, built now), a new one after."""
+        rule, self._rule = self._rule, None
+        return rule if rule is not None else build_rule(self.config, dataset)
+
+    def optimizer(self) -> ServerOptimizer:
+        """The run's server optimiser: the one built with the plan on the first call, a new one
+        after."""
+        optimizer, self._optimizer = self._optimizer, None
+        return optimizer if optimizer is not None else build_server_optimizer(self.config)
 
 
 def build_rule(config: SimulationConfig,

@@ -17,7 +17,7 @@ from fastfair.methods import method_options
 from fastfair.methods.ditto import DittoOptions, personal_step
 from fastfair.sim.data.base import ClientBatch
 from fastfair.sim.models.flat import FlatModel
-from fastfair.sim.rounds.build import build_server_optimizer
+from fastfair.sim.rounds.build import RulePlan
 from fastfair.sim.rounds.runner import MethodRunner
 from fastfair.sim.rounds.superfed import evaluate_personal, padded
 from fastfair.sim.seeding import Stream, torch_seed
@@ -44,9 +44,15 @@ class DittoSimulation(MethodRunner):
                                    "personal objective"}
     model: FlatModel  # _model builds one for every run
 
-    def _build(self) -> None:
+    @classmethod
+    def resolve(cls, config: Any) -> RulePlan:
+        ditto_options(dict(config.rule_options))
+        return RulePlan(config, rule=False)
+
+    def _build(self, plan: RulePlan) -> None:
         self.opts = ditto_options(dict(self.config.rule_options))
-        self.optimizer = build_server_optimizer(self.config)
+        self.plan = plan
+        self.optimizer = plan.optimizer()
 
     def _model(self, model: Optional[FlatModel]) -> FlatModel:
         model = super()._model(model)
@@ -60,12 +66,6 @@ class DittoSimulation(MethodRunner):
         self.personal = self.params.reshape(1, -1).repeat(self.config.clients, 1)
         self._eval = padded(self._pick_eval_clients(self.dataset))
         self._last: Dict[str, float] = {}
-
-    @classmethod
-    def validate(cls, config: Any) -> None:
-        super().validate(config)
-        ditto_options(dict(config.rule_options))
-        build_server_optimizer(config)
 
     # ------------------------------------------------------------------ one round
     def client_updates(self, ids: np.ndarray, batch: ClientBatch, t: int
@@ -138,6 +138,6 @@ class DittoSimulation(MethodRunner):
     def _load(self, state: Dict[str, Any]) -> None:
         params = self._checked(state, "params", self.params)
         personal = self._checked(state, "personal", self.personal)
-        optimizer = build_server_optimizer(self.config)
+        optimizer = self.plan.optimizer()
         optimizer.load_state_dict(state["optimizer"])
         self.params, self.personal, self.optimizer = params, personal, optimizer

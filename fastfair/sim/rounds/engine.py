@@ -23,7 +23,7 @@ import torch
 
 from fastfair import ops
 from fastfair.aggregators.bounds import UpdateBound
-from fastfair.aggregators.compose import choose_objective, round_objective
+from fastfair.aggregators.compose import round_objective
 from fastfair.aggregators.objectives import ClientObjective
 from fastfair.sim.config import SimulationConfig
 from fastfair.sim.data.base import ClientBatch, FederatedDataset, concat_batches
@@ -32,7 +32,7 @@ from fastfair.sim.distributed import Distributed, check_device
 from fastfair.sim.models.flat import FlatModel, check_model
 from fastfair.sim.reporting.metrics import mixture_summary
 from fastfair.sim.reporting.stats import DIVERGED
-from fastfair.sim.rounds.build import build_rule, build_server_optimizer, check_rule
+from fastfair.sim.rounds.build import RulePlan
 from fastfair.sim.rounds.runner import Runner
 from fastfair.sim.seeding import CohortKeys, Stream, torch_seed
 from fastfair.sim.training.alone import fold_in_order
@@ -46,8 +46,9 @@ from fastfair.sim.training.schedule import LocalTrainingConfig, longest_first
 class Simulation(Runner):
     """A federated run of one rule: ``step()`` plays one round, ``evaluate()`` scores the global
     model on the evaluation clients, ``state_dict()`` captures everything needed to continue.
-    Several runs on one model play their rounds as one batched program through :func:`play_round` (a
-    sweep, :class:`~fastfair.sim.experiments.sweep.Sweep`); a run alone is its one lane."""
+    Several runs on one model play their rounds as one batched program through
+    :meth:`play_round` (a sweep, :class:`~fastfair.sim.experiments.sweep.Sweep`); a run alone
+    is its one lane."""
 
     plays_batched = True
 
@@ -59,14 +60,16 @@ class Simulation(Runner):
     def __init__(self, config: SimulationConfig, dist: Optional[Distributed] = None, *,
                  dataset: Optional[FederatedDataset] = None,
                  model: Optional[FlatModel] = None,
-                 evaluate_like: Optional["Simulation"] = None) -> None:
+                 evaluate_like: Optional["Simulation"] = None, plan: Optional[RulePlan] = None
+                 ) -> None:
         """``dataset`` and ``model`` as for :class:`~fastfair.sim.rounds.runner.Runner`. With
         ``config.validation`` > 0 the clients train on the rest of their training data and
         evaluation rounds also score the held-out part (``val_*`` metrics). ``evaluate_like``,
         a run on the same data set object with the same seed and evaluation settings, lends
-        this run its evaluation data instead of building them again (a sweep's runs)."""
+        this run its evaluation data instead of building them again (a sweep's runs).
+        ``plan``: :meth:`validate`'s for ``config`` (None: resolved here)."""
         self._evaluate_like = evaluate_like
-        super().__init__(config, dist, dataset=dataset, model=model)
+        super().__init__(config, dist, dataset=dataset, model=model, plan=plan)
 
     def _process(self, dist: Optional[Distributed]) -> Distributed:
         cfg = self.config
@@ -76,15 +79,19 @@ class Simulation(Runner):
         check_precision(cfg.precision, self.device)
         return dist
 
-    def _build(self) -> None:
-        check_rule(self.config)  # built in _setup: a rule over groups needs the data set's
-        self.optimizer = build_server_optimizer(self.config)
+    @classmethod
+    def resolve(cls, config: SimulationConfig) -> RulePlan:
+        return RulePlan(config)
+
+    def _build(self, plan: RulePlan) -> None:
+        self.plan = plan
+        self.optimizer = plan.optimizer()
 
     def _dataset(self, dataset: Optional[FederatedDataset]) -> FederatedDataset:
         return with_validation(super()._dataset(dataset), self.config.validation)
 
     def _setup(self) -> None:
-        self.rule = build_rule(self.config, self.dataset)
+        self.rule = self.plan.rule(self.dataset)  # over groups, the data set's
         # With eval_average_iterates: the float64 running mean of the global models after each
         # server step so far, and their number (eval_params).
         self._average: Optional[torch.Tensor] = None
@@ -92,7 +99,7 @@ class Simulation(Runner):
         # (ids, batch) of the last cohort this run generated, when its data are fixed.
         self._last_train: Optional[Tuple[np.ndarray, ClientBatch]] = None
         other, config = self._evaluate_like, self.config
-        self.objective = choose_objective(self.rule, config.objective, config.objective_options)
+        self.objective = self.plan.objective
         del self._evaluate_like
         if other is not None and other.dataset is self.dataset and all(
                 getattr(other.config, f) == getattr(config, f)
@@ -124,15 +131,9 @@ class Simulation(Runner):
         set's classes (:func:`~fastfair.sim.models.flat.check_model`, on the run's device)."""
         check_model(self.model, self.dataset, self.params, batch.x)
 
-    @classmethod
-    def validate(cls, config: SimulationConfig) -> None:
-        super().validate(config)
-        check_rule(config)
-        build_server_optimizer(config)
-
     # ------------------------------------------------------------------ one round
     def _play(self, t: int, ids: np.ndarray) -> Dict[str, Any]:
-        return play_round([self], t, [ids])[0]
+        return self.play_round([self], t, [ids])[0]
 
     def _train_batch(self, ids: np.ndarray, device: torch.device) -> ClientBatch:
         """The training data of clients ``ids`` on ``device`` (the run's): the batch of the last
@@ -283,8 +284,7 @@ class Simulation(Runner):
                 and not self._bound().clips)
 
     def _bound(self) -> UpdateBound:
-        c = self.config
-        return UpdateBound(c.max_update_norm, c.update_norm_reference, c.max_samples_per_client)
+        return self.plan.bound
 
     def _step(self, direction: torch.Tensor, m: int, coef: np.ndarray,
               losses: Optional[np.ndarray]) -> Dict[str, Any]:
@@ -301,6 +301,84 @@ class Simulation(Runner):
                           group_weight_max=float(groups.max()))
         return record
 
+    @classmethod
+    def play_round(cls, sims: Sequence["Simulation"], t: int,
+                   cohorts: Sequence[np.ndarray]) -> List[Dict[str, Any]]:
+        """Round ``t`` of several runs at once; ``cohorts[r]`` (m_r >= 1 ids) are run r's sampled
+        clients. Returns each run's round record.
+
+        The runs share one model architecture, device and local-training settings (a sweep's
+        runs). Runs on the same data set with the same seed and cohort share one batch of
+        client data; every run's cohort trains in one
+        :func:`~fastfair.sim.training.local.train_lanes` pass (its own global model, objective
+        and keys), then each run's rule weights its own updates and its server optimiser
+        steps. Every per-client computation is the one the run makes alone.
+        A group's first run keeps its cohort's batch for the next round: a cohort that repeats
+        (full participation) trains on it again (:meth:`Simulation._train_batch`)."""
+        lead = sims[0]
+        cfg, dist, device = lead.config, lead.dist, lead.device
+        local = LocalTrainingConfig(epochs=cfg.epochs, steps=cfg.local_steps,
+                                    batch_size=cfg.batch_size, lr=cfg.client_lr(t),
+                                    precision=cfg.precision)
+        shares = [dist.my_slice(ids.shape[0]) for ids in cohorts]
+        groups: Dict[Tuple[int, int, bytes], List[int]] = {}
+        for r, (sim, ids) in enumerate(zip(sims, cohorts)):
+            groups.setdefault((id(sim.dataset), sim.config.seed, ids.tobytes()), []).append(r)
+        batches, keys = [], []
+        lanes: List[Optional[Lane]] = [None] * len(sims)
+        first = 0
+        for members in groups.values():
+            r0 = members[0]
+            ids = cohorts[r0][shares[r0]]
+            batch = sims[r0]._train_batch(ids, device)
+            seed = torch_seed(sims[r0].config.seed, Stream.ROUND_TRAINING, t)
+            for r in members:
+                lanes[r] = Lane(sims[r].params, first + np.arange(len(ids)),
+                                round_objective(sims[r].rule, sims[r].objective))
+            batches.append(batch)
+            keys.append(CohortKeys.of(seed, ids, device))
+            first += len(ids)
+        every = cast(List[Lane], lanes)  # every run is in one group: each has its lane
+        if len(sims) == 1 and lead.sums_as_trained(every[0]):
+            return [lead._summed_round(cohorts[0], shares[0], batches[0], keys[0], every[0],
+                                       local)]
+        batch = batches[0] if len(batches) == 1 else concat_batches(batches)
+        key = keys[0] if len(keys) == 1 else CohortKeys.cat(keys)
+        trained = train_lanes(lead.model, batch, key, every, local, received_loss=True)
+        # The received models' losses: reported by training where the kernel trained (it computes
+        # them on the way), else, for the runs that need them (needs_received_loss), one
+        # inference pass per group (training leaves the params as they were).
+        for g, members in enumerate(groups.values()):
+            scored = [r for r in members
+                      if trained[r][2] is None and sims[r].needs_received_loss()]
+            if scored:
+                params = torch.stack([sims[r].params for r in scored])
+                mine, _ = evaluate_clients(lead.model, params, batches[g], accuracy=False)
+                for j, r in enumerate(scored):
+                    trained[r] = trained[r][:2] + (mine[j],)
+        counts = {r: batches[g].counts
+                  for g, members in enumerate(groups.values()) for r in members}
+        return [sim._aggregate(ids, share, loss, counts[r], lane.objective, update, state, local)
+                for r, (sim, ids, share, lane, (update, state, loss))
+                in enumerate(zip(sims, cohorts, shares, every, trained))]
+
+    def _summed_round(self, ids: np.ndarray, share: slice, batch: ClientBatch, keys: CohortKeys,
+                      lane: Lane, local: LocalTrainingConfig) -> Dict[str, Any]:
+        """A round of one run that sums as it trains (:meth:`Simulation.sums_as_trained`): the
+        received model's losses where the run needs them, the coefficients, training folding each
+        update into the sum as its client finishes (hand-out order), the server step along it."""
+        losses = None
+        if self.needs_received_loss():
+            losses = evaluate_clients(self.model, self.params.unsqueeze(0), batch,
+                                      accuracy=False)[0][0]
+        try:
+            coef, step, losses = self._weigh(ids, losses, batch.counts, None, None, None)
+        except Diverged as why:
+            return {"participants": int(ids.shape[0]), DIVERGED: str(why)}
+        direction = train_lanes(self.model, batch, keys, [lane], local,
+                                summed_with=step[share])[0][0]
+        return self._step(direction, ids.shape[0], coef, losses)
+
     # ------------------------------------------------------------------ checkpoints
     def _state(self) -> Dict[str, Any]:
         state = {"params": self.params.clone(), "rule": self.rule.state_dict(),
@@ -314,8 +392,8 @@ class Simulation(Runner):
         average = None
         if self.config.eval_average_iterates and state.get("averaged", 0):
             average = self._checked(state, "average", self.params.double())
-        rule = build_rule(self.config, self.dataset)
-        optimizer = build_server_optimizer(self.config)
+        rule = self.plan.rule(self.dataset)
+        optimizer = self.plan.optimizer()
         rule.load_state_dict(state["rule"])
         optimizer.load_state_dict(state["optimizer"])
         self.rule, self.optimizer, self.params = rule, optimizer, params
@@ -376,74 +454,3 @@ def evaluate_runs(sims: Sequence[Simulation]) -> List[Any]:
     return out
 
 
-def play_round(sims: Sequence[Simulation], t: int,
-               cohorts: Sequence[np.ndarray]) -> List[Dict[str, Any]]:
-    """Round ``t`` of several runs at once; ``cohorts[r]`` (m_r >= 1 ids) are run r's sampled
-    clients. Returns each run's round record.
-
-    The runs share one model architecture, device and local-training settings (a sweep's
-    runs). Runs on the same data set with the same seed and cohort share one batch of client
-    data; every run's cohort trains in one :func:`~fastfair.sim.training.local.train_lanes` pass
-    (its own global model, objective and keys), then each run's rule weights its own updates and its
-    server optimiser steps. Every per-client computation is the one the run makes alone.
-    A group's first run keeps its cohort's batch for the next round: a cohort that repeats
-    (full participation) trains on it again (:meth:`Simulation._train_batch`)."""
-    lead = sims[0]
-    cfg, dist, device = lead.config, lead.dist, lead.device
-    local = LocalTrainingConfig(epochs=cfg.epochs, steps=cfg.local_steps,
-                                batch_size=cfg.batch_size, lr=cfg.client_lr(t),
-                                precision=cfg.precision)
-    shares = [dist.my_slice(ids.shape[0]) for ids in cohorts]
-    groups: Dict[Tuple[int, int, bytes], List[int]] = {}
-    for r, (sim, ids) in enumerate(zip(sims, cohorts)):
-        groups.setdefault((id(sim.dataset), sim.config.seed, ids.tobytes()), []).append(r)
-    batches, keys = [], []
-    lanes: List[Optional[Lane]] = [None] * len(sims)
-    first = 0
-    for members in groups.values():
-        r0 = members[0]
-        ids = cohorts[r0][shares[r0]]
-        batch = sims[r0]._train_batch(ids, device)
-        seed = torch_seed(sims[r0].config.seed, Stream.ROUND_TRAINING, t)
-        for r in members:
-            lanes[r] = Lane(sims[r].params, first + np.arange(len(ids)),
-                            round_objective(sims[r].rule, sims[r].objective))
-        batches.append(batch)
-        keys.append(CohortKeys.of(seed, ids, device))
-        first += len(ids)
-    every = cast(List[Lane], lanes)  # every run is in one group: each has its lane
-    if len(sims) == 1 and lead.sums_as_trained(every[0]):
-        return [_summed_round(lead, cohorts[0], shares[0], batches[0], keys[0], every[0], local)]
-    batch = batches[0] if len(batches) == 1 else concat_batches(batches)
-    trained = train_lanes(lead.model, batch, keys[0] if len(keys) == 1 else CohortKeys.cat(keys),
-                          every, local, received_loss=True)
-    # The received models' losses: reported by training where the kernel trained (it computes
-    # them on the way), else, for the runs that need them (needs_received_loss), one
-    # inference pass per group (training leaves the params as they were).
-    for g, members in enumerate(groups.values()):
-        scored = [r for r in members if trained[r][2] is None and sims[r].needs_received_loss()]
-        if scored:
-            mine, _ = evaluate_clients(lead.model, torch.stack([sims[r].params for r in scored]),
-                                       batches[g], accuracy=False)
-            for j, r in enumerate(scored):
-                trained[r] = trained[r][:2] + (mine[j],)
-    counts = {r: batches[g].counts for g, members in enumerate(groups.values()) for r in members}
-    return [sim._aggregate(ids, share, loss, counts[r], lane.objective, update, state, local)
-            for r, (sim, ids, share, lane, (update, state, loss))
-            in enumerate(zip(sims, cohorts, shares, every, trained))]
-
-
-def _summed_round(sim: Simulation, ids: np.ndarray, share: slice, batch: ClientBatch,
-                  keys: CohortKeys, lane: Lane, local: LocalTrainingConfig) -> Dict[str, Any]:
-    """A round of one run that sums as it trains (:meth:`Simulation.sums_as_trained`): the
-    received model's losses where the run needs them, the coefficients, training folding each
-    update into the sum as its client finishes (hand-out order), the server step along it."""
-    losses = None
-    if sim.needs_received_loss():
-        losses = evaluate_clients(sim.model, sim.params.unsqueeze(0), batch, accuracy=False)[0][0]
-    try:
-        coef, step, losses = sim._weigh(ids, losses, batch.counts, None, None, None)
-    except Diverged as why:
-        return {"participants": int(ids.shape[0]), DIVERGED: str(why)}
-    direction = train_lanes(sim.model, batch, keys, [lane], local, summed_with=step[share])[0][0]
-    return sim._step(direction, ids.shape[0], coef, losses)

@@ -52,8 +52,12 @@ class FedEvgSimulation(MethodRunner):
 
     takes_model = False
 
-    def _build(self) -> None:
-        self.opts = fedevg_options(dict(self.config.rule_options))
+    @classmethod
+    def resolve(cls, config: Any) -> FedEvgOptions:
+        return fedevg_options(dict(config.rule_options))
+
+    def _build(self, plan: FedEvgOptions) -> None:
+        self.opts = plan
 
     def _dataset(self, dataset: Optional[FederatedDataset]) -> FederatedDataset:
         if dataset is None and self.config.dataset != "digits":
@@ -72,11 +76,6 @@ class FedEvgSimulation(MethodRunner):
         assert o.beta_end is not None  # FedEvgOptions.__post_init__ sets the variant's value
         self.betas = ops.cosine_beta_schedule(config.rounds, o.beta_start, o.beta_end)
         self._eval_batch = self._pick_eval_clients(self.dataset)
-
-    @classmethod
-    def validate(cls, config: Any) -> None:
-        super().validate(config)
-        fedevg_options(dict(config.rule_options))
 
     def client_update(self, client: int, x: torch.Tensor, y: torch.Tensor, t: int
                       ) -> Tuple[torch.Tensor, torch.Tensor, float]:

@@ -4,7 +4,7 @@ and Ditto in their own runners."""
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Type
+from typing import Any, Dict, Optional, Type
 
 from fastfair._options import check_name
 from fastfair.aggregators.registry import RULES
@@ -34,7 +34,8 @@ def runner_class(rule: str) -> Type[Runner]:
 
 def make_runner(config: SimulationConfig, dist: Optional[Distributed] = None, *,
                 dataset: Optional[FederatedDataset] = None,
-                model: Optional[FlatModel] = None) -> Runner:
+                model: Optional[FlatModel] = None, plan: Any = None) -> Runner:
     """The runner of ``config.rule`` (a :class:`Simulation` for the rules, the method's own
-    runner for FedEvg, SuPerFed and Ditto) on ``dataset`` / ``model`` when given."""
-    return runner_class(config.rule)(config, dist, dataset=dataset, model=model)
+    runner for FedEvg, SuPerFed and Ditto) on ``dataset`` / ``model`` when given, from ``plan``
+    (what its :meth:`~fastfair.sim.rounds.runner.Runner.validate` returned) when given."""
+    return runner_class(config.rule)(config, dist, dataset=dataset, model=model, plan=plan)

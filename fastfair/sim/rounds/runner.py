@@ -57,7 +57,7 @@ class Runner:
     instead; a run that sets one of them to a non-default value is refused before it starts
     (:meth:`check_config`). ``takes_model``: whether a user's model may replace
     ``config.model``. ``plays_batched``: whether a sweep may play several runs of this runner
-    as one batched program (:func:`fastfair.sim.rounds.engine.play_round`)."""
+    as one batched program (:meth:`fastfair.sim.rounds.engine.Simulation.play_round`)."""
 
     version = 2
     unused: Dict[str, str] = {}
@@ -72,18 +72,19 @@ class Runner:
 
     def __init__(self, config: Any, dist: Optional[Distributed] = None, *,
                  dataset: Optional[FederatedDataset] = None,
-                 model: Optional[FlatModel] = None) -> None:
+                 model: Optional[FlatModel] = None, plan: Any = None) -> None:
         """``dataset`` (e.g. an :class:`~fastfair.sim.data.arrays.ArrayDataset` of your own
         per-client arrays) replaces ``config.dataset``, and ``model`` (e.g. a
         :class:`~fastfair.sim.models.module.ModuleModel` around your module) replaces
-        ``config.model`` where the method trains a model (``takes_model``)."""
+        ``config.model`` where the method trains a model (``takes_model``). ``plan``: what
+        :meth:`validate` returned for this configuration (None: resolved here)."""
         config = config.with_clients_of(dataset)  # clients left at default: the data set's
         self.check_config(config)
         if model is not None and not self.takes_model:
             raise ValueError(f"rule {config.rule!r} trains a model of its own; it takes no model")
         self.config = config
         self.dist = self._process(dist)
-        self._build()
+        self._build(plan if plan is not None else self.resolve(config))
         self.dataset = self._dataset(dataset)
         if self.dataset.num_clients != config.clients:
             raise ValueError(f"config.clients is {config.clients} but the dataset has "
@@ -109,9 +110,16 @@ class Runner:
         """This process's place in the run (one process unless given)."""
         return dist or Distributed()
 
-    def _build(self) -> None:
-        """Builds what the configuration names besides data and model (rule, server optimiser,
-        options), refusing bad ones before any data are read."""
+    @classmethod
+    def resolve(cls, config: Any) -> Any:
+        """What the runner resolves of ``config``'s rule settings before any data are read,
+        refusing bad ones (the rules' engine: a
+        :class:`~fastfair.sim.rounds.build.RulePlan`); None where there is nothing."""
+        return None
+
+    def _build(self, plan: Any) -> None:
+        """Takes what the configuration names besides data and model from ``plan`` (what
+        :meth:`resolve` returned) or builds it (method options), before any data are read."""
 
     def _dataset(self, dataset: Optional[FederatedDataset]) -> FederatedDataset:
         """The data set the run trains on: the user's ``dataset``, else the configuration's."""
@@ -136,15 +144,17 @@ class Runner:
                                  f"{cls.unused[name]}")
 
     @classmethod
-    def validate(cls, config: Any) -> None:
+    def validate(cls, config: Any) -> Any:
         """Checks everything about ``config`` that needs no training data (names, options,
         unused fields, whether the data set's files are there), so that a bad run is refused
-        before anything is built or written."""
+        before anything is built or written. Returns :meth:`resolve`'s plan, for the runner of
+        ``config`` (its ``plan``)."""
         cls.check_config(config)
         check_availability(config.availability, config.availability_options)
         check_population(getattr(config, "population", None),
                          getattr(config, "population_options", {}))
         check_files(config)
+        return cls.resolve(config)
 
     def step(self) -> Dict[str, Any]:
         """Plays round ``self.round + 1``; returns its record (with evaluation metrics on

@@ -18,7 +18,7 @@ from fastfair.methods import method_options
 from fastfair.methods.superfed import SuperFedOptions, draw_lambdas, initial_local_model
 from fastfair.sim.data.base import ClientBatch
 from fastfair.sim.models.flat import FlatModel
-from fastfair.sim.rounds.build import build_server_optimizer
+from fastfair.sim.rounds.build import RulePlan
 from fastfair.sim.rounds.runner import MethodRunner
 from fastfair.sim.seeding import Stream, numpy_rng, torch_seed
 from fastfair.sim.training.schedule import LocalTrainingConfig, masked_mean, minibatch_schedule
@@ -67,9 +67,15 @@ class SuperFedSimulation(MethodRunner):
               "eval_average_iterates": "SuPerFed evaluates its personalised mixtures"}
     model: FlatModel  # _model builds one for every run
 
-    def _build(self) -> None:
+    @classmethod
+    def resolve(cls, config: Any) -> RulePlan:
+        superfed_options(config.rule, dict(config.rule_options))
+        return RulePlan(config, rule=False)
+
+    def _build(self, plan: RulePlan) -> None:
         self.opts = superfed_options(self.config.rule, dict(self.config.rule_options))
-        self.optimizer = build_server_optimizer(self.config)
+        self.plan = plan
+        self.optimizer = plan.optimizer()
 
     def _model(self, model: Optional[FlatModel]) -> FlatModel:
         model = super()._model(model)
@@ -85,12 +91,6 @@ class SuperFedSimulation(MethodRunner):
         self.has_local = np.zeros(self.config.clients, dtype=bool)
         self._eval = padded(self._pick_eval_clients(self.dataset))
         self._last: Dict[str, float] = {}
-
-    @classmethod
-    def validate(cls, config: Any) -> None:
-        super().validate(config)
-        superfed_options(config.rule, dict(config.rule_options))
-        build_server_optimizer(config)
 
     # ------------------------------------------------------------------ state
     def local_models(self, ids: np.ndarray) -> torch.Tensor:
@@ -206,7 +206,7 @@ class SuperFedSimulation(MethodRunner):
         params = self._checked(state, "params", self.params)
         local = self._checked(state, "local", self.local)
         has_local = self._checked(state, "has_local", self.has_local)
-        optimizer = build_server_optimizer(self.config)
+        optimizer = self.plan.optimizer()
         optimizer.load_state_dict(state["optimizer"])
         self.params, self.local, self.has_local, self.optimizer = (params, local, has_local,
                                                                    optimizer)

@@ -15,8 +15,11 @@ from typing import ContextManager
 
 import torch
 
+from fastfair.sim.training.settings import PRECISIONS
+
 #: The values of ``precision``, and the autocast dtype of each (None: no autocast).
-DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+DTYPES = {name: None if dtype is None else getattr(torch, dtype)
+          for name, dtype in PRECISIONS.items()}
 
 
 def check_precision(precision: str, device: torch.device) -> None:

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from fastfair.sim.seeding import shuffle_client_keys, shuffle_uniforms
+from fastfair.sim.training.settings import PRECISIONS
 
 
 @dataclass
@@ -36,7 +37,7 @@ class LocalTrainingConfig:
             raise ValueError(f"batch_size must be >= 1; got {self.batch_size}")
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0; got {self.lr}")
-        if self.precision not in ("fp32", "bf16", "fp16"):
+        if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be 'fp32', 'bf16' or 'fp16'; got "
                              f"{self.precision!r}")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -139,3 +140,49 @@ def test_a_stopped_sweep_saves_the_round_it_stopped_at_and_resumes_exactly(tmp_p
     for a, b in zip(whole.runs, resumed.runs):
         assert _without_times(a.history) == _without_times(b.history)
         assert (a.final == b.final).all()
+
+
+def _worker_of_rank(parent, rank):
+    """The process id of torchrun ``parent``'s worker of ``rank`` (read from ``/proc``)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                environ = f.read().split(b"\0")
+        except OSError:
+            continue
+        if ppid == parent and f"RANK={rank}".encode() in environ:
+            return int(entry)
+    return None
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds torchrun's workers in /proc")
+def test_sigterm_to_one_of_two_processes_stops_both_at_one_round_with_a_whole_checkpoint(
+        tmp_path):
+    out = tmp_path / "stopped"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    args = ["--rule", "fedmaba", "--rounds", "100000", "--checkpoint-every", "3", *TINY,
+            "--eval-every", "1000", "--out", str(out)]
+    proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                             "--nproc-per-node", "2", "-m", "fastfair", "simulate", *args],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while not (out / "checkpoint.pt").exists() and proc.poll() is None \
+            and time.time() < deadline:
+        time.sleep(0.01)
+    worker = None
+    while worker is None and proc.poll() is None and time.time() < deadline:
+        worker = _worker_of_rank(proc.pid, 1)
+    assert worker is not None, "no worker of rank 1"
+    os.kill(worker, signal.SIGTERM)
+    code, err = _finish(proc)
+    rounds = [int(r) for r in re.findall(r"SIGTERM: stopped after round (\d+)", err)]
+    assert len(rounds) == 2 and rounds[0] == rounds[1], err[-3000:]  # every rank, one round
+    assert err.count(f"its checkpoint is saved in {out}. Resume with") == 2, err[-3000:]
+    assert "nothing was saved" not in err and "Connection reset" not in err
+    assert not list(out.glob("*.tmp"))
+    state = checkpoint_module.load(out / "checkpoint.pt")
+    assert state["current"]["round"] == rounds[0]
