@@ -6,7 +6,7 @@ at the initial global model."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Tuple
 
 import numpy as np
 import torch
@@ -33,6 +33,9 @@ def ditto_options(options: Dict[str, Any]) -> DittoOptions:
 class DittoSimulation(MethodRunner):
     """Ditto rounds on any federated data set and flat model of the simulator."""
 
+    flat_rows_only = ("ditto trains models without buffers (batch norm) on one label per "
+                      "sample: its personal models are flat parameter rows")
+
     unused = {"device": "Ditto runs on the CPU", "precision": "Ditto trains in fp32",
               "train_loss": "Ditto reports train_loss every round",
               "validation": "Ditto's lambda is not chosen on a validation split",
@@ -53,14 +56,6 @@ class DittoSimulation(MethodRunner):
         self.opts = ditto_options(dict(self.config.rule_options))
         self.plan = plan
         self.optimizer = plan.optimizer()
-
-    def _model(self, model: Optional[FlatModel]) -> FlatModel:
-        model = super()._model(model)
-        assert model is not None  # Runner._model builds one (model_for)
-        if model.num_buffers or self.dataset.label_shape:
-            raise ValueError("ditto trains models without buffers (batch norm) on one label per "
-                             "sample: its personal models are flat parameter rows")
-        return model
 
     def _setup(self) -> None:
         self.personal = self.params.reshape(1, -1).repeat(self.config.clients, 1)

@@ -389,6 +389,17 @@ class MethodRunner(Runner):
     """A runner of a method whose tiny per-client models train and evaluate on one torch
     thread (see :func:`torch_threads`) in one process."""
 
+    #: Why the method needs flat parameter rows, i.e. a model without buffers (batch norm)
+    #: trained on one label per sample; None where it takes any model.
+    flat_rows_only: Optional[str] = None
+
+    def _model(self, model: Optional[FlatModel]) -> Optional[FlatModel]:
+        model = super()._model(model)
+        if self.flat_rows_only and model is not None and (model.num_buffers
+                                                          or self.dataset.label_shape):
+            raise ValueError(self.flat_rows_only)
+        return model
+
     def step(self) -> Dict[str, Any]:
         with torch_threads(1):
             return super().step()

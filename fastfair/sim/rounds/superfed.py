@@ -7,7 +7,7 @@ with FedAvg weights and the server optimiser takes the step.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Tuple
 
 import numpy as np
 import torch
@@ -57,6 +57,9 @@ def evaluate_personal(model: FlatModel, params: torch.Tensor, x: torch.Tensor, y
 class SuperFedSimulation(MethodRunner):
     """SuPerFed rounds on any federated data set and flat model of the simulator."""
 
+    flat_rows_only = ("superfed mixes models without buffers (batch norm) trained on one "
+                      "label per sample")
+
     unused = {"device": "SuPerFed runs on the CPU", "precision": "SuPerFed trains in fp32",
               "train_loss": "SuPerFed reports train_loss every round",
               "validation": "SuPerFed's options are not chosen on a validation split",
@@ -76,14 +79,6 @@ class SuperFedSimulation(MethodRunner):
         self.opts = superfed_options(self.config.rule, dict(self.config.rule_options))
         self.plan = plan
         self.optimizer = plan.optimizer()
-
-    def _model(self, model: Optional[FlatModel]) -> FlatModel:
-        model = super()._model(model)
-        assert model is not None  # Runner._model builds one (model_for)
-        if model.num_buffers or self.dataset.label_shape:
-            raise ValueError("superfed mixes models without buffers (batch norm) trained on one "
-                             "label per sample")
-        return model
 
     def _setup(self) -> None:
         self.layout = ops.SegmentLayout.from_shapes(self.model.shapes)
