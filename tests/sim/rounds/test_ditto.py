@@ -123,3 +123,16 @@ def test_the_command_line_runs_ditto_and_refuses_what_it_does_not_use(tmp_path):
                  str(tmp_path / "bad"), "--quiet"]) == 2
     with pytest.raises(ValueError, match=r"does not use fair_over \(--fair-over\)"):
         DittoSimulation(SimulationConfig(rule="ditto", fair_over="groups", **TINY))
+
+
+@pytest.mark.parametrize("method,rule_options", [("ditto", {"lam": 1.0}), ("superfed-mm", {})])
+def test_personalised_methods_refuse_a_model_with_buffers(method, rule_options):
+    import torch
+
+    from fastfair.sim import ModuleModel, SuperFedSimulation
+
+    with_norm = ModuleModel(torch.nn.Sequential(torch.nn.Linear(64, 8), torch.nn.BatchNorm1d(8),
+                                                torch.nn.Linear(8, 10)))
+    runner = DittoSimulation if method == "ditto" else SuperFedSimulation
+    with pytest.raises(ValueError, match=r" models without buffers \(batch norm\)"):
+        runner(SimulationConfig(rule=method, rule_options=rule_options, **TINY), model=with_norm)
