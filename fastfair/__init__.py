@@ -13,23 +13,8 @@ with ``torch.save`` (read back by ``torch.load``'s weights-only default) or with
 :func:`save_state` / :func:`load_state`, NumPy alone (:mod:`fastfair.state`).
 """
 
-from typing import TYPE_CHECKING
-
-from fastfair._C import build_info, get_num_threads, set_num_threads
 from fastfair._lazy import lazy_exports
 
-if TYPE_CHECKING:  # the names as type checkers see them (tests/test_layout.py: the same)
-    import fastfair.aggregators as aggregators  # noqa: F401
-    import fastfair.ops as ops  # noqa: F401
-    import fastfair.reference as reference  # noqa: F401
-    from fastfair.state import StateDict, load_state, save_state  # noqa: F401
-
 __version__ = "0.1.0"
-__all__ = ["aggregators", "ops", "reference", "StateDict", "build_info", "get_num_threads",
-           "load_state", "save_state", "set_num_threads", "__version__"]
-
-#: Each submodule and the public names it defines, and the sub-packages, all imported on first
-#: use (PEP 562): the command line imports this package for its version and build, and starts
-#: without the rules, the kernels' wrappers and the oracles.
-_EXPORTS = {"fastfair.state": ("StateDict", "load_state", "save_state")}
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, ("aggregators", "ops", "reference"))
+#: The public names, listed once in __init__.pyi, each imported on first use (PEP 562).
+__getattr__, __dir__, __all__ = lazy_exports(__name__, __file__)

@@ -108,11 +108,11 @@ def test_the_import_walk_skips_type_checking_blocks():
             for a in n.names] == ["a", "c", "d"]
 
 
-def _assert_no_import_cycle(nodes):
+def _assert_no_import_cycle(nodes, stubs=False):
     """Raises naming the first cycle of the graph of ``nodes(tree)``'s imports over the
-    package."""
+    package (and its packages' stubs ``__init__.pyi`` with ``stubs``)."""
     graph = {}
-    for path in _modules():
+    for path in _modules() + (sorted(PACKAGE.rglob("__init__.pyi")) if stubs else []):
         me = _name(path)
         deps = set()
         for node in nodes(ast.parse(path.read_text())):
@@ -123,7 +123,7 @@ def _assert_no_import_cycle(nodes):
             else:
                 continue
             deps |= {n for n in names if n.startswith("fastfair")}
-        graph[me] = deps
+        graph.setdefault(me, set()).update(deps)
     known = set(graph)
     # A module depends on the modules it names (a package's __init__ included, except its own).
     edges = {m: {d for d in deps if d in known and d != m and not m.startswith(d + ".")}
@@ -149,29 +149,10 @@ def test_no_import_cycle():
 
 
 def test_no_import_cycle_for_type_checkers_either():
-    """The imports under ``if TYPE_CHECKING:`` and inside functions count too: the layers
-    depend one way whoever reads them (the name tables fill themselves by module name,
-    :class:`fastfair._table.Table`)."""
-    _assert_no_import_cycle(ast.walk)
-
-
-def test_lazy_packages_show_type_checkers_the_names_they_export():
-    """A package that imports its names on first use (``fastfair._lazy``) lists each under
-    ``if TYPE_CHECKING:`` as well, from the same module, so type checkers see what runs."""
-    lazy = [path for path in _modules() if "lazy_exports(__name__, _EXPORTS)" in path.read_text()]
-    assert len(lazy) >= 5
-    for path in lazy:
-        tree = ast.parse(path.read_text())
-        checked = {(node.module, alias.name) for top in tree.body
-                   if isinstance(top, ast.If) and getattr(top.test, "id", "") == "TYPE_CHECKING"
-                   for node in top.body if isinstance(node, ast.ImportFrom)
-                   for alias in node.names}
-        exports = next(ast.literal_eval(node.value) for node in tree.body
-                       if (isinstance(node, ast.Assign)
-                           and getattr(node.targets[0], "id", "") == "_EXPORTS")
-                       or (isinstance(node, ast.AnnAssign) and node.value is not None
-                           and getattr(node.target, "id", "") == "_EXPORTS"))
-        assert checked == {(m, n) for m, names in exports.items() for n in names}, path
+    """The imports under ``if TYPE_CHECKING:``, inside functions and in the lazy packages'
+    stubs count too: the layers depend one way whoever reads them (the name tables fill
+    themselves by module name, :class:`fastfair._table.Table`)."""
+    _assert_no_import_cycle(ast.walk, stubs=True)
 
 
 def _private_bases_from_elsewhere(source: str):

@@ -10,21 +10,7 @@ them, :mod:`fastfair.reproduce.run` runs them and writes the comparison, and
 schemes do not express.
 """
 
-from typing import TYPE_CHECKING, Dict, Tuple
-
 from fastfair._lazy import lazy_exports
 
-if TYPE_CHECKING:  # the names as type checkers see them (tests/test_layout.py: the same)
-    from fastfair.reproduce.table import (  # noqa: F401
-        TABLES_DIR,
-        TableSpec,
-        load_table,
-        table_names,
-    )
-
-#: Each submodule and the public names it defines, imported on first use (PEP 562), so that
-#: the command line's parser (``fastfair --help``) adds ``reproduce`` without reading a table.
-_EXPORTS: Dict[str, Tuple[str, ...]] = {
-    "fastfair.reproduce.table": ("TABLES_DIR", "TableSpec", "load_table", "table_names")}
-__all__ = sorted(name for names in _EXPORTS.values() for name in names)
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+#: The public names, listed once in __init__.pyi, each imported on first use (PEP 562).
+__getattr__, __dir__, __all__ = lazy_exports(__name__, __file__)

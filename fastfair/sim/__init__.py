@@ -21,65 +21,7 @@ The sub-packages are the layers, each importing only those before it:
 - :mod:`~fastfair.sim.experiments`: experiments and sweeps, their run folders and checkpoints.
 """
 
-from typing import TYPE_CHECKING
-
 from fastfair._lazy import lazy_exports
 
-if TYPE_CHECKING:  # the names as type checkers see them (tests/test_layout.py: the same)
-    from fastfair.sim.config import SimulationConfig  # noqa: F401
-    from fastfair.sim.data.arrays import ArrayDataset, digits_dataset  # noqa: F401
-    from fastfair.sim.data.base import ClientBatch, FederatedDataset  # noqa: F401
-    from fastfair.sim.data.synthetic import SyntheticDataset  # noqa: F401
-    from fastfair.sim.distributed import Distributed  # noqa: F401
-    from fastfair.sim.experiments.experiment import Experiment, ExperimentResult  # noqa: F401
-    from fastfair.sim.experiments.loading import load_run  # noqa: F401
-    from fastfair.sim.experiments.sweep import Sweep  # noqa: F401
-    from fastfair.sim.experiments.sweep_result import SweepResult  # noqa: F401
-    from fastfair.sim.models.flat import MLP, LogisticRegression, make_model  # noqa: F401
-    from fastfair.sim.models.module import ModuleModel  # noqa: F401
-    from fastfair.sim.reporting.callbacks import (  # noqa: F401
-        CSVLogger,
-        LoggingCallback,
-        RoundCallback,
-        TensorBoardLogger,
-        WandbLogger,
-    )
-    from fastfair.sim.reporting.metrics import fairness_metrics  # noqa: F401
-    from fastfair.sim.reporting.stats import SweepRun  # noqa: F401
-    from fastfair.sim.rounds.ditto import DittoSimulation  # noqa: F401
-    from fastfair.sim.rounds.engine import Simulation  # noqa: F401
-    from fastfair.sim.rounds.fedevg import FedEvgSimulation  # noqa: F401
-    from fastfair.sim.rounds.registry import make_runner  # noqa: F401
-    from fastfair.sim.rounds.superfed import SuperFedSimulation  # noqa: F401
-    from fastfair.sim.training.evaluate import evaluate_clients  # noqa: F401
-    from fastfair.sim.training.local import train_clients  # noqa: F401
-    from fastfair.sim.training.schedule import LocalTrainingConfig  # noqa: F401
-
-#: Each submodule and the public names it defines, imported on first use (PEP 562).
-_EXPORTS = {
-    "fastfair.sim.config": ("SimulationConfig",),
-    "fastfair.sim.data.arrays": ("ArrayDataset", "digits_dataset"),
-    "fastfair.sim.data.base": ("ClientBatch", "FederatedDataset"),
-    "fastfair.sim.data.synthetic": ("SyntheticDataset",),
-    "fastfair.sim.distributed": ("Distributed",),
-    "fastfair.sim.experiments.experiment": ("Experiment", "ExperimentResult"),
-    "fastfair.sim.experiments.loading": ("load_run",),
-    "fastfair.sim.experiments.sweep": ("Sweep",),
-    "fastfair.sim.experiments.sweep_result": ("SweepResult",),
-    "fastfair.sim.models.flat": ("MLP", "LogisticRegression", "make_model"),
-    "fastfair.sim.models.module": ("ModuleModel",),
-    "fastfair.sim.reporting.callbacks": (
-        "CSVLogger", "LoggingCallback", "RoundCallback", "TensorBoardLogger", "WandbLogger"),
-    "fastfair.sim.reporting.metrics": ("fairness_metrics",),
-    "fastfair.sim.reporting.stats": ("SweepRun",),
-    "fastfair.sim.rounds.ditto": ("DittoSimulation",),
-    "fastfair.sim.rounds.engine": ("Simulation",),
-    "fastfair.sim.rounds.fedevg": ("FedEvgSimulation",),
-    "fastfair.sim.rounds.registry": ("make_runner",),
-    "fastfair.sim.rounds.superfed": ("SuperFedSimulation",),
-    "fastfair.sim.training.evaluate": ("evaluate_clients",),
-    "fastfair.sim.training.local": ("train_clients",),
-    "fastfair.sim.training.schedule": ("LocalTrainingConfig",),
-}
-__all__ = sorted(name for names in _EXPORTS.values() for name in names)
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+#: The public names, listed once in __init__.pyi, each imported on first use (PEP 562).
+__getattr__, __dir__, __all__ = lazy_exports(__name__, __file__)

@@ -1,0 +1,33 @@
+"""The public names of this package, each imported on first use by :mod:`fastfair._lazy`."""
+
+from fastfair.sim.config import SimulationConfig as SimulationConfig
+from fastfair.sim.data.arrays import ArrayDataset as ArrayDataset
+from fastfair.sim.data.arrays import digits_dataset as digits_dataset
+from fastfair.sim.data.base import ClientBatch as ClientBatch
+from fastfair.sim.data.base import FederatedDataset as FederatedDataset
+from fastfair.sim.data.synthetic import SyntheticDataset as SyntheticDataset
+from fastfair.sim.distributed import Distributed as Distributed
+from fastfair.sim.experiments.experiment import Experiment as Experiment
+from fastfair.sim.experiments.experiment import ExperimentResult as ExperimentResult
+from fastfair.sim.experiments.loading import load_run as load_run
+from fastfair.sim.experiments.sweep import Sweep as Sweep
+from fastfair.sim.experiments.sweep_result import SweepResult as SweepResult
+from fastfair.sim.models.flat import MLP as MLP
+from fastfair.sim.models.flat import LogisticRegression as LogisticRegression
+from fastfair.sim.models.flat import make_model as make_model
+from fastfair.sim.models.module import ModuleModel as ModuleModel
+from fastfair.sim.reporting.callbacks import CSVLogger as CSVLogger
+from fastfair.sim.reporting.callbacks import LoggingCallback as LoggingCallback
+from fastfair.sim.reporting.callbacks import RoundCallback as RoundCallback
+from fastfair.sim.reporting.callbacks import TensorBoardLogger as TensorBoardLogger
+from fastfair.sim.reporting.callbacks import WandbLogger as WandbLogger
+from fastfair.sim.reporting.metrics import fairness_metrics as fairness_metrics
+from fastfair.sim.reporting.stats import SweepRun as SweepRun
+from fastfair.sim.rounds.ditto import DittoSimulation as DittoSimulation
+from fastfair.sim.rounds.engine import Simulation as Simulation
+from fastfair.sim.rounds.fedevg import FedEvgSimulation as FedEvgSimulation
+from fastfair.sim.rounds.registry import make_runner as make_runner
+from fastfair.sim.rounds.superfed import SuperFedSimulation as SuperFedSimulation
+from fastfair.sim.training.evaluate import evaluate_clients as evaluate_clients
+from fastfair.sim.training.local import train_clients as train_clients
+from fastfair.sim.training.schedule import LocalTrainingConfig as LocalTrainingConfig
