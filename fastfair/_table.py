@@ -48,6 +48,7 @@ class Table(Mapping[str, V]):
         self._filled = not fill
         self._entries: Dict[str, Any] = dict(targets or {})
         self._targets = set(self._entries)
+        self._target_of: Dict[str, str] = dict(targets or {})
 
     def _ready(self) -> Dict[str, Any]:
         if not self._filled:
@@ -62,6 +63,12 @@ class Table(Mapping[str, V]):
             raise ValueError(f"{self.kind} {name!r} is registered twice; give the second one "
                              "another name")
         self._entries[name] = value
+
+    def target(self, name: str) -> str:
+        """The ``"module:Name"`` that ``name`` was given as, imported or not (KeyError for a
+        name registered with :meth:`add`): another table can key itself by it without
+        importing anything."""
+        return self._target_of[name]
 
     def check(self, name: str) -> None:
         """Raises ValueError unless ``name`` is in the table, listing the names."""
