@@ -22,7 +22,10 @@ def main() -> int:
     print(f"fastfair {fastfair.__version__} from {where}")
     print(f"build: {info}")
     assert info["version"] == fastfair.__version__, (info["version"], fastfair.__version__)
-    # A wheel ships its type information: the marker and the compiled core's stub.
+    # A wheel ships its type information: the marker, the compiled core's stub and the stubs
+    # that list each lazy package's names (read at import, fastfair/_lazy.py).
+    stubs = [str(p.relative_to(where)) for p in where.rglob("__init__.pyi")]
+    assert len(stubs) >= 10, f"the wheel lacks the packages' stubs; it has {stubs}"
     for name in ("py.typed", "_C.pyi"):
         assert (where / name).is_file(), f"the wheel lacks fastfair/{name}"
 
