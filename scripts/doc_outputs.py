@@ -93,6 +93,12 @@ BLOCKS: Dict[str, Block] = {
     "virtual-clock": Block("docs/populations.md",
                            ("python", "examples/populations/virtual_clock.py"), True,
                            fenced=False),
+    "population-deadlines": Block(
+        "docs/populations.md", ("python", "scripts/population_tables.py", "deadlines"), True,
+        fenced=False),
+    "population-restricted": Block(
+        "docs/populations.md", ("python", "scripts/population_tables.py", "restricted"), True,
+        fenced=False),
     "flower-app": Block(
         "docs/flower.md",
         ("flwr", "run", ".", "--stream", "--federation-config",

@@ -24,8 +24,8 @@ def _script():
 
 doc_outputs = _script()
 FAST = [name for name, block in doc_outputs.BLOCKS.items() if block.fast]
-#: Above a few seconds: the default job trains 12 runs.
-SLOW_TO_CHECK = {"default-job"}
+#: Above a few seconds: the default job trains 12 runs, the population tables run 3 and 1 sweeps.
+SLOW_TO_CHECK = {"default-job", "population-deadlines", "population-restricted"}
 
 
 def test_every_block_has_its_markers_once_and_every_marker_a_block():
