@@ -13,13 +13,15 @@ A generated block sits in its Markdown file between two markers that name it::
     ```
     <!-- /output -->
 
-and everything between the markers is rewritten. :data:`BLOCKS` names each block's command;
-the commands run in a scratch folder with ``COLUMNS=160`` (the width a table is split at) and
-one thread, and only their standard output is kept (messages and timings go to standard
-error). A *fast* block is deterministic and takes seconds: ``tests/test_doc_outputs.py`` checks
-that the shipped text equals what this script writes. A *slow* block (minutes) is followed,
-inside its markers, by a line giving the date and the commit it was made at; a block that also
-makes figures copies them into ``docs/images``.
+and everything between the markers is rewritten (a command that prints a Markdown table gets
+it unfenced). :data:`BLOCKS` names each block's command; the commands run in a scratch folder
+(or the example's folder they are shown in) with ``COLUMNS=160`` (the width a table is split at)
+and one thread, and only their standard output is kept (messages and timings go to standard
+error; of a command that logs to standard output too, the part the docs show). A *fast* block
+is deterministic and takes seconds: ``tests/test_doc_outputs.py`` checks that the shipped text
+equals what this script writes. A *slow* block (minutes) is followed, inside its markers, by a
+line giving the date and the commit it was made at; a block that also makes figures copies them
+into ``docs/images``.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import dataclasses
 import datetime
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -45,14 +48,21 @@ ENV = {"COLUMNS": "160", "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
 @dataclasses.dataclass(frozen=True)
 class Block:
     """One generated block: the Markdown file it sits in (relative to the repository root),
-    the command's arguments after ``python -m``, whether it is fast, and the figures the
-    command writes into its ``--out`` folder (``OUT`` in ``args``) that are copied into the
-    docs, as ``(file in the run folder, path under the repository root)``."""
+    the command as the docs show it (``fastfair ...`` runs as ``python -m fastfair ...``,
+    ``python SCRIPT`` with the script's path under the repository root), whether it is fast,
+    and the figures the command writes into its ``--out`` folder (``OUT`` in ``args``) that are
+    copied into the docs, as ``(file in the run folder, path under the repository root)``.
+    ``cwd``: the folder under the repository root the command runs in (a scratch folder when
+    empty); ``keep``: a pattern whose first match in the output is the part shown (all of it
+    when empty); ``fenced``: False for a command that prints a Markdown table."""
 
     doc: str
     args: Tuple[str, ...]
     fast: bool
     figures: Tuple[Tuple[str, str], ...] = ()
+    cwd: str = ""
+    keep: str = ""
+    fenced: bool = True
 
 
 #: Every generated block, by name (the name its markers carry).
@@ -80,6 +90,20 @@ BLOCKS: Dict[str, Block] = {
          "1000", "--rounds", "100", "--compare", "fedavg,aaggff-d,afl", "--fair-over", "groups",
          "--seeds", "0,1,2", "--quiet", "--out", "OUT"),
         False),
+    "virtual-clock": Block("docs/populations.md",
+                           ("python", "examples/populations/virtual_clock.py"), True,
+                           fenced=False),
+    "population-deadlines": Block(
+        "docs/populations.md", ("python", "scripts/population_tables.py", "deadlines"), True,
+        fenced=False),
+    "population-restricted": Block(
+        "docs/populations.md", ("python", "scripts/population_tables.py", "restricted"), True,
+        fenced=False),
+    "flower-app": Block(
+        "docs/flower.md",
+        ("flwr", "run", ".", "--stream", "--federation-config",
+         "num-supernodes=30 client-resources-num-cpus=1"),
+        False, cwd="examples/flower", keep=r"^rule .*?^\(test accuracy .*?\)$"),
 }
 
 MARKERS = re.compile(r"(<!-- output: ([\w-]+) -->\n)(.*?)(<!-- /output -->)", re.S)
@@ -87,7 +111,12 @@ MARKERS = re.compile(r"(<!-- output: ([\w-]+) -->\n)(.*?)(<!-- /output -->)", re
 
 def command(block: Block, out: Optional[Path] = None) -> List[str]:
     """The command line of ``block`` (``OUT`` replaced by ``out``)."""
-    return [sys.executable, "-m", *(str(out) if a == "OUT" and out else a for a in block.args)]
+    program, *args = (str(out) if a == "OUT" and out else a for a in block.args)
+    if program == "fastfair":
+        return [sys.executable, "-m", program, *args]
+    if program == "python":
+        return [sys.executable, str(ROOT / args[0]), *args[1:]]
+    return [program, *args]
 
 
 def shown(block: Block) -> str:
@@ -96,7 +125,7 @@ def shown(block: Block) -> str:
     if "OUT" in args:
         i = args.index("OUT")
         del args[i - 1:i + 1]
-    return " ".join(a for a in args if a != "--quiet")
+    return " ".join(shlex.quote(a) for a in args if a != "--quiet")
 
 
 def run(name: str, figures: bool = True) -> str:
@@ -106,7 +135,8 @@ def run(name: str, figures: bool = True) -> str:
     block = BLOCKS[name]
     with tempfile.TemporaryDirectory(prefix="doc-outputs-") as tmp:
         out = Path(tmp) / "run"
-        done = subprocess.run(command(block, out), cwd=tmp, capture_output=True, text=True,
+        done = subprocess.run(command(block, out), cwd=ROOT / block.cwd if block.cwd else tmp,
+                              capture_output=True, text=True,
                               env={**os.environ, **ENV,
                                    "PYTHONPATH": os.pathsep.join(
                                        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])})
@@ -116,7 +146,16 @@ def run(name: str, figures: bool = True) -> str:
         if figures:
             for produced, target in block.figures:
                 shutil.copyfile(out / produced, ROOT / target)
-    text = "```\n" + done.stdout.rstrip("\n") + "\n```\n"
+    shows = done.stdout
+    if block.keep:
+        found = re.search(block.keep, shows, re.S | re.M)
+        if not found:
+            raise RuntimeError(f"block {name!r}: `{shown(block)}` printed no "
+                               f"{block.keep!r}:\n" + shows[-3000:])
+        shows = found.group(0)
+    text = shows.rstrip("\n") + "\n"
+    if block.fenced:
+        text = "```\n" + text + "```\n"
     if not block.fast:
         text += (f"\n(Generated by `python scripts/doc_outputs.py {name}` on "
                  f"{datetime.date.today().isoformat()} at commit {commit()}.)\n")
@@ -162,7 +201,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     if args.list:
         for name, block in BLOCKS.items():
-            print(f"{name:<16}{'fast' if block.fast else 'slow':<6}{block.doc:<20}{shown(block)}")
+            print(f"{name:<24}{'fast' if block.fast else 'slow':<6}{block.doc:<20}{shown(block)}")
         return 0
     unknown = [n for n in args.names if n not in BLOCKS]
     if unknown:

@@ -24,8 +24,8 @@ def _script():
 
 doc_outputs = _script()
 FAST = [name for name, block in doc_outputs.BLOCKS.items() if block.fast]
-#: Above a few seconds: the default job trains 12 runs.
-SLOW_TO_CHECK = {"default-job"}
+#: Above a few seconds: the default job trains 12 runs, the population tables run 3 and 1 sweeps.
+SLOW_TO_CHECK = {"default-job", "population-deadlines", "population-restricted"}
 
 
 def test_every_block_has_its_markers_once_and_every_marker_a_block():
@@ -65,3 +65,22 @@ def test_write_replaces_only_the_named_block(tmp_path, monkeypatch):
                                "<!-- output: two -->\nkeep\n<!-- /output -->\n")
     with pytest.raises(ValueError, match="block 'three': x.md has no"):
         doc_outputs.write("three", "x\n")
+
+
+def test_run_keeps_the_shown_part_of_a_logging_command_and_refuses_without_it(
+        tmp_path, monkeypatch):
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "log.py").write_text(
+        "import os\nprint('INFO: starting')\nprint('rule  acc')\nprint(os.path.basename("
+        "os.getcwd()))\nprint('(done)')\nprint('INFO: stopping')\n")
+    monkeypatch.setattr(doc_outputs, "ROOT", tmp_path)
+    monkeypatch.setattr(doc_outputs, "BLOCKS", {
+        "log": doc_outputs.Block("x.md", ("python", "app/log.py"), True, cwd="app",
+                                 keep=r"^rule .*?^\(done\)$"),
+        "table": doc_outputs.Block("x.md", ("python", "app/log.py"), True, fenced=False,
+                                   keep=r"^rule .*?$"),
+        "none": doc_outputs.Block("x.md", ("python", "app/log.py"), True, keep=r"^table$")})
+    assert doc_outputs.run("log") == "```\nrule  acc\napp\n(done)\n```\n"
+    assert doc_outputs.run("table") == "rule  acc\n"
+    with pytest.raises(RuntimeError, match="block 'none': `python app/log.py` printed no"):
+        doc_outputs.run("none")
