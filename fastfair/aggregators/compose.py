@@ -9,7 +9,7 @@ r"""The client objective as an axis of its own: a run is (client objective) x (m
     chosen = compose.choose_objective(rule, "proximal", {"mu": 0.01})
     objective = compose.round_objective(rule, chosen)   # every round: ProximalObjective(0.01)
 
-The objectives (:data:`OBJECTIVE_NAMES`) are those of :mod:`fastfair.aggregators.objectives`,
+The objectives (``OBJECTIVE_NAMES``) are those of :mod:`fastfair.aggregators.objectives`,
 under their config kinds: ``plain`` (the mean loss :math:`\ell`), ``proximal`` (FedProx:
 :math:`\ell + \frac{\mu}{2}\lVert w - w^t\rVert^2`), ``propfair`` (PropFair's
 :math:`-\log(1 - \ell/M)`, continued near the pole) and ``cvar`` (Fed-CVaR-Avg's relay
@@ -133,7 +133,7 @@ def choose_objective(rule: Aggregator, name: Optional[str],
         The mixing rule (any :class:`~fastfair.aggregators.Aggregator`, a rule over groups
         included).
     name
-        One of :data:`OBJECTIVE_NAMES`, or None for the rule's own.
+        One of ``OBJECTIVE_NAMES``, or None for the rule's own.
     options
         The objective's options (:func:`objective_options`); only with ``name``.
 

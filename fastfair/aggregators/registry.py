@@ -49,7 +49,7 @@ def objective_options(name: str) -> Dict[str, Any]:
     Parameters
     ----------
     name
-        One of :data:`~fastfair.aggregators.objectives.OBJECTIVE_NAMES`.
+        One of ``OBJECTIVE_NAMES`` (:mod:`fastfair.aggregators.objectives`).
 
     Returns
     -------

@@ -42,7 +42,7 @@ from fastfair.sim.registry import (
 
 _R = "fastfair.sim.rounds.availability:"
 #: Which clients can take part in a round: each availability process by name, its class
-#: imported on first lookup (:data:`fastfair.sim.rounds.availability.AVAILABILITY`).
+#: imported on first lookup (``AVAILABILITY`` of :mod:`fastfair.sim.rounds.availability`).
 AVAILABILITY_PROCESSES: Table[Any] = Table("availability", targets={
     "uniform": _R + "UniformAvailability", "bernoulli": _R + "BernoulliAvailability",
     "ram": _R + "RandomAccessAvailability"})

@@ -2,7 +2,7 @@
 rows) and ``adult.test`` (16,281 rows, first line ``|1x3 Cross validator``, labels with a
 trailing ``.``) in ``DIR``, as the standard train and test split.
 
-Features, in the order of :data:`COLUMNS`, as ``features`` (:data:`FEATURES`) chooses:
+Features, in the order of :data:`COLUMNS`, as ``features`` (``FEATURES``) chooses:
 
 - ``"all"`` (108 on UCI's files): the 6 numeric columns standardised with the training rows'
   mean and standard deviation (``(v - mean) / std``), so that one learning rate suits them
@@ -111,7 +111,7 @@ def read_rows(path: str) -> Tuple[List[List[str]], np.ndarray]:
 def encode(train: List[List[str]], test: List[List[str]], features: str = "all"
            ) -> Tuple[np.ndarray, np.ndarray, List[str]]:
     """``(x_train [n, F] float32, x_test [m, F] float32, feature names [F])`` in the encoding
-    ``features`` (:data:`FEATURES`, module docstring): with ``"all"`` numeric columns
+    ``features`` (``FEATURES``, module docstring): with ``"all"`` numeric columns
     standardised by the training rows, :math:`(v - \\bar v) / s` (s the population standard
     deviation; 1 where it is 0), and categorical ones one-hot over the training rows' values
     (``?`` a value like any other); with ``"categorical"`` the categorical columns only,
@@ -185,7 +185,7 @@ class AdultDataset(SplitArrays):
     """UCI Adult from ``data_dir`` (``adult.data``, ``adult.test``), its clients made by
     ``partition`` (module docstring): ``column:...`` fixes their number (``clients`` None, or
     that number), the label partitions split across ``clients``; ``features`` chooses the
-    encoding (:data:`FEATURES`: ``"all"``, 108 features, or ``"categorical"``, the q-FFL
+    encoding (``FEATURES``: ``"all"``, 108 features, or ``"categorical"``, the q-FFL
     authors' 99). ``feature_names [F]`` name the
     columns of ``x``; ``client_names [K]`` the clients of a column partition."""
 

@@ -242,7 +242,7 @@ def partition_labels(labels: np.ndarray, num_clients: int, scheme: str, *, seed:
     num_clients
         K, the number of clients, in ``[1, n // 2]``.
     scheme
-        ``'iid'``, ``'dirichlet'`` or ``'pathological'`` (:data:`SCHEMES`):
+        ``'iid'``, ``'dirichlet'`` or ``'pathological'`` (``SCHEMES``):
 
         - ``'iid'``: a random permutation of the ``n`` indices cut into K parts of
           ``floor(n / K)`` or ``ceil(n / K)`` samples.

@@ -257,7 +257,7 @@ def open_files(name: str, data_dir: str, clients: Optional[int] = None, *, seed:
     random subset). Vision data sets and ``image-folder``: the training set split across
     ``clients`` (required) by ``partition``; ``adult``: by ``partition``, whose ``column:...``
     forms fix the number of clients (``clients`` None or that number), encoded as
-    ``adult_features`` says (:data:`fastfair.sim.data.adult.FEATURES`). ``download`` fetches
+    ``adult_features`` says (``FEATURES`` of :mod:`fastfair.sim.data.adult`). ``download`` fetches
     missing files with torchvision's downloader. An open
     data set is reused by later calls with the same arguments while its files are unchanged,
     so the rules of an experiment share one and the clients it has read.

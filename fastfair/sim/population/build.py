@@ -1,4 +1,5 @@
-"""What a configuration builds of a device population (:mod:`.devices`, :mod:`.selection`).
+"""What a configuration builds of a device population (:mod:`fastfair.sim.population.devices`,
+:mod:`fastfair.sim.population.selection`).
 
 A configuration names a population (``population``: ``"devices"``, the documented tiers, or the
 path of a CSV), its options (``population_options``), a selection policy (``policy``,
