@@ -3,6 +3,7 @@ regression, autograd over the flat model for everything else."""
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any, List, Optional, Sequence, Tuple, cast
 
@@ -137,7 +138,14 @@ def cuda_kernel_enabled() -> bool:
     value = os.environ.get(CUDA_KERNEL_SWITCH, CUDA_KERNEL_DEFAULT).strip().lower()
     if value not in ("on", "off"):
         raise ValueError(f"{CUDA_KERNEL_SWITCH} must be 'on' or 'off'; got {value!r}")
-    return value == "on" and bool(build_info()["cuda"])
+    return value == "on" and _core_has_cuda()
+
+
+@functools.lru_cache(maxsize=1)
+def _core_has_cuda() -> bool:
+    """Whether the compiled core was built with CUDA, asked once per process: ``build_info``
+    also counts the GPUs, a driver call this check would otherwise make per lane and round."""
+    return bool(build_info()["cuda"])
 
 
 def _train_softmax_regression(batch: ClientBatch, keys: CohortKeys, lanes: Sequence[Lane],
