@@ -208,10 +208,10 @@ class ArrayDataset(FederatedDataset):
         if split not in self._data:
             raise ValueError(f"split must be 'train' or 'test'; got {split!r}")
         if device is not None and torch.device(device).type != "cpu":
-            pairs = self._data[split]
             resident = resident_split(
                 self, split, torch.device(device),
-                sum(x.numel() * x.element_size() + y.numel() * y.element_size() for x, y in pairs),
+                lambda: sum(x.numel() * x.element_size() + y.numel() * y.element_size()
+                            for x, y in self._data[split]),
                 lambda: self._whole(split))
             if resident is not None:
                 return resident.gather(ids)

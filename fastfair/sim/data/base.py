@@ -118,18 +118,20 @@ class ResidentSplit:
         return ClientBatch(self.x.index_select(0, index), self.y.index_select(0, index), offsets)
 
 
-def resident_split(dataset: "FederatedDataset", split: str, device: torch.device, nbytes: int,
+def resident_split(dataset: "FederatedDataset", split: str, device: torch.device,
+                   nbytes: Callable[[], int],
                    whole: Callable[[], Tuple[torch.Tensor, torch.Tensor, np.ndarray]]
                    ) -> Optional[ResidentSplit]:
     """``dataset``'s ``split`` kept on ``device`` from the first call on (``whole()`` gives its
-    batch tensors ``(x, y, counts)``, about ``nbytes`` bytes), or None where it would take more than
-    half of the device's free memory (the caller then copies each batch from the host). One
-    copy per data set, split and device."""
+    batch tensors ``(x, y, counts)``, about ``nbytes()`` bytes), or None where it would take
+    more than half of the device's free memory (the caller then copies each batch from the
+    host). One copy per data set, split and device; later calls only look it up."""
     cache = dataset.__dict__.setdefault("_on_device", {})
     key = (split, str(device))
     if key not in cache:
-        free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else 2 * nbytes
-        cache[key] = ResidentSplit(*whole(), device) if 2 * nbytes <= free else None
+        size = nbytes()
+        free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else 2 * size
+        cache[key] = ResidentSplit(*whole(), device) if 2 * size <= free else None
     return cache[key]
 
 

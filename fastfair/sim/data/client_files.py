@@ -126,9 +126,10 @@ class ClientFiles(FederatedDataset):
         if split not in SPLITS:
             raise ValueError(f"split must be 'train' or 'test'; got {split!r}")
         if device is not None and torch.device(device).type != "cpu":
-            nbytes = int(self._counts[split].sum()) * (self.num_features * 4 + 8)
-            resident = resident_split(self, split, torch.device(device), nbytes,
-                                      lambda: self._whole(split))
+            resident = resident_split(
+                self, split, torch.device(device),
+                lambda: int(self._counts[split].sum()) * (self.num_features * 4 + 8),
+                lambda: self._whole(split))
             if resident is not None:
                 return resident.gather(ids)
         parts = [self._client(split, k) for k in ids.tolist()]

@@ -206,6 +206,25 @@ def test_a_resident_split_gathers_the_batch_copied_from_the_host(split, make):
         np.testing.assert_array_equal(got.offsets, expected.offsets)
 
 
+def test_a_split_is_sized_and_copied_once_then_looked_up():
+    from fastfair.sim.data.base import resident_split
+
+    d, calls = _image_clients(), []
+
+    def size():
+        calls.append("size")
+        return 1
+
+    def whole():
+        calls.append("whole")
+        return d._whole("train")
+
+    first = resident_split(d, "train", torch.device("cpu"), size, whole)
+    again = resident_split(d, "train", torch.device("cpu"), size, whole)
+    assert first is again and calls == ["size", "whole"]
+    assert torch.equal(first.gather(np.array([2])).x, d.client_data(np.array([2])).x)
+
+
 @requires_cuda
 @pytest.mark.parametrize("make", [_image_clients, _pixel_clients])
 def test_cuda_cohorts_are_gathered_from_one_copy_on_the_device(make):
