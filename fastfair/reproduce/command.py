@@ -120,6 +120,6 @@ def _run(args: argparse.Namespace, spec: Any, out: Path, settings: Dict[str, Any
                       on_column=lambda name, s: LOG.info("%s: %.0f s", name, s), device=device,
                       threads=args.threads, checkpoint_every=settings["checkpoint_every"],
                       resume=True)
-    print((out / "table.md").read_text(), end="", flush=True)
+    print((out / run_files.TABLE_MD).read_text(), end="", flush=True)
     LOG.info("wrote %s/table.md, table.csv, table.json (%.0f s)", out, table.seconds)
     return 0

@@ -497,7 +497,7 @@ def write_outputs(table: TableResult, out: Path) -> None:
     one row per rule and column) and ``out/table.json`` (the rows with the table's name,
     paper, source, metric, seeds, setting, wall time, load, machine, command and the columns
     not run yet), each written whole (a stopped write leaves the previous file)."""
-    with files.atomic(out / "table.md", text=True) as f:
+    with files.atomic(out / run_files.TABLE_MD, text=True) as f:
         f.write(markdown(table))
     machine = _machine.summary(table.machine)
     with files.atomic(out / run_files.TABLE_CSV, text=True) as f:

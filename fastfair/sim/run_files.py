@@ -29,7 +29,8 @@ TRADEOFF_PNG = "tradeoff.png"
 CURVES_PNG = "curves.png"
 #: The round records of the CSV logger (``--log csv``).
 ROUNDS_CSV = "rounds.csv"
-#: A reproduced table, as CSV and JSON, and the settings of its command.
+#: A reproduced table, as Markdown, CSV and JSON, and the settings of its command.
+TABLE_MD = "table.md"
 TABLE_CSV = "table.csv"
 TABLE_JSON = "table.json"
 REPRODUCE_SETTINGS = "reproduce.json"

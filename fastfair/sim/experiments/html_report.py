@@ -19,6 +19,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from fastfair import _files as files
+from fastfair.sim import run_files
+from fastfair.sim.experiments.common import read_config
 from fastfair.sim.experiments.loading import load_run
 from fastfair.sim.reporting import report, sweep_report
 from fastfair.sim.reporting.figures import png_base64, subplots
@@ -50,13 +52,6 @@ def _image(data: str, alt: str) -> str:
 
 def _file_image(path: Path, alt: str) -> str:
     return _image(base64.b64encode(path.read_bytes()).decode("ascii"), alt)
-
-
-def _config(folder: Path) -> Dict[str, Any]:
-    for name in ("sweep.json", "config.json"):
-        if (folder / name).is_file():
-            return dict(files.read_json_file(folder / name, name))
-    return {}
 
 
 def _config_section(config: Dict[str, Any]) -> str:
@@ -159,8 +154,8 @@ def _figures(result: Any, sweep: bool) -> List[Tuple[str, str]]:
         if sweep:
             scored = [run for run in result.runs if run.history]
             if scored:
-                curves = sweep_report.plot_curves(tmp_path / "curves.png", scored)
-                tradeoff = sweep_report.plot_tradeoff(tmp_path / "tradeoff.png", scored)
+                curves = sweep_report.plot_curves(tmp_path / run_files.CURVES_PNG, scored)
+                tradeoff = sweep_report.plot_tradeoff(tmp_path / run_files.TRADEOFF_PNG, scored)
                 sections += [("Per-round curves", _file_image(curves, "curves")),
                              ("Fairness trade-off", _file_image(tradeoff, "trade-off"))]
             finals: Dict[str, List[np.ndarray]] = {}
@@ -205,7 +200,8 @@ def render(folder: Union[str, Path]) -> str:
              "<h2>Summary</h2>", _sweep_summary(result) if sweep else _experiment_summary(result)]
     for heading, body in _figures(result, sweep):
         parts += [f"<h2>{html.escape(heading)}</h2>", body]
-    parts += ["<h2>Configuration</h2>", _config_section(_config(folder)), "</body></html>"]
+    config = read_config(folder, run_files.SWEEP_CONFIG if sweep else run_files.EXPERIMENT_CONFIG)
+    parts += ["<h2>Configuration</h2>", _config_section(config), "</body></html>"]
     return "\n".join(parts) + "\n"
 
 
